@@ -1,0 +1,3 @@
+"""agui-meta: consume AG-UI 1.0 event streams, with every item's metadata merged to the letter."""
+
+from __future__ import annotations

@@ -1,0 +1,205 @@
+"""The errors and reports of agui-meta.
+
+Every exception the package raises on purpose derives from :class:`AguiMetaError`::
+
+    AguiMetaError
+    ├── DataError (ValueError)            bad input; says where: index, offset, line, JSON path
+    │   ├── DecodeError                   a frame or object that is not a valid AG-UI 1.0 event
+    │   │   ├── FramingError              SSE / JSON-lines framing: truncated, oversized, not UTF-8
+    │   │   └── MetadataError             `metadata` that is null or not an object
+    │   ├── ChunkError                    a *_CHUNK event that cannot be expanded
+    │   ├── VerifyError                   an event out of order (the reference's verifyEvents)
+    │   ├── ApplyError                    an event the accumulator cannot apply (a raw chunk)
+    │   └── StrictError                   a report that strict mode turned into an error
+    └── UsageError (RuntimeError)         the library used the wrong way
+        ├── PipelineConsumed              a pipeline iterated a second time
+        └── PipelineClosed                a pipeline used after it was closed
+
+Problems that the reference client only warns about are not exceptions: they are
+:class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
+is given, issued as an :class:`AguiWarning`). Strict mode turns each into a :class:`StrictError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "AguiMetaError",
+    "AguiWarning",
+    "ApplyError",
+    "ChunkError",
+    "DataError",
+    "DecodeError",
+    "FramingError",
+    "MetadataError",
+    "PipelineClosed",
+    "PipelineConsumed",
+    "Report",
+    "StrictError",
+    "UsageError",
+    "VerifyError",
+]
+
+
+class AguiMetaError(Exception):
+    """Base class of every error agui-meta raises on purpose."""
+
+
+class DataError(AguiMetaError, ValueError):
+    """The input is wrong. The message names what and where.
+
+    Attributes (each ``None`` when it does not apply):
+
+    - ``index``: the 0-based index of the event in the stream;
+    - ``offset``: the byte offset of the frame in the byte stream;
+    - ``line``: the 1-based line number of the frame (JSON lines, SSE);
+    - ``path``: the JSON path inside the event, such as ``$.messages[2].metadata``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        index: int | None = None,
+        offset: int | None = None,
+        line: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.reason = message
+        self.index = index
+        self.offset = offset
+        self.line = line
+        self.path = path
+        super().__init__(message)
+
+    def locate(
+        self, *, index: int | None = None, offset: int | None = None, line: int | None = None
+    ) -> DataError:
+        """Fill in location fields not known yet where the error was raised; returns ``self``."""
+        if self.index is None and index is not None:
+            self.index = index
+        if self.offset is None and offset is not None:
+            self.offset = offset
+        if self.line is None and line is not None:
+            self.line = line
+        return self
+
+    def __str__(self) -> str:
+        where = []
+        if self.index is not None:
+            where.append(f"event {self.index}")
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.offset is not None:
+            where.append(f"byte {self.offset}")
+        if self.path is not None and f"`{self.path}`" not in self.reason:
+            where.append(f"at `{self.path}`")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+
+class DecodeError(DataError):
+    """A frame or object that is not a valid AG-UI 1.0 event."""
+
+
+class FramingError(DecodeError):
+    """An SSE or JSON-lines byte stream that cannot be split into frames."""
+
+
+class MetadataError(DecodeError):
+    """A ``metadata`` value that is ``null`` or not a JSON object (the specification forbids it)."""
+
+
+class ChunkError(DataError):
+    """A ``*_CHUNK`` event that cannot be expanded, under the reference's conditions."""
+
+
+class VerifyError(DataError):
+    """An event that breaks the protocol's ordering rules, as the reference's verifier checks.
+
+    ``rule`` names the rule broken (for example ``"run.first-event"``).
+    """
+
+    def __init__(self, message: str, *, rule: str = "order", **where: Any) -> None:
+        self.rule = rule
+        super().__init__(message, **where)
+
+
+class ApplyError(DataError):
+    """An event that the accumulator cannot apply (a ``*_CHUNK`` that was never expanded)."""
+
+
+class StrictError(DataError):
+    """A :class:`Report` raised as an error because the pipeline runs in strict mode."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        super().__init__(
+            report.message, index=report.index, offset=report.offset, line=report.line,
+            path=report.path,
+        )
+
+
+class UsageError(AguiMetaError, RuntimeError):
+    """agui-meta was used in a way it does not support."""
+
+
+class PipelineConsumed(UsageError):
+    """A pipeline is single-use: it was iterated a second time."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This pipeline has already been iterated. A pipeline is single-use: call "
+            "agui_meta.wrap() again with a fresh source to process another stream."
+        )
+
+
+class PipelineClosed(UsageError):
+    """A pipeline was used after it had been closed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This pipeline is closed. Iterate it inside its `async with` block, "
+            "before the block exits."
+        )
+
+
+class AguiWarning(UserWarning):
+    """The warning category of reports issued when no ``on_report`` callback is given."""
+
+
+Severity = Literal["warning", "error", "info"]
+
+
+class Report(msgspec.Struct, frozen=True, kw_only=True):
+    """One problem found in a stream and handled without stopping it.
+
+    ``code`` is a stable identifier (for example ``"unknown-field"``, ``"unknown-event-type"``,
+    ``"patch-failed"``, ``"unprefixed-metadata-key"``); ``message`` is the sentence for people.
+    ``severity`` is ``"warning"`` for what the reference client warns about, ``"error"`` for a
+    problem skipped in keep-going mode, ``"info"`` for lint findings.
+    """
+
+    code: str
+    message: str
+    severity: Severity = "warning"
+    index: int | None = None
+    offset: int | None = None
+    line: int | None = None
+    path: str | None = None
+    event_type: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.index is not None:
+            where.append(f"event {self.index}")
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.offset is not None:
+            where.append(f"byte {self.offset}")
+        if self.path is not None and f"`{self.path}`" not in self.message:
+            where.append(f"at `{self.path}`")
+        suffix = f" ({', '.join(where)})" if where else ""
+        return f"[{self.code}] {self.message}{suffix}"

@@ -1,0 +1,180 @@
+"""Synchronous transducers: the stages the pipeline fuses into one loop.
+
+A transducer turns each input into zero or more outputs by calling ``self.emit`` from
+:meth:`Transducer.feed`, and may emit trailing outputs from :meth:`Transducer.close` when the
+stream ends normally. The pipeline connects a run of transducers directly (the ``emit`` of one
+is the ``feed`` of the next), so a chain of built-in stages costs a few plain calls per event,
+with no ``await`` and no intermediate lists.
+
+Problems a stage handles without stopping go to :meth:`Context.report`. Data errors are raised
+as :class:`~agui_meta.DataError` subclasses; the driver attaches the event index and, in
+keep-going mode, turns them into reports and carries on with the next event.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Literal, TypeVar
+
+from ._exceptions import AguiWarning, DataError, Report, Severity, StrictError
+
+__all__ = ["Context", "Mode", "ReportHandler", "Transducer", "run_sync"]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+#: ``"default"``: what the reference client warns about is reported, what it rejects raises.
+#: ``"strict"``: every report raises :class:`StrictError`.
+#: ``"keep_going"``: data errors are reported (severity ``"error"``) and the event is skipped.
+Mode = Literal["default", "strict", "keep_going"]
+ReportHandler = Callable[[Report], None]
+
+
+def _warn(report: Report) -> None:
+    warnings.warn(str(report), AguiWarning, stacklevel=2)
+
+
+class Context:
+    """What a running pipeline shares with its stages: the mode, the event index, reporting.
+
+    ``index`` is the 0-based index of the source item being processed (events a stage
+    synthesizes share the index of the event that caused them); ``-1`` while stages close.
+    ``reports`` keeps every report in order (bounded by ``max_reports`` to keep memory
+    bounded on endless streams; ``dropped_reports`` counts the overflow).
+    """
+
+    __slots__ = ("dropped_reports", "index", "max_reports", "mode", "on_report", "reports")
+
+    def __init__(
+        self,
+        mode: Mode = "default",
+        on_report: ReportHandler | None = None,
+        *,
+        max_reports: int = 10_000,
+    ) -> None:
+        if mode not in ("default", "strict", "keep_going"):
+            raise ValueError(f"mode must be 'default', 'strict' or 'keep_going', got {mode!r}")
+        self.mode: Mode = mode
+        self.on_report: ReportHandler = on_report or _warn
+        self.index = -1
+        self.reports: list[Report] = []
+        self.max_reports = max_reports
+        self.dropped_reports = 0
+
+    def report(
+        self,
+        code: str,
+        message: str,
+        *,
+        path: str | None = None,
+        severity: Severity = "warning",
+        event_type: str | None = None,
+        index: int | None = None,
+    ) -> None:
+        """Report a problem at the current event. Raises :class:`StrictError` in strict mode."""
+        self.deliver(
+            Report(
+                code=code,
+                message=message,
+                severity=severity,
+                index=self.index if index is None and self.index >= 0 else index,
+                path=path,
+                event_type=event_type,
+            )
+        )
+
+    def deliver(self, report: Report) -> None:
+        """Record a report built elsewhere and hand it to the handler (or raise, when strict)."""
+        if self.mode == "strict" and report.severity != "info":
+            raise StrictError(report)
+        if len(self.reports) < self.max_reports:
+            self.reports.append(report)
+        else:
+            self.dropped_reports += 1
+        self.on_report(report)
+
+    def skip(self, error: DataError) -> None:
+        """In keep-going mode, report ``error`` and carry on; otherwise raise it."""
+        error.locate(index=self.index if self.index >= 0 else None)
+        if self.mode != "keep_going":
+            raise error
+        self.deliver(
+            Report(
+                code=getattr(error, "rule", None) or type(error).__name__,
+                message=error.reason,
+                severity="error",
+                index=error.index,
+                offset=error.offset,
+                line=error.line,
+                path=error.path,
+            )
+        )
+
+
+class Transducer(Generic[In, Out]):
+    """Base class of synchronous stages. Subclasses override :meth:`feed` (and maybe :meth:`close`).
+
+    ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed.
+
+    >>> class Double(Transducer[int, int]):
+    ...     def feed(self, item: int) -> None:
+    ...         self.emit(item)
+    ...         self.emit(item)
+    >>> run_sync([Double()], [1, 2])
+    [1, 1, 2, 2]
+    """
+
+    emit: Callable[[Out], None]
+    ctx: Context
+
+    def connect(self, emit: Callable[[Out], None], ctx: Context) -> Callable[[In], None]:
+        """Attach the downstream ``emit`` and the shared context; returns ``self.feed``."""
+        self.emit = emit
+        self.ctx = ctx
+        return self.feed
+
+    def feed(self, item: In) -> None:
+        """Process one item, emitting zero or more outputs."""
+        self.emit(item)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """The stream ended normally: emit any trailing outputs."""
+
+
+def connect_chain(
+    transducers: Iterable[Transducer[Any, Any]], sink: Callable[[Any], None], ctx: Context
+) -> tuple[Callable[[Any], None], list[Transducer[Any, Any]]]:
+    """Connect transducers first-to-last into ``sink``; returns the head's feed and the list."""
+    chain = list(transducers)
+    emit = sink
+    for t in reversed(chain):
+        emit = t.connect(emit, ctx)
+    return emit, chain
+
+
+def run_sync(
+    transducers: Iterable[Transducer[Any, Any]],
+    items: Iterable[Any],
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    ctx: Context | None = None,
+) -> list[Any]:
+    """Run items through transducers synchronously and return every output (for tests, CLIs)."""
+    ctx = ctx or Context(mode, on_report)
+    out: list[Any] = []
+    head, chain = connect_chain(transducers, out.append, ctx)
+    for i, item in enumerate(items):
+        ctx.index = i
+        try:
+            head(item)
+        except DataError as exc:
+            ctx.skip(exc)
+    ctx.index = -1
+    for t in chain:
+        try:
+            t.close()
+        except DataError as exc:
+            ctx.skip(exc)
+    return out
