@@ -642,7 +642,9 @@ class ReasoningStartEvent(_Attributable, tag="REASONING_START", kw_only=True, fr
     message_id: str
 
 
-class ReasoningMessageStartEvent(_Attributable, tag="REASONING_MESSAGE_START", kw_only=True, frozen=True):
+class ReasoningMessageStartEvent(
+    _Attributable, tag="REASONING_MESSAGE_START", kw_only=True, frozen=True
+):
     """Opens a reasoning message (``role`` is required and is always ``"reasoning"``)."""
 
     type: ClassVar[str] = "REASONING_MESSAGE_START"
@@ -650,7 +652,9 @@ class ReasoningMessageStartEvent(_Attributable, tag="REASONING_MESSAGE_START", k
     role: Literal["reasoning"]
 
 
-class ReasoningMessageContentEvent(_Attributable, tag="REASONING_MESSAGE_CONTENT", kw_only=True, frozen=True):
+class ReasoningMessageContentEvent(
+    _Attributable, tag="REASONING_MESSAGE_CONTENT", kw_only=True, frozen=True
+):
     """Appends a fragment to a reasoning message."""
 
     type: ClassVar[str] = "REASONING_MESSAGE_CONTENT"
@@ -658,14 +662,18 @@ class ReasoningMessageContentEvent(_Attributable, tag="REASONING_MESSAGE_CONTENT
     delta: str
 
 
-class ReasoningMessageEndEvent(_Attributable, tag="REASONING_MESSAGE_END", kw_only=True, frozen=True):
+class ReasoningMessageEndEvent(
+    _Attributable, tag="REASONING_MESSAGE_END", kw_only=True, frozen=True
+):
     """Closes a reasoning message."""
 
     type: ClassVar[str] = "REASONING_MESSAGE_END"
     message_id: str
 
 
-class ReasoningMessageChunkEvent(_Attributable, tag="REASONING_MESSAGE_CHUNK", kw_only=True, frozen=True):
+class ReasoningMessageChunkEvent(
+    _Attributable, tag="REASONING_MESSAGE_CHUNK", kw_only=True, frozen=True
+):
     """Shorthand for a reasoning message's start/content/end."""
 
     type: ClassVar[str] = "REASONING_MESSAGE_CHUNK"
@@ -680,7 +688,9 @@ class ReasoningEndEvent(_Attributable, tag="REASONING_END", kw_only=True, frozen
     message_id: str
 
 
-class ReasoningEncryptedValueEvent(_Attributable, tag="REASONING_ENCRYPTED_VALUE", kw_only=True, frozen=True):
+class ReasoningEncryptedValueEvent(
+    _Attributable, tag="REASONING_ENCRYPTED_VALUE", kw_only=True, frozen=True
+):
     """Attaches an encrypted reasoning value to a message or a tool call."""
 
     type: ClassVar[str] = "REASONING_ENCRYPTED_VALUE"
@@ -754,6 +764,4 @@ AnyEvent = Union[
 ]
 
 #: The 31 event classes of AG-UI 1.0 by their wire ``type``.
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.type: cls for cls in typing.get_args(AnyEvent)
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in typing.get_args(AnyEvent)}

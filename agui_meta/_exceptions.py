@@ -137,7 +137,10 @@ class StrictError(DataError):
     def __init__(self, report: Report) -> None:
         self.report = report
         super().__init__(
-            report.message, index=report.index, offset=report.offset, line=report.line,
+            report.message,
+            index=report.index,
+            offset=report.offset,
+            line=report.line,
             path=report.path,
         )
 

@@ -72,7 +72,9 @@ def copy_json(value: Any) -> Any:
     return value
 
 
-def vendor_keys(vendor: str, values: Mapping[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+def vendor_keys(
+    vendor: str, values: Mapping[str, Any] | None = None, /, **kw: Any
+) -> dict[str, Any]:
     """Namespace an application's metadata keys as ``"<vendor>.<key>"``.
 
     This is the producer side of the specification's SHOULD rule on keys. Flat prefixed keys
@@ -118,7 +120,9 @@ def unprefixed_keys(metadata: Mapping[str, Any] | UnsetType | None) -> list[str]
     return [key for key in metadata if not is_prefixed(key)]
 
 
-def fold_metadata(items: Iterable[Mapping[str, Any] | UnsetType | None]) -> dict[str, Any] | UnsetType:
+def fold_metadata(
+    items: Iterable[Mapping[str, Any] | UnsetType | None],
+) -> dict[str, Any] | UnsetType:
     """Merge a sequence of metadata objects in order (the fold of :func:`merge_metadata`)."""
     result: dict[str, Any] | UnsetType = UNSET
     for item in items:
