@@ -1,0 +1,884 @@
+"""Byte-level framing: SSE and JSON-lines byte streams to frames (the JSON text of one event).
+
+Sans-IO: :class:`SSEDecoder`, :class:`JsonLinesDecoder` and :class:`AutoDecoder` are fed
+``bytes`` chunks of any size, split anywhere, and return the frames completed so far; thin
+async wrappers (:func:`aiter_frames`, :func:`aiter_file_frames`, :func:`aiter_httpx_frames`)
+drive them from an async byte source. :func:`encode_sse` and :func:`encode_jsonl` go the other
+way. Decoding a frame's JSON into an event is the next layer's job.
+
+Policies shared by the decoders (``max_frame_size`` and ``unterminated`` are keywords of each):
+
+- **Invalid UTF-8 is an error.** The standards decode with replacement characters; we report
+  instead, because a replaced character is silently changed input. Payload bytes are kept as
+  ``bytes`` (so the JSON decoder reads them without a copy) and validated where they are
+  framed: ``bytes.isascii()`` (a fast C scan) accepts the common case, and only a non-ASCII
+  line is decoded strictly to prove it is UTF-8. A failure raises :class:`FramingError` with
+  the ``offset`` and ``line`` of the offending line.
+- **Bounded memory.** The bytes held for the frame being read (the SSE data collected so far
+  plus the line not finished yet; for JSON lines, the line) never exceed ``max_frame_size``
+  (default 10 MiB, the limit of the reference client's SSE buffer). Input that would need more
+  raises :class:`FramingError` at once, even before the line's end has arrived. The limit is
+  applied to whole lines, so the outcome never depends on how the input was chunked.
+- **Nothing is silently dropped at the end.** A final frame that is not terminated (SSE data
+  with no blank line after it, a JSON line with no newline) is returned by ``close()`` with
+  ``Frame.final_unterminated`` set, so that a JSON error in it can say "truncated". This is what
+  the reference client does for SSE (``parseSSEStream`` parses the remaining buffer when the
+  response completes), although the WHATWG rules would discard such an event. Pass
+  ``unterminated="error"`` to get a :class:`FramingError` instead.
+- After a :class:`FramingError`, a decoder is unusable: every later call raises the same error.
+  After ``close()``, feeding raises :class:`UsageError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from itertools import repeat
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import anyio
+import msgspec
+
+from ._exceptions import FramingError, UsageError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "AutoDecoder",
+    "Format",
+    "Frame",
+    "FrameDecoder",
+    "JsonLinesDecoder",
+    "SSEDecoder",
+    "aiter_file_frames",
+    "aiter_frames",
+    "aiter_httpx_frames",
+    "detect_format",
+    "encode_jsonl",
+    "encode_sse",
+    "make_decoder",
+]
+
+#: The default bound of ``max_frame_size``: 10 MiB.
+DEFAULT_MAX_FRAME_SIZE = 10 * 1024 * 1024
+
+Format = Literal["sse", "jsonl"]
+Unterminated = Literal["frame", "error"]
+
+_BOM = b"\xef\xbb\xbf"
+_JSON_WS = b" \t\r\n"
+
+
+class Frame(msgspec.Struct, frozen=True, gc=False):
+    """The JSON text of one event, with where it came from.
+
+    - ``data``: the payload bytes (SSE: the ``data`` lines joined with ``\\n``; JSON lines:
+      the line without its line end). Valid UTF-8, not yet parsed.
+    - ``offset``: the byte offset, in the whole stream, of the frame's first line (for SSE, the
+      event's first field line; a leading BOM counts).
+    - ``line``: the 1-based line number of that line.
+    - ``event``: the SSE event type (``None`` when unset or empty, meaning ``"message"``).
+    - ``id``: the SSE last event ID when the event was dispatched (``None`` when empty).
+    - ``final_unterminated``: the frame was cut off by the end of the stream (SSE: no blank line
+      after it; JSON lines: no newline). If its JSON is invalid, the stream was truncated.
+    """
+
+    data: bytes
+    offset: int
+    line: int
+    event: str | None = None
+    id: str | None = None
+    final_unterminated: bool = False
+
+
+def _not_utf8(
+    what: str, value: bytes, exc: UnicodeDecodeError, offset: int, line: int
+) -> FramingError:
+    return FramingError(
+        f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start} of the value: "
+        f"{value[exc.start : exc.start + 4]!r})",
+        offset=offset,
+        line=line,
+    )
+
+
+def _check_options(max_frame_size: int, unterminated: str) -> None:
+    if not isinstance(max_frame_size, int) or max_frame_size < 1:
+        raise ValueError(f"max_frame_size must be a positive int, got {max_frame_size!r}")
+    if unterminated not in ("frame", "error"):
+        raise ValueError(f"unterminated must be 'frame' or 'error', got {unterminated!r}")
+
+
+class _LineDecoder:
+    """What both line-based decoders share: BOM skipping, the partial line, error latching."""
+
+    __slots__ = (
+        "_at_start",
+        "_closed",
+        "_error",
+        "_limit",
+        "_lineno",
+        "_pending",
+        "_pos",
+        "_unterminated",
+        "max_frame_size",
+    )
+
+    def __init__(
+        self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, unterminated: Unterminated = "frame"
+    ) -> None:
+        _check_options(max_frame_size, unterminated)
+        self.max_frame_size = max_frame_size
+        self._limit = max_frame_size
+        self._unterminated = unterminated
+        self._pending = bytearray()  # the line not finished yet
+        self._pos = 0  # stream offset where the pending line starts
+        self._lineno = 1  # its line number
+        self._at_start = True
+        self._closed = False
+        self._error: FramingError | None = None
+
+    @property
+    def offset(self) -> int:
+        """Bytes consumed so far: the stream offset of the first byte not yet part of a line."""
+        return self._pos
+
+    def _start(self, chunk: bytes) -> bytes:
+        """Strip a BOM at stream start; returns b"" while the chunk may still be part of one."""
+        if self._pending:
+            chunk = bytes(self._pending) + chunk
+            self._pending.clear()
+        if len(chunk) < 3 and _BOM.startswith(chunk):
+            self._pending += chunk
+            return b""
+        self._at_start = False
+        if chunk.startswith(_BOM):
+            self._pos = 3
+            return chunk[3:]
+        return chunk
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError("this decoder is closed; create a new one for another stream")
+
+    def _fail(self, error: FramingError) -> FramingError:
+        self._error = error
+        return error
+
+
+class SSEDecoder(_LineDecoder):
+    """Incremental Server-Sent Events decoder (WHATWG HTML, "event stream interpretation").
+
+    Lines end with CRLF, LF or CR, also when the CR and the LF arrive in different chunks. A
+    leading BOM is skipped. Lines starting with ``:`` are comments (keep-alives). ``data``
+    lines are collected and joined with ``\\n``; ``event`` sets the event type; ``id`` sets the
+    last event ID unless its value contains NUL; ``retry`` with ASCII digits only sets
+    :attr:`retry`; other fields are ignored. A blank line dispatches the event as a
+    :class:`Frame` when data was collected (even empty data: ``data:`` alone gives a frame with
+    ``data == b""``), and always resets the event type.
+
+    Deviations from the standard, all on purpose: invalid UTF-8 in a ``data``, ``event`` or
+    ``id`` value raises :class:`FramingError` instead of becoming U+FFFD; the last event's data,
+    if the stream ends before its blank line, is still returned by :meth:`close` (as the
+    reference client does), flagged ``final_unterminated``; ``max_frame_size`` bounds memory.
+
+    :param max_frame_size: the most bytes held for one event (see the module docstring).
+    :param unterminated: ``"frame"`` (default) or ``"error"``: what :meth:`close` does with
+        data not followed by a blank line.
+    """
+
+    __slots__ = (
+        "_cr",
+        "_data",
+        "_data_len",
+        "_event",
+        "_id",
+        "_start_line",
+        "_start_pos",
+        "last_event_id",
+        "retry",
+    )
+
+    def __init__(
+        self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, unterminated: Unterminated = "frame"
+    ) -> None:
+        super().__init__(max_frame_size=max_frame_size, unterminated=unterminated)
+        #: The reconnection time in milliseconds set by the last valid ``retry`` field.
+        self.retry: int | None = None
+        #: The last event ID as of the last dispatch (blank line); ``""`` when none.
+        self.last_event_id = ""
+        self._cr = False  # the last chunk ended with CR: a leading LF of the next one is skipped
+        self._data: list[bytes] = []
+        self._data_len = 0  # bytes held in _data, one more per value (the joining LFs)
+        self._event: str | None = None
+        self._id: str | None = None
+        self._start_pos = -1  # offset of the current event's first field line; -1: none yet
+        self._start_line = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the event being read: its data so far plus the unfinished line."""
+        return self._data_len + len(self._pending)
+
+    def feed(self, chunk: bytes) -> list[Frame]:
+        """Decode the next chunk of the stream; returns the events it completed.
+
+        :raises ~agui_meta.FramingError: invalid UTF-8, or more than ``max_frame_size`` bytes.
+        """
+        self._check_usable()
+        if type(chunk) is not bytes:
+            chunk = bytes(chunk)
+        if self._at_start:
+            chunk = self._start(chunk)
+        if not chunk:
+            return []
+        if self._cr:
+            self._cr = False
+            if chunk[0] == 10:  # the LF of a CRLF split between chunks
+                self._pos += 1
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        frames: list[Frame] = []
+        try:
+            pending = self._pending
+            if pending:
+                # Finish the pending line with the first line end of this chunk.
+                lf = chunk.find(b"\n")
+                cr = chunk.find(b"\r", 0, lf if lf >= 0 else len(chunk))
+                if cr >= 0:
+                    end = cr
+                    sep = 2 if chunk[cr + 1 : cr + 2] == b"\n" else 1
+                elif lf >= 0:
+                    end, sep = lf, 1
+                else:
+                    self._hold(chunk)
+                    return frames
+                if self._data_len + len(pending) + end > self._limit:
+                    raise self._too_big(self._pos, self._lineno)
+                pending += memoryview(chunk)[:end]
+                head = bytes(pending)
+                pending.clear()
+                chunk = chunk[end + sep :]
+                self._run((head,), (sep,), frames)
+                if not chunk:
+                    if sep == 1 and cr >= 0:
+                        self._cr = True
+                    return frames
+            if b"\r" in chunk:
+                lines = chunk.splitlines()
+                seps: Iterable[int] = [
+                    len(raw) - len(line)
+                    for raw, line in zip(chunk.splitlines(True), lines, strict=True)
+                ]
+                last = chunk[-1]
+                if last == 13:
+                    self._cr = True
+                    tail = b""
+                elif last == 10:
+                    tail = b""
+                else:
+                    tail = lines.pop()
+            else:
+                lines = chunk.split(b"\n")
+                tail = lines.pop()
+                seps = repeat(1)
+            self._run(lines, seps, frames)
+            if tail:
+                self._hold(tail)
+        except FramingError as exc:
+            raise self._fail(exc) from None
+        return frames
+
+    def close(self) -> list[Frame]:
+        """End of stream: returns the last event if its data was not followed by a blank line.
+
+        :raises ~agui_meta.FramingError: the stream ended inside an event and
+            ``unterminated="error"`` was given.
+        """
+        self._check_usable()
+        self._closed = True
+        frames: list[Frame] = []
+        try:
+            if self._pending:
+                line = bytes(self._pending)
+                self._pending.clear()
+                self._run((line,), (0,), frames)
+            if self._data:
+                if self._unterminated == "error":
+                    raise FramingError(
+                        "stream ended in the middle of an SSE event (its data is not "
+                        "followed by a blank line)",
+                        offset=self._start_pos,
+                        line=self._start_line,
+                    )
+                data = self._data
+                frames.append(
+                    Frame(
+                        data[0] if len(data) == 1 else b"\n".join(data),
+                        self._start_pos,
+                        self._start_line,
+                        self._event,
+                        self._id,
+                        True,
+                    )
+                )
+                data.clear()
+                self._data_len = 0
+        except FramingError as exc:
+            raise self._fail(exc) from None
+        return frames
+
+    def _hold(self, tail: bytes) -> None:
+        if self._data_len + len(self._pending) + len(tail) > self._limit:
+            raise self._too_big(self._pos, self._lineno)
+        self._pending += tail
+
+    def _too_big(self, offset: int, line: int) -> FramingError:
+        return FramingError(
+            f"SSE event too large: this line and the data before it in the event exceed "
+            f"max_frame_size={self._limit} bytes",
+            offset=offset,
+            line=line,
+        )
+
+    def _run(self, lines: Iterable[bytes], seps: Iterable[int], frames: list[Frame]) -> None:
+        """Interpret complete lines (without their line ends; ``seps`` are the ends' lengths)."""
+        pos = self._pos
+        lineno = self._lineno
+        data = self._data
+        data_len = self._data_len
+        event = self._event
+        last_id = self._id
+        start = self._start_pos
+        start_line = self._start_line
+        limit = self._limit
+        append = frames.append
+        for line, sep in zip(lines, seps, strict=False):
+            here = pos
+            ln = lineno
+            n = len(line)
+            pos += n + sep
+            lineno += 1
+            if not n:  # a blank line dispatches
+                if data:
+                    append(
+                        Frame(
+                            data[0] if len(data) == 1 else b"\n".join(data),
+                            start,
+                            start_line,
+                            event,
+                            last_id,
+                        )
+                    )
+                    data.clear()
+                    data_len = 0
+                event = None
+                start = -1
+                self.last_event_id = last_id or ""
+                continue
+            if data_len + n > limit:
+                raise self._too_big(here, ln)
+            if line[0] == 58:  # ":" starts a comment
+                continue
+            if start < 0:
+                start = here
+                start_line = ln
+            if line.startswith(b"data:"):
+                value = line[6:] if n > 5 and line[5] == 32 else line[5:]
+            else:
+                colon = line.find(b":")
+                if colon < 0:
+                    name, value = line, b""
+                else:
+                    name = line[:colon]
+                    colon += 1
+                    value = line[colon + 1 :] if line[colon : colon + 1] == b" " else line[colon:]
+                if name != b"data":
+                    try:
+                        if name == b"event":
+                            event = value.decode() or None
+                        elif name == b"id":
+                            if b"\0" not in value:
+                                last_id = value.decode() or None
+                        elif name == b"retry" and value.isdigit():
+                            self.retry = int(value)
+                    except UnicodeDecodeError as exc:
+                        what = "SSE event type" if name == b"event" else "SSE event id"
+                        raise _not_utf8(what, value, exc, here, ln) from None
+                    continue
+            if not value.isascii():
+                try:
+                    value.decode()
+                except UnicodeDecodeError as exc:
+                    raise _not_utf8("SSE data", value, exc, here, ln) from None
+            data.append(value)
+            data_len += len(value) + 1
+        self._pos = pos
+        self._lineno = lineno
+        self._data_len = data_len
+        self._event = event
+        self._id = last_id
+        self._start_pos = start
+        self._start_line = start_line
+
+
+class JsonLinesDecoder(_LineDecoder):
+    """Incremental JSON-lines decoder: one JSON value per line.
+
+    Lines end with LF; the CR of a CRLF is removed. A lone CR is not a line end (it is JSON
+    whitespace). Blank lines (only spaces, tabs or CR) are skipped. A leading BOM is skipped.
+    The last line may lack its newline: :meth:`close` returns it with ``final_unterminated``
+    set. Frames are not parsed here, so a line that is not JSON still becomes a frame.
+
+    :param max_frame_size: the longest line accepted, in bytes, counting a CR before the LF.
+    :param unterminated: ``"frame"`` (default) or ``"error"``: what :meth:`close` does with a
+        non-blank last line that has no newline.
+    """
+
+    __slots__ = ()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the line being read."""
+        return len(self._pending)
+
+    def feed(self, chunk: bytes) -> list[Frame]:
+        """Decode the next chunk of the stream; returns the frames of the lines it completed.
+
+        :raises ~agui_meta.FramingError: invalid UTF-8, or a line over ``max_frame_size``.
+        """
+        self._check_usable()
+        if type(chunk) is not bytes:
+            chunk = bytes(chunk)
+        if self._at_start:
+            chunk = self._start(chunk)
+            if not chunk:
+                return []
+        frames: list[Frame] = []
+        try:
+            pending = self._pending
+            if pending:
+                end = chunk.find(b"\n")
+                if end < 0:
+                    self._hold(chunk)
+                    return frames
+                if len(pending) + end > self._limit:
+                    raise self._too_long(self._pos, self._lineno)
+                pending += memoryview(chunk)[:end]
+                head = bytes(pending)
+                pending.clear()
+                chunk = chunk[end + 1 :]
+                self._run((head,), frames, False)
+            lines = chunk.split(b"\n")
+            tail = lines.pop()
+            self._run(lines, frames, b"\r" in chunk)
+            if tail:
+                self._hold(tail)
+        except FramingError as exc:
+            raise self._fail(exc) from None
+        return frames
+
+    def close(self) -> list[Frame]:
+        """End of stream: returns the last line if it had no newline and is not blank.
+
+        :raises ~agui_meta.FramingError: as :meth:`feed`; or the last line has no newline and
+            ``unterminated="error"`` was given.
+        """
+        self._check_usable()
+        self._closed = True
+        frames: list[Frame] = []
+        if not self._pending:
+            return frames
+        line = bytes(self._pending)
+        self._pending.clear()
+        try:
+            self._run((line,), frames, True, True)
+            if frames and self._unterminated == "error":
+                raise FramingError(
+                    "stream ended in the middle of a JSON line (no newline after it)",
+                    offset=frames[0].offset,
+                    line=frames[0].line,
+                )
+        except FramingError as exc:
+            raise self._fail(exc) from None
+        return frames
+
+    def _hold(self, tail: bytes) -> None:
+        if len(self._pending) + len(tail) > self._limit:
+            raise self._too_long(self._pos, self._lineno)
+        self._pending += tail
+
+    def _too_long(self, offset: int, line: int) -> FramingError:
+        return FramingError(
+            f"JSON line longer than max_frame_size={self._limit} bytes", offset=offset, line=line
+        )
+
+    def _run(
+        self, lines: Iterable[bytes], frames: list[Frame], crlf: bool, final: bool = False
+    ) -> None:
+        pos = self._pos
+        lineno = self._lineno
+        limit = self._limit
+        append = frames.append
+        for line in lines:
+            here = pos
+            ln = lineno
+            n = len(line)
+            pos += n + 1
+            lineno += 1
+            if n > limit:
+                raise self._too_long(here, ln)
+            if crlf and line.endswith(b"\r"):
+                line = line[:-1]
+            if not line.strip(_JSON_WS):
+                continue
+            if not line.isascii():
+                try:
+                    line.decode()
+                except UnicodeDecodeError as exc:
+                    raise _not_utf8("JSON line", line, exc, here, ln) from None
+            append(Frame(line, here, ln, None, None, final) if final else Frame(line, here, ln))
+        self._pos = pos
+        self._lineno = lineno
+
+
+_SSE_FIELDS = (b"data", b"event", b"id", b"retry")
+
+
+def _sniff(buf: bytes, begin: int) -> tuple[Format | None, int]:
+    """Decide the format of a stream starting with ``buf``; see :func:`detect_format`.
+
+    ``begin`` is where to resume (bytes before it are known BOM or whitespace); returns the
+    format, or ``None`` when more bytes are needed, and the new resume point.
+    """
+    if begin == 0:
+        if len(buf) < 3 and _BOM.startswith(buf):
+            return None, 0
+        if buf.startswith(_BOM):
+            begin = 3
+    rest = buf[begin:]
+    text = rest.lstrip(_JSON_WS)
+    begin += len(rest) - len(text)
+    if not text:
+        return None, begin
+    first = text[0]
+    if first in b"{[":
+        return "jsonl", begin
+    if first == 58:
+        return "sse", begin
+    for name in _SSE_FIELDS:
+        if text.startswith(name):
+            after = text[len(name) : len(name) + 1]
+            if not after:
+                return None, begin
+            if after in (b":", b"\r", b"\n"):
+                return "sse", begin
+        elif name.startswith(text):
+            return None, begin
+    raise FramingError(
+        "cannot tell the stream's format: it starts with "
+        f"{text[:16]!r}, which begins neither a JSON line ('{{' or '[') nor an SSE line "
+        "(':' or a data, event, id or retry field)",
+        offset=begin,
+        line=_line_at(buf, begin),
+    )
+
+
+def detect_format(prefix: bytes) -> Format | None:
+    """Tell an SSE stream from a JSON-lines stream by its first bytes.
+
+    After an optional UTF-8 BOM and JSON whitespace (space, tab, CR, LF), a ``{`` or ``[``
+    means JSON lines; a ``:`` (a comment) or one of the SSE fields ``data``, ``event``, ``id``,
+    ``retry`` followed by ``:`` or a line end means SSE. Returns ``None`` when ``prefix`` is too
+    short to tell (empty, only BOM and whitespace, or a beginning of a field name).
+
+    :raises ~agui_meta.FramingError: the bytes begin neither format (with the ``offset`` of
+        the first significant byte).
+    """
+    return _sniff(bytes(prefix), 0)[0]
+
+
+class FrameDecoder(Protocol):
+    """What every decoder here offers: sans-IO, fed bytes, returning frames."""
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the frame being read."""
+        ...
+
+    def feed(self, chunk: bytes) -> list[Frame]:
+        """Decode the next chunk of the stream; returns the frames it completed."""
+        ...
+
+    def close(self) -> list[Frame]:
+        """End of stream: returns the frames still held."""
+        ...
+
+
+class AutoDecoder:
+    """A decoder that detects the format with :func:`detect_format`, then delegates.
+
+    It holds the first bytes until the format is known (a few bytes past any leading
+    whitespace), then feeds them to an :class:`SSEDecoder` or a :class:`JsonLinesDecoder`.
+    ``format`` is ``None`` until then. An empty or all-whitespace stream gives no frames.
+    """
+
+    __slots__ = (
+        "_begin",
+        "_buf",
+        "_closed",
+        "_delegate",
+        "_error",
+        "_unterminated",
+        "max_frame_size",
+    )
+
+    def __init__(
+        self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, unterminated: Unterminated = "frame"
+    ) -> None:
+        _check_options(max_frame_size, unterminated)
+        self.max_frame_size = max_frame_size
+        self._unterminated: Unterminated = unterminated
+        self._buf = bytearray()
+        self._begin = 0
+        self._closed = False
+        self._error: FramingError | None = None
+        self._delegate: SSEDecoder | JsonLinesDecoder | None = None
+
+    @property
+    def format(self) -> Format | None:
+        """The detected format, or ``None`` while undecided."""
+        if self._delegate is None:
+            return None
+        return "sse" if isinstance(self._delegate, SSEDecoder) else "jsonl"
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held: those of the undecided start, or the delegate's."""
+        return len(self._buf) if self._delegate is None else self._delegate.buffered
+
+    def feed(self, chunk: bytes) -> list[Frame]:
+        """Decode the next chunk; see :meth:`SSEDecoder.feed` and :meth:`JsonLinesDecoder.feed`."""
+        if self._delegate is not None:
+            return self._delegate.feed(chunk)
+        self._check_usable()
+        if len(self._buf) + len(chunk) > self.max_frame_size:
+            # Only whitespace can make the undecided start this long.
+            self._error = FramingError(
+                f"cannot tell the stream's format within max_frame_size={self.max_frame_size} "
+                "bytes",
+                offset=0,
+                line=1,
+            )
+            raise self._error
+        self._buf += chunk
+        buf = bytes(self._buf)
+        try:
+            fmt, self._begin = _sniff(buf, self._begin)
+        except FramingError as exc:
+            self._error = exc
+            raise
+        if fmt is None:
+            return []
+        self._buf.clear()
+        cls = SSEDecoder if fmt == "sse" else JsonLinesDecoder
+        self._delegate = cls(max_frame_size=self.max_frame_size, unterminated=self._unterminated)
+        return self._delegate.feed(buf)
+
+    def close(self) -> list[Frame]:
+        """End of stream; see :meth:`SSEDecoder.close` and :meth:`JsonLinesDecoder.close`."""
+        if self._delegate is not None:
+            return self._delegate.close()
+        self._check_usable()
+        self._closed = True
+        buf = bytes(self._buf)
+        self._buf.clear()
+        begin = self._begin
+        if begin < len(buf):
+            # A partial BOM or the beginning of a field name, and then nothing.
+            self._error = FramingError(
+                f"cannot tell the stream's format: it ends after {buf[begin:]!r}",
+                offset=begin,
+                line=_line_at(buf, begin),
+            )
+            raise self._error
+        return []
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError("this decoder is closed; create a new one for another stream")
+
+
+def make_decoder(
+    format: Format | Literal["auto"] = "auto",
+    *,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    unterminated: Unterminated = "frame",
+) -> FrameDecoder:
+    """A new decoder for ``format``: ``"sse"``, ``"jsonl"`` or ``"auto"`` (detect it)."""
+    if format == "sse":
+        return SSEDecoder(max_frame_size=max_frame_size, unterminated=unterminated)
+    if format == "jsonl":
+        return JsonLinesDecoder(max_frame_size=max_frame_size, unterminated=unterminated)
+    if format == "auto":
+        return AutoDecoder(max_frame_size=max_frame_size, unterminated=unterminated)
+    raise ValueError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
+
+
+def encode_sse(data: bytes, *, event: str | None = None, id: str | None = None) -> bytes:
+    """Encode one event as SSE: ``data: <data>\\n\\n``, after optional ``event`` and ``id`` lines.
+
+    Data with line ends becomes several ``data`` lines, so that decoding gives ``data`` back.
+    SSE joins data lines with LF, so a CR or CRLF in ``data`` decodes as LF (for JSON text,
+    where raw line ends can only be whitespace, the meaning is unchanged).
+
+    :raises ValueError: ``event`` or ``id`` contains a line end, or ``id`` contains NUL (the
+        decoder would ignore it).
+    """
+    head = b""
+    if event is not None:
+        if "\n" in event or "\r" in event:
+            raise ValueError(f"an SSE event type cannot contain a line end: {event!r}")
+        head = b"event: " + event.encode() + b"\n"
+    if id is not None:
+        if "\n" in id or "\r" in id or "\0" in id:
+            raise ValueError(f"an SSE id cannot contain a line end or NUL: {id!r}")
+        head += b"id: " + id.encode() + b"\n"
+    if b"\n" not in data and b"\r" not in data:
+        return head + b"data: " + data + b"\n\n"
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    return head + b"data: " + b"\ndata: ".join(lines) + b"\n\n"
+
+
+def encode_jsonl(data: bytes) -> bytes:
+    """Encode one JSON text as a JSON line: ``data`` followed by LF.
+
+    :raises ValueError: ``data`` contains a raw CR or LF (JSON never needs one: inside strings
+        they are written ``\\r`` and ``\\n``).
+    """
+    if b"\n" in data or b"\r" in data:
+        raise ValueError(
+            "a JSON line cannot contain a raw line end (CR or LF); encode the JSON compactly"
+        )
+    return data + b"\n"
+
+
+async def aiter_frames(
+    source: AsyncIterable[bytes | str],
+    *,
+    format: Format | Literal["auto"] = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    unterminated: Unterminated = "frame",
+) -> AsyncGenerator[Frame, None]:
+    """Decode the frames of an async byte (or text) stream.
+
+    ``str`` chunks are encoded as UTF-8; offsets then count bytes of that encoding. The
+    iterator of ``source`` is closed (``aclose()``, when it has one) when this generator ends,
+    fails or is closed. Use it with :func:`contextlib.aclosing` to close it promptly.
+
+    :param format: ``"auto"`` (see :func:`detect_format`), ``"sse"`` or ``"jsonl"``.
+    :raises ~agui_meta.FramingError: see the decoders.
+    """
+    decoder = make_decoder(format, max_frame_size=max_frame_size, unterminated=unterminated)
+    chunks = aiter(source)
+    fed = 0
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, str):
+                text = chunk
+                try:
+                    chunk = text.encode()
+                except UnicodeEncodeError as exc:
+                    raise FramingError(
+                        "a text chunk is not encodable as UTF-8 (it holds a lone surrogate)",
+                        offset=fed + len(text[: exc.start].encode()),
+                    ) from None
+            fed += len(chunk)
+            for frame in decoder.feed(chunk):
+                yield frame
+        for frame in decoder.close():
+            yield frame
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            with anyio.CancelScope(shield=True):
+                await aclose()
+
+
+async def aiter_file_frames(
+    path: str | os.PathLike[str],
+    *,
+    format: Format | Literal["auto"] = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    unterminated: Unterminated = "frame",
+    chunk_size: int = 65536,
+) -> AsyncGenerator[Frame, None]:
+    """Decode the frames of a file, read with anyio in chunks of ``chunk_size`` bytes.
+
+    The file is closed when this generator ends, fails or is closed.
+    """
+    decoder = make_decoder(format, max_frame_size=max_frame_size, unterminated=unterminated)
+    async with await anyio.open_file(path, "rb") as file:
+        while chunk := await file.read(chunk_size):
+            for frame in decoder.feed(chunk):
+                yield frame
+    for frame in decoder.close():
+        yield frame
+
+
+_JSONL_MEDIA_TYPES = frozenset(
+    {
+        "application/jsonl",
+        "application/x-jsonl",
+        "application/jsonlines",
+        "application/x-jsonlines",
+        "application/json-lines",
+        "application/ndjson",
+        "application/x-ndjson",
+    }
+)
+
+
+async def aiter_httpx_frames(
+    response: httpx.Response,
+    *,
+    format: Format | Literal["auto"] = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    unterminated: Unterminated = "frame",
+) -> AsyncGenerator[Frame, None]:
+    """Decode the frames of a streaming :class:`httpx.Response` (``client.stream(...)``).
+
+    With ``format="auto"``, a ``text/event-stream`` content type means SSE and a JSON-lines
+    one (``application/jsonl``, ``application/x-ndjson``, ...) means JSON lines; otherwise
+    the format is detected from the body. The body is read with ``response.aiter_bytes()``
+    (content encodings undone). Closing the response stays the caller's job.
+    """
+    if format == "auto":
+        media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type == "text/event-stream":
+            format = "sse"
+        elif media_type in _JSONL_MEDIA_TYPES:
+            format = "jsonl"
+    async with contextlib.aclosing(
+        aiter_frames(
+            response.aiter_bytes(),
+            format=format,
+            max_frame_size=max_frame_size,
+            unterminated=unterminated,
+        )
+    ) as frames:
+        async for frame in frames:
+            yield frame
+
+
+def _line_at(buf: bytes, offset: int) -> int:
+    head = buf[:offset]
+    return 1 + head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n")
