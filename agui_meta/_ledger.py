@@ -1,0 +1,693 @@
+"""The run ledger: what a stream says about its runs, recorded without changing the stream.
+
+The specification gives the metadata of run, step, subagent, RAW and CUSTOM events no merge
+destination: "A consumer MAY surface it (for example a run's RUN_FINISHED metadata in its own
+ledger)". :class:`Ledger` is that consumer. It passes every item through untouched and keeps,
+per run, a :class:`RunRecord`: the run's ids, the metadata of RUN_STARTED, RUN_FINISHED and
+RUN_ERROR, the outcome (with the pending tool calls of a success, derived as the reference
+client derives them, or the interrupts and their metadata), token usage as sent and summed per
+provider and model, steps, subagent runs, the RAW and CUSTOM events, and event counts.
+
+Where it sits: anywhere in a pipeline. It accepts events and anything carrying one in an
+``.event`` attribute (the accumulator's ``Update``); other items pass through unrecorded.
+
+How runs are delimited:
+
+- a run opens at RUN_STARTED and ends at RUN_FINISHED or RUN_ERROR; ``on_run(record)`` is called
+  when it ends, after the terminal event has gone downstream (the ledger emits first, records
+  second: stages after the ledger see its state as of the previous item);
+- a RUN_ERROR right after a RUN_FINISHED (the verifier allows it: "RUN_ERROR can happen at any
+  time") belongs to the run that just finished: the record gets the error, its status becomes
+  ``"error"`` and ``on_run`` is called again with the same record;
+- events outside a run (a stream that starts with RUN_ERROR, or events before the first
+  RUN_STARTED on an unverified stream) get a record of their own, without ids (RUN_FINISHED,
+  which carries ids, fills them in); a RUN_STARTED while a run is open, and the end of the
+  stream (:meth:`Ledger.close`), end the open record with status ``"incomplete"``.
+
+Memory: the ledger keeps at most ``max_runs`` ended runs (the oldest are dropped and counted in
+``dropped_runs``), plus the open one. Within a run, the step, subagent, RAW and CUSTOM lists
+keep at most ``max_entries`` entries each (the rest are counted in ``dropped_entries``); usage
+lists are those the terminal events carry; the tool-call tally used to derive pending calls
+holds each distinct call id the run started or answered, and is dropped when the run ends.
+
+Nothing is copied per event: records share the events' own metadata dicts, interrupts and
+usage entries (treat them as read-only, like the events). Content events cost one dict lookup
+and one counter increment.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Literal, TypeVar, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ._events import (
+    EVENT_TYPES,
+    CustomEvent,
+    Event,
+    Interrupt,
+    JsonValue,
+    Metadata,
+    RawEvent,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuspendedOutcome,
+    SubagentStartedEvent,
+    TokenUsage,
+    ToolCallChunkEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ._stage import Context, Transducer
+
+__all__ = [
+    "CustomRecord",
+    "Ledger",
+    "LedgerSnapshot",
+    "RawRecord",
+    "RunCancelled",
+    "RunInterrupted",
+    "RunOutcome",
+    "RunRecord",
+    "RunStatus",
+    "RunSuccess",
+    "StepRecord",
+    "SubagentRecord",
+    "aggregate_token_usage",
+    "ledger",
+]
+
+T = TypeVar("T")
+
+#: ``"running"`` while open; ``"finished"`` after RUN_FINISHED; ``"error"`` after RUN_ERROR;
+#: ``"incomplete"`` when the stream ended, or another run started, before either.
+RunStatus = Literal["running", "finished", "error", "incomplete"]
+StepStatus = Literal["running", "finished", "incomplete"]
+SubagentStatus = Literal["running", "finished", "error", "incomplete"]
+
+_COUNT_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "reasoning_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+)
+
+
+def aggregate_token_usage(entries: Iterable[TokenUsage]) -> list[TokenUsage]:
+    """Sum usage entries into one entry per ``(provider, model)``, in order of first appearance.
+
+    The rules of the reference's ``aggregateTokenUsage``: an absent provider or model groups
+    with an empty one, and the group keeps the labels of its first entry; a count stays absent
+    when no entry of the group reported it, so "not reported" stays distinct from zero. (The
+    reference joins the two labels with a space to make its group key, so it would also merge
+    provider ``"a b"``/model ``"c"`` with provider ``"a"``/model ``"b c"``; here the pair is the
+    key, as its documentation says.) Sums are exact Python integers.
+
+    >>> entries = [TokenUsage(model="m", input_tokens=1),
+    ...            TokenUsage(model="m", input_tokens=2, output_tokens=5)]
+    >>> msgspec.json.encode(aggregate_token_usage(entries))
+    b'[{"model":"m","inputTokens":3,"outputTokens":5}]'
+    """
+    groups: dict[tuple[str, str], tuple[TokenUsage, dict[str, int]]] = {}
+    for entry in entries:
+        provider, model = entry.provider, entry.model
+        key = (
+            "" if isinstance(provider, UnsetType) else provider,
+            "" if isinstance(model, UnsetType) else model,
+        )
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (entry, {})
+        sums = group[1]
+        for name in _COUNT_FIELDS:
+            value = getattr(entry, name)
+            if value is not UNSET:
+                sums[name] = sums.get(name, 0) + value
+    return [
+        TokenUsage(provider=first.provider, model=first.model, **sums)
+        for first, sums in groups.values()
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+
+
+class _Record(msgspec.Struct, kw_only=True, rename="camel"):
+    """Shared configuration: camelCase JSON; absent (``UNSET``) fields are omitted."""
+
+
+class RunSuccess(_Record, tag_field="type", tag="success", kw_only=True):
+    """The run finished with success (an absent outcome means success).
+
+    ``pending_tool_call_ids`` is what the reference client hands its subscribers: the list the
+    outcome names, if it names a non-empty one (``pending_from="outcome"``); otherwise the call
+    ids that TOOL_CALL_START (or a TOOL_CALL_CHUNK) opened in this run and no TOOL_CALL_RESULT
+    answered, in order of first appearance (``pending_from="stream"``).
+    """
+
+    type: ClassVar[str] = "success"
+    result: JsonValue | UnsetType = UNSET
+    pending_tool_call_ids: list[str] = msgspec.field(default_factory=list)
+    pending_from: Literal["outcome", "stream"] = "stream"
+
+
+class RunInterrupted(_Record, tag_field="type", tag="interrupt", kw_only=True):
+    """The run stopped on interrupts: the outcome's interrupts, as sent (with their metadata)."""
+
+    type: ClassVar[str] = "interrupt"
+    result: JsonValue | UnsetType = UNSET
+    interrupts: list[Interrupt] = msgspec.field(default_factory=list)
+
+
+class RunCancelled(_Record, tag_field="type", tag="cancelled", kw_only=True):
+    """The run was cancelled."""
+
+    type: ClassVar[str] = "cancelled"
+    result: JsonValue | UnsetType = UNSET
+
+
+RunOutcome = Union[RunSuccess, RunInterrupted, RunCancelled]
+
+
+class StepRecord(_Record, kw_only=True):
+    """A step: STEP_STARTED and the STEP_FINISHED with the same name and subagent tag.
+
+    A STEP_FINISHED with no open step to match gets a record of its own, without start fields.
+    ``*_index`` is the index of the event in the pipeline's source stream (``-1`` when the ledger
+    is fed outside a pipeline).
+    """
+
+    name: str
+    subagent_run_id: str | UnsetType = UNSET
+    status: StepStatus = "running"
+    started_index: int | UnsetType = UNSET
+    finished_index: int | UnsetType = UNSET
+    started_metadata: Metadata | UnsetType = UNSET
+    finished_metadata: Metadata | UnsetType = UNSET
+
+
+class SubagentRecord(_Record, kw_only=True):
+    """A subagent run: SUBAGENT_STARTED and the SUBAGENT_FINISHED or SUBAGENT_ERROR for its id.
+
+    ``outcome`` is ``"success"`` (also when the event names none) or ``"suspended"`` (with the
+    ``interrupt_ids`` it names). A FINISHED or ERROR for an id not started in this run gets a
+    record without start fields.
+    """
+
+    subagent_run_id: str
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    parent_subagent_run_id: str | UnsetType = UNSET
+    parent_tool_call_id: str | UnsetType = UNSET
+    parent_message_id: str | UnsetType = UNSET
+    status: SubagentStatus = "running"
+    started_index: int | UnsetType = UNSET
+    ended_index: int | UnsetType = UNSET
+    started_metadata: Metadata | UnsetType = UNSET
+    finished_metadata: Metadata | UnsetType = UNSET
+    error_metadata: Metadata | UnsetType = UNSET
+    outcome: Literal["success", "suspended"] | UnsetType = UNSET
+    interrupt_ids: list[str] | UnsetType = UNSET
+    result: JsonValue | UnsetType = UNSET
+    error_message: str | UnsetType = UNSET
+    error_code: str | UnsetType = UNSET
+
+
+class RawRecord(_Record, kw_only=True):
+    """A RAW event: where it was, its source and tag, and its metadata (not its payload)."""
+
+    index: int
+    source: str | UnsetType = UNSET
+    subagent_run_id: str | UnsetType = UNSET
+    metadata: Metadata | UnsetType = UNSET
+
+
+class CustomRecord(_Record, kw_only=True):
+    """A CUSTOM event: where it was, its name and tag, and its metadata (not its value)."""
+
+    index: int
+    name: str
+    subagent_run_id: str | UnsetType = UNSET
+    metadata: Metadata | UnsetType = UNSET
+
+
+class RunRecord(_Record, kw_only=True):
+    """Everything the ledger knows about one run. Mutable while the run is open.
+
+    ``thread_id``/``run_id`` are absent on a record that no RUN_STARTED or RUN_FINISHED
+    named (events outside a run). ``usage`` holds the entries of RUN_FINISHED and RUN_ERROR as
+    sent, ``aggregated_usage`` their sum per provider and model (:func:`aggregate_token_usage`).
+    ``event_counts`` counts the run's events by type, in order of first appearance.
+    The input echoed by RUN_STARTED and the values of RAW and CUSTOM events are not kept.
+    """
+
+    thread_id: str | UnsetType = UNSET
+    run_id: str | UnsetType = UNSET
+    parent_run_id: str | UnsetType = UNSET
+    protocol_version: str | UnsetType = UNSET
+    status: RunStatus = "running"
+    started_index: int | UnsetType = UNSET
+    finished_index: int | UnsetType = UNSET
+    error_index: int | UnsetType = UNSET
+    started_metadata: Metadata | UnsetType = UNSET
+    finished_metadata: Metadata | UnsetType = UNSET
+    error_metadata: Metadata | UnsetType = UNSET
+    outcome: RunOutcome | UnsetType = UNSET
+    error_message: str | UnsetType = UNSET
+    error_code: str | UnsetType = UNSET
+    usage: list[TokenUsage] = msgspec.field(default_factory=list)
+    aggregated_usage: list[TokenUsage] = msgspec.field(default_factory=list)
+    steps: list[StepRecord] = msgspec.field(default_factory=list)
+    subagents: list[SubagentRecord] = msgspec.field(default_factory=list)
+    raw_events: list[RawRecord] = msgspec.field(default_factory=list)
+    custom_events: list[CustomRecord] = msgspec.field(default_factory=list)
+    event_counts: dict[str, int] = msgspec.field(default_factory=dict)
+    dropped_entries: int = 0
+
+
+class LedgerSnapshot(_Record, kw_only=True):
+    """The ledger as data: the runs kept, oldest first (the open one last), and the drop count.
+
+    ``msgspec.json.decode(ledger.to_json(), type=LedgerSnapshot)`` reads it back.
+    """
+
+    runs: list[RunRecord] = msgspec.field(default_factory=list)
+    dropped_runs: int = 0
+
+
+_ENCODER = msgspec.json.Encoder()
+_EVENT_CLASSES = frozenset(EVENT_TYPES.values())
+
+
+def _discard(item: Any) -> None:
+    pass
+
+
+def _event_of(item: object) -> Event | None:
+    """The event an item is or carries (``.event``), or None."""
+    if isinstance(item, Event):
+        return item
+    event = getattr(item, "event", None)
+    return event if isinstance(event, Event) else None
+
+
+def _event_class(cls: type[Event]) -> type[Event]:
+    """The AG-UI event class of ``cls`` (itself, or the one it subclasses)."""
+    if cls in _EVENT_CLASSES:
+        return cls
+    for base in cls.__mro__:
+        if base in _EVENT_CLASSES:
+            return base
+    return cls
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage
+
+
+class Ledger(Transducer[T, T]):
+    """A pass-through stage that records run metadata. See the module documentation.
+
+    ``on_run(record)`` is called when a run ends: at RUN_FINISHED or RUN_ERROR, again when a
+    RUN_ERROR follows its RUN_FINISHED, and with status ``"incomplete"`` when another
+    RUN_STARTED or the end of the stream comes first. Exceptions it raises propagate.
+
+    A ledger can also be fed directly (``feed(event)`` then ``close()``) outside a pipeline;
+    event indexes are then ``-1``.
+    """
+
+    def __init__(
+        self,
+        on_run: Callable[[RunRecord], object] | None = None,
+        *,
+        max_runs: int = 1000,
+        max_entries: int | None = 10_000,
+    ) -> None:
+        if max_runs < 0:
+            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+        if max_entries is not None and max_entries < 0:
+            raise ValueError(f"max_entries must be >= 0 or None, got {max_entries}")
+        self.on_run = on_run
+        self.max_runs = max_runs
+        self.max_entries = max_entries
+        #: Ended runs dropped to respect ``max_runs``.
+        self.dropped_runs = 0
+        self.emit = _discard
+        self.ctx = Context()
+        self._ended: deque[RunRecord] = deque(maxlen=max_runs)
+        self._current: RunRecord | None = None
+        # The record a trailing RUN_ERROR amends: the last run, while it ended with RUN_FINISHED
+        # and nothing came after it.
+        self._amendable: RunRecord | None = None
+        self._pending_interrupts: list[Interrupt] = []
+        # Per open run: the tool-call tally, open steps and open subagents.
+        self._calls: dict[str, None] = {}
+        self._answered: set[str] = set()
+        self._open_steps: dict[tuple[str | UnsetType, str], StepRecord] = {}
+        self._open_subagents: dict[str, SubagentRecord] = {}
+        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+            RunStartedEvent: self._run_started,
+            RunFinishedEvent: self._run_finished,
+            RunErrorEvent: self._run_error,
+            StepStartedEvent: self._step_started,
+            StepFinishedEvent: self._step_finished,
+            SubagentStartedEvent: self._subagent_started,
+            SubagentFinishedEvent: self._subagent_finished,
+            SubagentErrorEvent: self._subagent_error,
+            RawEvent: self._raw,
+            CustomEvent: self._custom,
+            ToolCallStartEvent: self._tool_call_start,
+            ToolCallChunkEvent: self._tool_call_chunk,
+            ToolCallResultEvent: self._tool_call_result,
+        }
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        """The runs kept, oldest first; the open run, if any, is last."""
+        runs = list(self._ended)
+        if self._current is not None:
+            runs.append(self._current)
+        return runs
+
+    @property
+    def current(self) -> RunRecord | None:
+        """The open run, or None between runs."""
+        return self._current
+
+    @property
+    def pending_interrupts(self) -> list[Interrupt]:
+        """The interrupts of the last RUN_FINISHED (empty unless its outcome was an interrupt).
+
+        Like the reference client's ``agent.pendingInterrupts``.
+        """
+        return list(self._pending_interrupts)
+
+    def snapshot(self) -> LedgerSnapshot:
+        """The ledger as one Struct (records are shared, not copied)."""
+        return LedgerSnapshot(runs=self.runs, dropped_runs=self.dropped_runs)
+
+    def to_json(self) -> bytes:
+        """The ledger as JSON: ``{"runs": [...], "droppedRuns": n}``, camelCase, absent fields
+        omitted, metadata exactly as sent (``null`` values, integers of any size)."""
+        return _ENCODER.encode(self.snapshot())
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The ledger as plain dicts and lists, shaped like :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self.snapshot())
+        return result
+
+    # -- the stage -------------------------------------------------------------------------
+
+    def feed(self, item: T) -> None:
+        self.emit(item)
+        cls: type[Event] = type(item)  # type: ignore[assignment]
+        if cls in _EVENT_CLASSES:
+            event: Event = item  # type: ignore[assignment]
+        else:
+            found = _event_of(item)
+            if found is None:
+                return
+            event = found
+            cls = _event_class(type(found))
+        handler = self._handlers.get(cls)
+        if handler is not None:
+            handler(event)
+            return
+        record = self._current or self._open()
+        counts = record.event_counts
+        kind = cls.type
+        counts[kind] = counts.get(kind, 0) + 1
+
+    def close(self) -> None:
+        """End the open run, if any, as ``"incomplete"`` (calls ``on_run``). Idempotent."""
+        if self._current is not None:
+            self._end(self._current, "incomplete")
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def _open(self, record: RunRecord | None = None) -> RunRecord:
+        """Make ``record`` (a new id-less record by default) the open run."""
+        if record is None:
+            record = RunRecord()
+        self._current = record
+        self._amendable = None
+        return record
+
+    def _counted(self, kind: str) -> RunRecord:
+        """The open run (opened if none), with one more event of ``kind`` counted."""
+        record = self._current or self._open()
+        counts = record.event_counts
+        counts[kind] = counts.get(kind, 0) + 1
+        return record
+
+    def _end(self, record: RunRecord, status: RunStatus) -> None:
+        record.status = status
+        for step in self._open_steps.values():
+            step.status = "incomplete"
+        for sub in self._open_subagents.values():
+            sub.status = "incomplete"
+        self._open_steps.clear()
+        self._open_subagents.clear()
+        self._calls.clear()
+        self._answered.clear()
+        self._current = None
+        if len(self._ended) == self.max_runs:
+            self.dropped_runs += 1
+        self._ended.append(record)
+        if self.on_run is not None:
+            self.on_run(record)
+
+    def _keep(self, record: RunRecord, entries: list[Any], entry: Any) -> bool:
+        """Append ``entry`` unless the run's list is full (then count it as dropped)."""
+        if self.max_entries is not None and len(entries) >= self.max_entries:
+            record.dropped_entries += 1
+            return False
+        entries.append(entry)
+        return True
+
+    @staticmethod
+    def _add_usage(record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
+        if isinstance(usage, UnsetType):
+            return
+        record.usage = [*record.usage, *usage]
+        record.aggregated_usage = aggregate_token_usage(record.usage)
+
+    def _run_started(self, event: RunStartedEvent) -> None:
+        if self._current is not None:
+            self._end(self._current, "incomplete")
+        record = self._open(
+            RunRecord(
+                thread_id=event.thread_id,
+                run_id=event.run_id,
+                parent_run_id=event.parent_run_id,
+                protocol_version=event.protocol_version,
+                started_index=self.ctx.index,
+                started_metadata=event.metadata,
+            )
+        )
+        record.event_counts["RUN_STARTED"] = 1
+
+    def _run_finished(self, event: RunFinishedEvent) -> None:
+        if self._current is None:
+            # A RUN_FINISHED outside a run still names one.
+            record = self._open(RunRecord(thread_id=event.thread_id, run_id=event.run_id))
+        else:
+            record = self._current
+            if isinstance(record.run_id, UnsetType):
+                record.thread_id = event.thread_id
+                record.run_id = event.run_id
+        counts = record.event_counts
+        counts["RUN_FINISHED"] = counts.get("RUN_FINISHED", 0) + 1
+        record.finished_index = self.ctx.index
+        record.finished_metadata = event.metadata
+        outcome = event.outcome
+        outcome_record: RunOutcome
+        if isinstance(outcome, RunFinishedInterruptOutcome):
+            outcome_record = RunInterrupted(
+                result=event.result, interrupts=list(outcome.interrupts)
+            )
+            self._pending_interrupts = outcome_record.interrupts
+        elif isinstance(outcome, RunFinishedCancelledOutcome):
+            outcome_record = RunCancelled(result=event.result)
+            self._pending_interrupts = []
+        else:
+            named = UNSET if isinstance(outcome, UnsetType) else outcome.pending_tool_call_ids
+            if isinstance(named, list) and named:
+                outcome_record = RunSuccess(
+                    result=event.result, pending_tool_call_ids=list(named), pending_from="outcome"
+                )
+            else:
+                answered = self._answered
+                outcome_record = RunSuccess(
+                    result=event.result,
+                    pending_tool_call_ids=[i for i in self._calls if i not in answered],
+                )
+            self._pending_interrupts = []
+        record.outcome = outcome_record
+        self._add_usage(record, event.usage)
+        self._end(record, "finished")
+        self._amendable = record
+
+    def _run_error(self, event: RunErrorEvent) -> None:
+        record = self._current
+        if record is None:
+            record = self._amendable
+            if record is None:
+                record = self._open()
+        self._amendable = None
+        counts = record.event_counts
+        counts["RUN_ERROR"] = counts.get("RUN_ERROR", 0) + 1
+        record.error_index = self.ctx.index
+        record.error_metadata = event.metadata
+        record.error_message = event.message
+        record.error_code = event.code
+        self._add_usage(record, event.usage)
+        if record is self._current:
+            self._end(record, "error")
+        else:
+            # The run already ended with RUN_FINISHED: amend it and report it again.
+            record.status = "error"
+            if self.on_run is not None:
+                self.on_run(record)
+
+    # -- steps, subagents, RAW, CUSTOM, tool calls -----------------------------------------
+
+    def _step_started(self, event: StepStartedEvent) -> None:
+        record = self._counted("STEP_STARTED")
+        step = StepRecord(
+            name=event.step_name,
+            subagent_run_id=event.subagent_run_id,
+            started_index=self.ctx.index,
+            started_metadata=event.metadata,
+        )
+        if self._keep(record, record.steps, step):
+            self._open_steps[(event.subagent_run_id, event.step_name)] = step
+
+    def _step_finished(self, event: StepFinishedEvent) -> None:
+        record = self._counted("STEP_FINISHED")
+        step = self._open_steps.pop((event.subagent_run_id, event.step_name), None)
+        if step is None:
+            step = StepRecord(name=event.step_name, subagent_run_id=event.subagent_run_id)
+            if not self._keep(record, record.steps, step):
+                return
+        step.status = "finished"
+        step.finished_index = self.ctx.index
+        step.finished_metadata = event.metadata
+
+    def _subagent_started(self, event: SubagentStartedEvent) -> None:
+        record = self._counted("SUBAGENT_STARTED")
+        sub = SubagentRecord(
+            subagent_run_id=event.subagent_run_id,
+            name=event.name,
+            description=event.description,
+            parent_subagent_run_id=event.parent_subagent_run_id,
+            parent_tool_call_id=event.parent_tool_call_id,
+            parent_message_id=event.parent_message_id,
+            started_index=self.ctx.index,
+            started_metadata=event.metadata,
+        )
+        if self._keep(record, record.subagents, sub):
+            self._open_subagents[event.subagent_run_id] = sub
+
+    def _subagent_ended(self, record: RunRecord, subagent_run_id: str) -> SubagentRecord | None:
+        sub = self._open_subagents.pop(subagent_run_id, None)
+        if sub is None:
+            sub = SubagentRecord(subagent_run_id=subagent_run_id)
+            if not self._keep(record, record.subagents, sub):
+                return None
+        sub.ended_index = self.ctx.index
+        return sub
+
+    def _subagent_finished(self, event: SubagentFinishedEvent) -> None:
+        record = self._counted("SUBAGENT_FINISHED")
+        sub = self._subagent_ended(record, event.subagent_run_id)
+        if sub is None:
+            return
+        sub.status = "finished"
+        sub.finished_metadata = event.metadata
+        sub.result = event.result
+        outcome = event.outcome
+        if isinstance(outcome, SubagentFinishedSuspendedOutcome):
+            sub.outcome = "suspended"
+            sub.interrupt_ids = outcome.interrupt_ids
+        else:
+            sub.outcome = "success"
+
+    def _subagent_error(self, event: SubagentErrorEvent) -> None:
+        record = self._counted("SUBAGENT_ERROR")
+        sub = self._subagent_ended(record, event.subagent_run_id)
+        if sub is None:
+            return
+        sub.status = "error"
+        sub.error_metadata = event.metadata
+        sub.error_message = event.message
+        sub.error_code = event.code
+
+    def _raw(self, event: RawEvent) -> None:
+        record = self._counted("RAW")
+        self._keep(
+            record,
+            record.raw_events,
+            RawRecord(
+                index=self.ctx.index,
+                source=event.source,
+                subagent_run_id=event.subagent_run_id,
+                metadata=event.metadata,
+            ),
+        )
+
+    def _custom(self, event: CustomEvent) -> None:
+        record = self._counted("CUSTOM")
+        self._keep(
+            record,
+            record.custom_events,
+            CustomRecord(
+                index=self.ctx.index,
+                name=event.name,
+                subagent_run_id=event.subagent_run_id,
+                metadata=event.metadata,
+            ),
+        )
+
+    def _tool_call_start(self, event: ToolCallStartEvent) -> None:
+        self._counted("TOOL_CALL_START")
+        self._calls.setdefault(event.tool_call_id)
+
+    def _tool_call_chunk(self, event: ToolCallChunkEvent) -> None:
+        # Before chunk expansion: a chunk naming a call opens it (or continues it).
+        self._counted("TOOL_CALL_CHUNK")
+        if not isinstance(event.tool_call_id, UnsetType):
+            self._calls.setdefault(event.tool_call_id)
+
+    def _tool_call_result(self, event: ToolCallResultEvent) -> None:
+        self._counted("TOOL_CALL_RESULT")
+        self._answered.add(event.tool_call_id)
+
+
+def ledger(
+    on_run: Callable[[RunRecord], object] | None = None,
+    *,
+    max_runs: int = 1000,
+    max_entries: int | None = 10_000,
+) -> Ledger[Any]:
+    """A pass-through stage that records run metadata (a :class:`Ledger`).
+
+    ``on_run(record)`` is called as each run ends. ``max_runs`` bounds the ended runs kept,
+    ``max_entries`` each per-run list (steps, subagents, RAW, CUSTOM; ``None``: no bound).
+    """
+    return Ledger(on_run, max_runs=max_runs, max_entries=max_entries)
