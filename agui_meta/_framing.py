@@ -25,8 +25,11 @@ Policies shared by the decoders (``max_frame_size`` and ``unterminated`` are key
   the reference client does for SSE (``parseSSEStream`` parses the remaining buffer when the
   response completes), although the WHATWG rules would discard such an event. Pass
   ``unterminated="error"`` to get a :class:`FramingError` instead.
-- After a :class:`FramingError`, a decoder is unusable: every later call raises the same error.
-  After ``close()``, feeding raises :class:`UsageError`.
+- **Errors come after the frames before them.** When a chunk completes some frames and then
+  hits a :class:`FramingError`, ``feed()`` returns those frames and the next call raises the
+  error, so the frames delivered never depend on how the input was chunked. A decoder that
+  raised is unusable: every later call raises the same error. After ``close()``, feeding
+  raises :class:`UsageError`.
 """
 
 from __future__ import annotations
@@ -166,9 +169,12 @@ class _LineDecoder:
         if self._closed:
             raise UsageError("this decoder is closed; create a new one for another stream")
 
-    def _fail(self, error: FramingError) -> FramingError:
+    def _fail(self, error: FramingError, frames: list[Frame]) -> list[Frame]:
+        """Latch ``error``; raise it now, or on the next call if frames precede it."""
         self._error = error
-        return error
+        if frames:
+            return frames
+        raise error
 
 
 class SSEDecoder(_LineDecoder):
@@ -292,7 +298,7 @@ class SSEDecoder(_LineDecoder):
             if tail:
                 self._hold(tail)
         except FramingError as exc:
-            raise self._fail(exc) from None
+            return self._fail(exc, frames)
         return frames
 
     def close(self) -> list[Frame]:
@@ -331,7 +337,8 @@ class SSEDecoder(_LineDecoder):
                 data.clear()
                 self._data_len = 0
         except FramingError as exc:
-            raise self._fail(exc) from None
+            self._error = exc
+            raise
         return frames
 
     def _hold(self, tail: bytes) -> None:
@@ -432,9 +439,10 @@ class JsonLinesDecoder(_LineDecoder):
     """Incremental JSON-lines decoder: one JSON value per line.
 
     Lines end with LF; the CR of a CRLF is removed. A lone CR is not a line end (it is JSON
-    whitespace). Blank lines (only spaces, tabs or CR) are skipped. A leading BOM is skipped.
-    The last line may lack its newline: :meth:`close` returns it with ``final_unterminated``
-    set. Frames are not parsed here, so a line that is not JSON still becomes a frame.
+    whitespace), not even at the very end of the stream. Blank lines (only spaces, tabs or CR)
+    are skipped. A leading BOM is skipped. The last line may lack its newline: :meth:`close`
+    returns it with ``final_unterminated`` set. Frames are not parsed here, so a line that is
+    not JSON still becomes a frame.
 
     :param max_frame_size: the longest line accepted, in bytes, counting a CR before the LF.
     :param unterminated: ``"frame"`` (default) or ``"error"``: what :meth:`close` does with a
@@ -474,14 +482,14 @@ class JsonLinesDecoder(_LineDecoder):
                 head = bytes(pending)
                 pending.clear()
                 chunk = chunk[end + 1 :]
-                self._run((head,), frames, False)
+                self._run((head,), frames, True)
             lines = chunk.split(b"\n")
             tail = lines.pop()
             self._run(lines, frames, b"\r" in chunk)
             if tail:
                 self._hold(tail)
         except FramingError as exc:
-            raise self._fail(exc) from None
+            return self._fail(exc, frames)
         return frames
 
     def close(self) -> list[Frame]:
@@ -498,7 +506,7 @@ class JsonLinesDecoder(_LineDecoder):
         line = bytes(self._pending)
         self._pending.clear()
         try:
-            self._run((line,), frames, True, True)
+            self._run((line,), frames, False, True)
             if frames and self._unterminated == "error":
                 raise FramingError(
                     "stream ended in the middle of a JSON line (no newline after it)",
@@ -506,7 +514,8 @@ class JsonLinesDecoder(_LineDecoder):
                     line=frames[0].line,
                 )
         except FramingError as exc:
-            raise self._fail(exc) from None
+            self._error = exc
+            raise
         return frames
 
     def _hold(self, tail: bytes) -> None:
@@ -626,7 +635,9 @@ class AutoDecoder:
 
     It holds the first bytes until the format is known (a few bytes past any leading
     whitespace), then feeds them to an :class:`SSEDecoder` or a :class:`JsonLinesDecoder`.
-    ``format`` is ``None`` until then. An empty or all-whitespace stream gives no frames.
+    ``format`` is ``None`` until then. An empty or all-whitespace stream gives no frames. A
+    stream whose format cannot be told from its first ``max_frame_size`` bytes (whitespace
+    that long) raises :class:`FramingError`.
     """
 
     __slots__ = (
@@ -668,20 +679,21 @@ class AutoDecoder:
         if self._delegate is not None:
             return self._delegate.feed(chunk)
         self._check_usable()
-        if len(self._buf) + len(chunk) > self.max_frame_size:
-            # Only whitespace can make the undecided start this long.
-            self._error = FramingError(
-                f"cannot tell the stream's format within max_frame_size={self.max_frame_size} "
-                "bytes",
-                offset=0,
-                line=1,
-            )
-            raise self._error
+        limit = self.max_frame_size
         self._buf += chunk
         buf = bytes(self._buf)
         try:
-            fmt, self._begin = _sniff(buf, self._begin)
+            # Only the first max_frame_size bytes are looked at, however they are chunked.
+            fmt, self._begin = _sniff(buf[:limit], self._begin)
+            if fmt is None and len(buf) >= limit:
+                raise FramingError(
+                    f"cannot tell the stream's format within its first max_frame_size={limit} "
+                    "bytes",
+                    offset=0,
+                    line=1,
+                )
         except FramingError as exc:
+            self._buf.clear()
             self._error = exc
             raise
         if fmt is None:
