@@ -1,0 +1,10 @@
+"""Shared fixtures: async tests run on both anyio backends."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
