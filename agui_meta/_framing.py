@@ -56,6 +56,7 @@ __all__ = [
     "FrameDecoder",
     "JsonLinesDecoder",
     "SSEDecoder",
+    "Unterminated",
     "aiter_file_frames",
     "aiter_frames",
     "aiter_httpx_frames",
@@ -82,7 +83,8 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
       the line without its line end). Valid UTF-8, not yet parsed.
     - ``offset``: the byte offset, in the whole stream, of the frame's first line (for SSE, the
       event's first field line; a leading BOM counts).
-    - ``line``: the 1-based line number of that line.
+    - ``line``: the 1-based line number of that line (SSE counts CR, LF and CRLF as line
+      ends; JSON lines counts LF).
     - ``event``: the SSE event type (``None`` when unset or empty, meaning ``"message"``).
     - ``id``: the SSE last event ID when the event was dispatched (``None`` when empty).
     - ``final_unterminated``: the frame was cut off by the end of the stream (SSE: no blank line
@@ -187,6 +189,11 @@ class SSEDecoder(_LineDecoder):
     :attr:`retry`; other fields are ignored. A blank line dispatches the event as a
     :class:`Frame` when data was collected (even empty data: ``data:`` alone gives a frame with
     ``data == b""``), and always resets the event type.
+
+    Compared with the reference client's ``parseSSEStream``, which splits events at ``\n\n``
+    only and reads only ``data:`` lines, this decoder also honours CR and CRLF line ends, a
+    ``data`` line without a colon, and the ``event``, ``id`` and ``retry`` fields; on streams
+    written by the AG-UI encoders (``data: <json>\n\n``) the frames are the same.
 
     Deviations from the standard, all on purpose: invalid UTF-8 in a ``data``, ``event`` or
     ``id`` value raises :class:`FramingError` instead of becoming U+FFFD; the last event's data,
@@ -838,10 +845,14 @@ async def aiter_file_frames(
     The file is closed when this generator ends, fails or is closed.
     """
     decoder = make_decoder(format, max_frame_size=max_frame_size, unterminated=unterminated)
-    async with await anyio.open_file(path, "rb") as file:
+    file = await anyio.open_file(path, "rb")
+    try:
         while chunk := await file.read(chunk_size):
             for frame in decoder.feed(chunk):
                 yield frame
+    finally:
+        with anyio.CancelScope(shield=True):  # closing runs in a thread: not cancellable
+            await file.aclose()
     for frame in decoder.close():
         yield frame
 
