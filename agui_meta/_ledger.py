@@ -290,6 +290,25 @@ class LedgerSnapshot(_Record, kw_only=True):
 
 _ENCODER = msgspec.json.Encoder()
 _EVENT_CLASSES = frozenset(EVENT_TYPES.values())
+_RECORDED = frozenset(
+    {
+        RunStartedEvent,
+        RunFinishedEvent,
+        RunErrorEvent,
+        StepStartedEvent,
+        StepFinishedEvent,
+        SubagentStartedEvent,
+        SubagentFinishedEvent,
+        SubagentErrorEvent,
+        RawEvent,
+        CustomEvent,
+        ToolCallStartEvent,
+        ToolCallChunkEvent,
+        ToolCallResultEvent,
+    }
+)
+#: The events the ledger only counts, with their wire type.
+_PLAIN: dict[type, str] = {cls: cls.type for cls in _EVENT_CLASSES if cls not in _RECORDED}
 
 
 def _discard(item: Any) -> None:
@@ -349,6 +368,9 @@ class Ledger(Transducer[T, T]):
         self.ctx = Context()
         self._ended: deque[RunRecord] = deque(maxlen=max_runs)
         self._current: RunRecord | None = None
+        self._counts: dict[str, int] | None = None  # the open run's event_counts
+        # Classes of items seen carrying an event in ``.event`` (the accumulator's Update).
+        self._wrappers: set[type] = set()
         # The record a trailing RUN_ERROR amends: the last run, while it ended with RUN_FINISHED
         # and nothing came after it.
         self._amendable: RunRecord | None = None
@@ -358,7 +380,7 @@ class Ledger(Transducer[T, T]):
         self._answered: set[str] = set()
         self._open_steps: dict[tuple[str | UnsetType, str], StepRecord] = {}
         self._open_subagents: dict[str, SubagentRecord] = {}
-        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+        self._handlers: dict[type, Callable[[Any], None]] = {
             RunStartedEvent: self._run_started,
             RunFinishedEvent: self._run_finished,
             RunErrorEvent: self._run_error,
@@ -415,23 +437,38 @@ class Ledger(Transducer[T, T]):
 
     def feed(self, item: T) -> None:
         self.emit(item)
-        cls: type[Event] = type(item)  # type: ignore[assignment]
-        if cls in _EVENT_CLASSES:
-            event: Event = item  # type: ignore[assignment]
-        else:
-            found = _event_of(item)
-            if found is None:
+        # The common case (a content event, bare or wrapped): two lookups and a count.
+        cls = type(item)
+        kind = _PLAIN.get(cls)
+        if kind is None:
+            event: Any = item.event if cls in self._wrappers else item  # type: ignore[attr-defined]
+            kind = _PLAIN.get(type(event))
+            if kind is None:
+                self._observe(item, event)
                 return
-            event = found
-            cls = _event_class(type(found))
-        handler = self._handlers.get(cls)
+        counts = self._counts
+        if counts is None:
+            counts = self._open().event_counts
+        counts[kind] = counts.get(kind, 0) + 1
+
+    def _observe(self, item: object, event: object) -> None:
+        """The events the ledger records (and wrappers and subclasses seen the first time)."""
+        handler = self._handlers.get(type(event))
         if handler is not None:
             handler(event)
             return
-        record = self._current or self._open()
-        counts = record.event_counts
-        kind = cls.type
-        counts[kind] = counts.get(kind, 0) + 1
+        if not isinstance(event, Event):
+            found = _event_of(item)
+            if found is None:
+                return
+            self._wrappers.add(type(item))
+            event = found
+        cls = _event_class(type(event))
+        handler = self._handlers.get(cls)
+        if handler is not None:
+            handler(event)
+        else:
+            self._counted(cls.type)
 
     def close(self) -> None:
         """End the open run, if any, as ``"incomplete"`` (calls ``on_run``). Idempotent."""
@@ -445,6 +482,7 @@ class Ledger(Transducer[T, T]):
         if record is None:
             record = RunRecord()
         self._current = record
+        self._counts = record.event_counts
         self._amendable = None
         return record
 
@@ -466,6 +504,7 @@ class Ledger(Transducer[T, T]):
         self._calls.clear()
         self._answered.clear()
         self._current = None
+        self._counts = None
         if len(self._ended) == self.max_runs:
             self.dropped_runs += 1
         self._ended.append(record)
