@@ -4,3 +4,17 @@ from __future__ import annotations
 
 from ._chunks import ExpandChunks as ExpandChunks
 from ._chunks import expand_chunks as expand_chunks
+from ._ledger import CustomRecord as CustomRecord
+from ._ledger import Ledger as Ledger
+from ._ledger import LedgerSnapshot as LedgerSnapshot
+from ._ledger import RawRecord as RawRecord
+from ._ledger import RunCancelled as RunCancelled
+from ._ledger import RunInterrupted as RunInterrupted
+from ._ledger import RunOutcome as RunOutcome
+from ._ledger import RunRecord as RunRecord
+from ._ledger import RunStatus as RunStatus
+from ._ledger import RunSuccess as RunSuccess
+from ._ledger import StepRecord as StepRecord
+from ._ledger import SubagentRecord as SubagentRecord
+from ._ledger import aggregate_token_usage as aggregate_token_usage
+from ._ledger import ledger as ledger
