@@ -834,3 +834,24 @@ def test_reference_agrees() -> None:
             assert record.outcome.pending_tool_call_ids == ref["pendingToolCallIds"]
         if "usage" in ref:
             assert msgspec.to_builtins(record.aggregated_usage) == ref["usage"]
+
+
+# ---------------------------------------------------------------------------------------------
+# In an async pipeline
+
+
+@pytest.mark.anyio
+async def test_in_a_pipeline() -> None:
+    pipeline = pytest.importorskip("agui_meta._pipeline")
+    ended: list[str] = []
+    led = ledger(lambda r: ended.append(f"{r.run_id}:{r.status}"))
+    wire = [*MULTI[: at(MULTI, "RUN_FINISHED", runId="r2") + 1], _started("r3")]
+    events = events_of(wire)
+    out: list[Any] = []
+    async with pipeline.wrap(events, led) as stream:
+        async for item in stream:
+            out.append(item)
+    assert out == events
+    assert ended == ["r1:finished", "r2:finished", "r3:incomplete"]
+    assert led.runs[0].finished_index == at(MULTI, "RUN_FINISHED")
+    assert led.runs[0].raw_events[0].index == at(MULTI, "RAW")
