@@ -31,8 +31,8 @@ lists are those the terminal events carry; the tool-call tally used to derive pe
 holds each distinct call id the run started or answered, and is dropped when the run ends.
 
 Nothing is copied per event: records share the events' own metadata dicts, interrupts and
-usage entries (treat them as read-only, like the events). Content events cost one dict lookup
-and one counter increment.
+usage entries (treat them as read-only, like the events). A content event costs a dict lookup
+(two when wrapped in an ``Update``) and a counter increment.
 """
 
 from __future__ import annotations
