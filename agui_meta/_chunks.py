@@ -38,7 +38,7 @@ All lookups are by key, so each event costs O(1) whatever the number of open lan
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from msgspec import UNSET, UnsetType
 
@@ -88,7 +88,7 @@ _PASS = 0  # closes nothing
 _CLOSE_OWN = 1  # closes the lane its own tag names (the parent lane when untagged)
 _CLOSE_ALL = 2  # closes every lane, in the order the streams opened
 _CLOSE_SUBAGENT = 3  # closes the lane of the subagent it names
-_TEXT_CHUNK = 4
+_TEXT_CHUNK = 4  # the routes from here on are the chunk events (feed tests ``route < 4``)
 _TOOL_CHUNK = 5
 _REASONING_CHUNK = 6
 
@@ -199,6 +199,9 @@ class ExpandChunks(Transducer[Event, Event]):
         # Per kind, the open streams by id. An id is open in at most one lane per kind (a chunk
         # naming an open id always continues it), so this also counts the open streams of a kind.
         self._by_id: dict[str, dict[str, _Stream]] = {"text": {}, "tool": {}, "reasoning": {}}
+        self._text_ids = self._by_id["text"]
+        self._tool_ids = self._by_id["tool"]
+        self._reasoning_ids = self._by_id["reasoning"]
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -206,22 +209,9 @@ class ExpandChunks(Transducer[Event, Event]):
         route = _ROUTES.get(item.__class__)
         if route is None:
             route = _route_of(item.__class__)
-        if route == _PASS or (route < _TEXT_CHUNK and not self._lanes):
-            self.emit(item)
-        elif route == _CLOSE_OWN:
-            tag = item.subagent_run_id  # type: ignore[attr-defined]
-            stream = self._lanes.get(None if tag is UNSET else tag)
-            if stream is not None:
-                self._end(stream)
-            self.emit(item)
-        elif route == _CLOSE_ALL:
-            for stream in list(self._lanes.values()):
-                self._end(stream)
-            self.emit(item)
-        elif route == _CLOSE_SUBAGENT:
-            stream = self._lanes.get(item.subagent_run_id)  # type: ignore[attr-defined]
-            if stream is not None:
-                self._end(stream)
+        if route < 4:  # not a chunk (the fast path: one lookup, then emit)
+            if route and self._lanes:
+                self._close_for(route, item)
             self.emit(item)
         elif route == _TEXT_CHUNK:
             self._text(item)  # type: ignore[arg-type]
@@ -229,6 +219,21 @@ class ExpandChunks(Transducer[Event, Event]):
             self._tool(item)  # type: ignore[arg-type]
         else:
             self._reasoning(item)  # type: ignore[arg-type]
+
+    def _close_for(self, route: int, event: Event) -> None:
+        """Emit the END of each stream ``event`` closes (by its route), before the event."""
+        if route == _CLOSE_OWN:
+            tag = event.subagent_run_id  # type: ignore[attr-defined]
+            stream = self._lanes.get(None if tag is UNSET else tag)
+            if stream is not None:
+                self._end(stream)
+        elif route == _CLOSE_ALL:
+            for stream in list(self._lanes.values()):
+                self._end(stream)
+        else:  # _CLOSE_SUBAGENT
+            stream = self._lanes.get(event.subagent_run_id)  # type: ignore[attr-defined]
+            if stream is not None:
+                self._end(stream)
 
     def close(self) -> None:
         # The reference builds END events for the streams still open when its source completes
@@ -302,11 +307,17 @@ class ExpandChunks(Transducer[Event, Event]):
 
     def _text(self, chunk: TextMessageChunkEvent) -> None:
         tag = chunk.subagent_run_id
-        stream = self._continued("text", chunk.message_id, tag, "TEXT_MESSAGE_CHUNK")
+        entity_id = chunk.message_id
+        # The common case first: a chunk naming its open stream, untagged or tagged alike.
+        stream = None if entity_id is UNSET else self._text_ids.get(entity_id)
+        if stream is None or (tag is not UNSET and tag != stream.lane):
+            stream = self._continued("text", entity_id, tag, "TEXT_MESSAGE_CHUNK")
         metadata = chunk.metadata
         if stream is not None:
-            _agree(stream, "role", chunk.role, stream.role)
-            _agree(stream, "name", chunk.name, stream.name)
+            if chunk.role is not UNSET and chunk.role != stream.role:
+                _disagree(stream, "role", chunk.role, stream.role)
+            if chunk.name is not UNSET and chunk.name != stream.name:
+                _disagree(stream, "name", chunk.name, stream.name)
         else:
             if chunk.message_id is UNSET:
                 raise ChunkError(
@@ -341,11 +352,18 @@ class ExpandChunks(Transducer[Event, Event]):
 
     def _tool(self, chunk: ToolCallChunkEvent) -> None:
         tag = chunk.subagent_run_id
-        stream = self._continued("tool", chunk.tool_call_id, tag, "TOOL_CALL_CHUNK")
+        entity_id = chunk.tool_call_id
+        # The common case first: a chunk naming its open stream, untagged or tagged alike.
+        stream = None if entity_id is UNSET else self._tool_ids.get(entity_id)
+        if stream is None or (tag is not UNSET and tag != stream.lane):
+            stream = self._continued("tool", entity_id, tag, "TOOL_CALL_CHUNK")
         metadata = chunk.metadata
         if stream is not None:
-            _agree(stream, "toolCallName", chunk.tool_call_name, stream.name)
-            _agree(stream, "parentMessageId", chunk.parent_message_id, stream.parent_message_id)
+            if chunk.tool_call_name is not UNSET and chunk.tool_call_name != stream.name:
+                _disagree(stream, "toolCallName", chunk.tool_call_name, stream.name)
+            parent = chunk.parent_message_id
+            if parent is not UNSET and parent != stream.parent_message_id:
+                _disagree(stream, "parentMessageId", parent, stream.parent_message_id)
         else:
             if chunk.tool_call_id is UNSET:
                 raise ChunkError(
@@ -389,7 +407,11 @@ class ExpandChunks(Transducer[Event, Event]):
 
     def _reasoning(self, chunk: ReasoningMessageChunkEvent) -> None:
         tag = chunk.subagent_run_id
-        stream = self._continued("reasoning", chunk.message_id, tag, "REASONING_MESSAGE_CHUNK")
+        entity_id = chunk.message_id
+        # The common case first: a chunk naming its open stream, untagged or tagged alike.
+        stream = None if entity_id is UNSET else self._reasoning_ids.get(entity_id)
+        if stream is None or (tag is not UNSET and tag != stream.lane):
+            stream = self._continued("reasoning", entity_id, tag, "REASONING_MESSAGE_CHUNK")
         metadata = chunk.metadata
         if stream is None:
             if chunk.message_id is UNSET:
@@ -420,17 +442,14 @@ class ExpandChunks(Transducer[Event, Event]):
             )
 
 
-def _agree(
-    stream: _Stream, field: str, incoming: str | UnsetType, established: str | UnsetType
-) -> None:
+def _disagree(stream: _Stream, field: str, incoming: str, established: str | UnsetType) -> NoReturn:
     """A continuation may repeat a field its opener established, but only with the same value."""
-    if incoming is not UNSET and incoming != established:
-        was = "(absent)" if established is UNSET else repr(established)
-        raise ChunkError(
-            f"Cannot continue {_ENTITY[stream.kind]} {stream.entity_id!r}: chunk {field} "
-            f"{incoming!r} does not match the open stream's {field} {was}.",
-            path=f"$.{field}",
-        )
+    was = "(absent)" if established is UNSET else repr(established)
+    raise ChunkError(
+        f"Cannot continue {_ENTITY[stream.kind]} {stream.entity_id!r}: chunk {field} "
+        f"{incoming!r} does not match the open stream's {field} {was}.",
+        path=f"$.{field}",
+    )
 
 
 def expand_chunks() -> ExpandChunks:
