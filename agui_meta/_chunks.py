@@ -268,7 +268,7 @@ class ExpandChunks(Transducer[Event, Event]):
     def _continued(
         self, kind: _Kind, entity_id: str | UnsetType, tag: str | UnsetType, chunk_type: str
     ) -> _Stream | None:
-        """The open stream ``chunk`` continues, or None when it must open one.
+        """The open stream a chunk of ``kind`` continues, or None when the chunk must open one.
 
         Raises :class:`ChunkError` for a tag contradicting the lane its id is open in, and for an
         ambiguous id-less untagged chunk.
