@@ -110,6 +110,14 @@ def _not_utf8(
     )
 
 
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _check_options(max_frame_size: int, unterminated: str) -> None:
     if not isinstance(max_frame_size, int) or max_frame_size < 1:
         raise ValueError(f"max_frame_size must be a positive int, got {max_frame_size!r}")
@@ -243,7 +251,8 @@ class SSEDecoder(_LineDecoder):
 
         :raises ~agui_meta.FramingError: invalid UTF-8, or more than ``max_frame_size`` bytes.
         """
-        self._check_usable()
+        if self._error is not None or self._closed:
+            self._check_usable()
         if type(chunk) is not bytes:
             chunk = bytes(chunk)
         if self._at_start:
@@ -257,6 +266,29 @@ class SSEDecoder(_LineDecoder):
                 chunk = chunk[1:]
                 if not chunk:
                     return []
+        if (
+            # Fast path: the chunk is exactly one "data: <payload>\n\n" event.
+            chunk.endswith(b"\n\n")
+            and chunk.startswith(b"data: ")
+            and not self._pending
+            and not self._data
+            and chunk.count(b"\n") == 2
+            and b"\r" not in chunk
+            and len(chunk) - 2 <= self._limit
+            and (chunk.isascii() or _is_utf8(chunk))
+        ):
+            start = self._start_pos
+            frame = (
+                Frame(chunk[6:-2], self._pos, self._lineno, self._event, self._id)
+                if start < 0
+                else Frame(chunk[6:-2], start, self._start_line, self._event, self._id)
+            )
+            self._pos += len(chunk)
+            self._lineno += 2
+            self._event = None
+            self._start_pos = -1
+            self.last_event_id = self._id or ""
+            return [frame]
         frames: list[Frame] = []
         try:
             pending = self._pending

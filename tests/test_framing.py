@@ -284,6 +284,41 @@ class TestSSELines:
         stream = b"data: " + text.encode() + b"\n\n"
         assert sse(stream) == [Frame(text.encode(), 0, 1)]
 
+    @pytest.mark.parametrize(
+        "stream",
+        [
+            b"data: 1\n\ndata: 2\n\n: c\n\nevent: e\nid: 5\n\ndata: 3\n\nevent: f\ndata: 4\n\n",
+            b"data: 1\n\ndata: \xff\n\n",
+            b"data: 1\n\ndata: " + b"x" * 40 + b"\n\n",
+            b"data: 1\n\ndata: \xc3\xa9\n\ndata: 2\r\n\r\ndata: 3\n\n",
+        ],
+    )
+    def test_one_event_per_chunk(self, stream: bytes) -> None:
+        # network reads often hold exactly one event: the same frames, offsets and errors
+        events = [e + b"\n\n" for e in stream.split(b"\n\n")[:-1]]
+        assert b"".join(events) == stream
+        expected = run(SSEDecoder(max_frame_size=32), [stream])
+        assert run(SSEDecoder(max_frame_size=32), events) == expected
+        assert run(SSEDecoder(max_frame_size=32), [b"", *events, b""]) == expected
+
+    def test_fields_in_earlier_chunks(self) -> None:
+        parts = [
+            b"event: e\n",
+            b"id: 1\n",
+            b"data: 1\n\n",
+            b"data: 2\n\n",
+            b": x\n",
+            b"data: 3\n\n",
+        ]
+        stream = b"".join(parts)
+        expected = [
+            Frame(b"1", 0, 1, "e", "1"),
+            Frame(b"2", *at(stream, b"data: 2"), None, "1"),
+            Frame(b"3", *at(stream, b"data: 3"), None, "1"),
+        ]
+        assert run(SSEDecoder(), parts) == (expected, None)
+        assert sse(stream) == expected
+
     def test_other_chunk_types(self) -> None:
         decoder = SSEDecoder()
         frames = decoder.feed(bytearray(b"data: 1\n\nda")) + decoder.feed(  # type: ignore[arg-type]
