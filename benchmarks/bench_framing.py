@@ -18,8 +18,13 @@ def chunks(stream: bytes, size: int) -> list[bytes]:
     return [stream[i : i + size] for i in range(0, len(stream), size)]
 
 
-def bench(name: str, make: type[SSEDecoder | JsonLinesDecoder], stream: bytes) -> None:
-    parts = chunks(stream, CHUNK)
+def bench(
+    name: str,
+    make: type[SSEDecoder | JsonLinesDecoder],
+    stream: bytes,
+    parts: list[bytes] | None = None,
+) -> None:
+    parts = parts or chunks(stream, CHUNK)
     best = float("inf")
     for _ in range(5):
         decoder = make()
@@ -36,6 +41,8 @@ def bench(name: str, make: type[SSEDecoder | JsonLinesDecoder], stream: bytes) -
 def main() -> None:
     sse = b"".join(encode_sse(PAYLOAD) for _ in range(N))
     bench("SSE, LF, 64 KiB chunks", SSEDecoder, sse)
+    one = encode_sse(PAYLOAD)
+    bench("SSE, one event per chunk", SSEDecoder, sse, [one] * N)
     bench("SSE, CRLF, 64 KiB chunks", SSEDecoder, sse.replace(b"\n", b"\r\n"))
     bench(
         "SSE, event+id lines, 64 KiB chunks",
