@@ -1,0 +1,406 @@
+"""RFC 6902 JSON Patch, applied all-or-nothing with the reference client's exact semantics.
+
+The reference reducer applies STATE_DELTA and ACTIVITY_DELTA with fast-json-patch 3.1.1
+(``applyPatch(doc, ops, validate=true, mutate=false)``): every operation is validated against
+the document as it stands, the first failure abandons the whole patch, and the original is never
+modified. :func:`apply_patch` reproduces that behaviour, quirks included, because results must
+equal the reference's:
+
+- ``replace``/``remove`` need an existing target; ``add`` needs an existing parent and accepts
+  an array index up to the length (``-`` appends); ``test`` compares with JavaScript's
+  deep equality (``1 == 1.0``, but ``true != 1``);
+- array indices are unsigned decimal strings; leading zeros are accepted where the path is not
+  required to exist (``add`` at ``/a/01`` inserts at 1), the empty string counts as index 0, and
+  an index is truncated to 32 bits as JavaScript's ``~~`` does;
+- ``copy`` and ``move`` do not check the array bound of their target (an index past the end
+  appends); a path through ``__proto__`` (or ``constructor/prototype``) is refused;
+- names inherited by every JavaScript object (``toString``, ``constructor`` …) exist as far as
+  validation is concerned: ``replace``/``remove`` of them on an object that lacks them succeed.
+
+Why not the ``jsonpatch`` package: it differs from the reference in about ten of these places
+(``copy`` bounds, ``test`` of ``true`` against ``1``, leading zeros, ``remove`` of the root,
+inherited names …) and it deep-copies the whole document for every patch (``copy.deepcopy``).
+This module copies on write instead: only the containers on the paths an operation touches are
+shallow-copied (each at most once per patch), everything else is shared with the previous
+document, which is left untouched. A delta touching one key of a large state therefore costs
+the size of the containers on that path, not the size of the state; a failed patch costs nothing
+but the copies made before the failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._metadata import copy_json
+
+__all__ = ["PatchError", "apply_patch", "js_equal"]
+
+
+class PatchError(Exception):
+    """An operation that cannot be applied (the reference warns and keeps the old document).
+
+    ``name`` is fast-json-patch's error name (``"TEST_OPERATION_FAILED"`` …) and ``index`` the
+    position of the failing operation in the patch.
+    """
+
+    def __init__(self, message: str, name: str, index: int) -> None:
+        self.name = name
+        self.index = index
+        super().__init__(f"{message} (operation {index}, {name})")
+
+
+class _Undefined:
+    """JavaScript's ``undefined``: what a lookup of a missing property gives."""
+
+    __slots__ = ()
+
+
+class _Function:
+    """A property every JavaScript object inherits (``toString`` …): defined, but no JSON."""
+
+    __slots__ = ()
+
+
+_UNDEFINED = _Undefined()
+_FUNCTION = _Function()
+_OPS = frozenset(("add", "remove", "replace", "move", "copy", "test"))
+#: Properties found on every object through Object.prototype (``__proto__`` is refused earlier).
+_INHERITED = frozenset(
+    (
+        "constructor",
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "toLocaleString",
+        "toString",
+        "valueOf",
+        "__defineGetter__",
+        "__defineSetter__",
+        "__lookupGetter__",
+        "__lookupSetter__",
+    )
+)
+
+
+def _is_digits(key: str) -> bool:
+    # fast-json-patch's isInteger: every character a decimal digit (so "" qualifies).
+    return key == "" or (key.isascii() and key.isdigit())
+
+
+def _to_int32(key: str) -> int:
+    # JavaScript's ~~key for a digit string: ToNumber (a double), then ToInt32.
+    if key == "":
+        return 0
+    number = float(key)
+    if number == float("inf"):
+        return 0
+    n = int(number) % 2**32
+    return n - 2**32 if n >= 2**31 else n
+
+
+def _canonical_index(key: str) -> bool:
+    return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0")
+
+
+def _lookup(obj: Any, key: str) -> Any:
+    """``obj[key]`` with JavaScript's property semantics (key is a string)."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        return _FUNCTION if key in _INHERITED else _UNDEFINED
+    if isinstance(obj, list):
+        if _canonical_index(key) and int(key) < len(obj):
+            return obj[int(key)]
+        if key == "length":
+            return len(obj)
+        return _FUNCTION if key in _INHERITED else _UNDEFINED
+    if obj is None:
+        raise TypeError(f"Cannot read properties of null (reading '{key}')")
+    if isinstance(obj, str):
+        if _canonical_index(key) and int(key) < len(obj):
+            return obj[int(key)]
+        if key == "length":
+            return len(obj)
+    if isinstance(obj, (_Undefined, _Function)):
+        raise TypeError(f"Cannot read properties of undefined (reading '{key}')")
+    return _FUNCTION if key in _INHERITED else _UNDEFINED
+
+
+def _is_object(value: Any) -> bool:
+    # `!obj || typeof obj !== "object"`, negated: a non-null object or array.
+    return isinstance(value, (dict, list))
+
+
+def js_equal(a: Any, b: Any) -> bool:
+    """fast-json-patch's deep equality on JSON values (numbers by value; booleans are not 0/1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(js_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return len(a) == len(b) and all(k in b and js_equal(v, b[k]) for k, v in a.items())
+    return a is b and a is None
+
+
+def _splice_index(start: int, length: int) -> int:
+    # Array.prototype.splice's handling of its start argument.
+    if start < 0:
+        return max(length + start, 0)
+    return min(start, length)
+
+
+def _unescape(key: str) -> str:
+    return key.replace("~1", "/").replace("~0", "~") if "~" in key else key
+
+
+class _Patcher:
+    """Applies operations to ``root``, copying each container it mutates once (copy on write)."""
+
+    __slots__ = ("fresh", "index", "root")
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.index = 0
+        # Containers created during this patch, by id (kept alive here, so ids stay unique).
+        self.fresh: dict[int, Any] = {}
+
+    def _fail(self, message: str, name: str) -> PatchError:
+        return PatchError(message, name, self.index)
+
+    def _own(self, obj: Any, parent: Any, key: Any) -> Any:
+        """A private copy of container ``obj`` (found at ``parent[key]``), linked into the tree."""
+        if id(obj) in self.fresh or not isinstance(obj, (dict, list)):
+            return obj
+        copy: Any = dict(obj) if isinstance(obj, dict) else list(obj)
+        self.fresh[id(copy)] = copy
+        if parent is None:
+            self.root = copy
+        else:
+            parent[key] = copy
+        return copy
+
+    # -- validation of one operation on its own (fast-json-patch's validator without a document)
+
+    def _check_shape(self, op: Any) -> None:
+        if not isinstance(op, Mapping):
+            raise self._fail("Operation is not an object", "OPERATION_NOT_AN_OBJECT")
+        kind = op.get("op")
+        if kind not in _OPS:
+            raise self._fail(
+                "Operation `op` property is not one of operations defined in RFC-6902",
+                "OPERATION_OP_INVALID",
+            )
+        path = op.get("path")
+        if not isinstance(path, str):
+            raise self._fail("Operation `path` property is not a string", "OPERATION_PATH_INVALID")
+        if path and not path.startswith("/"):
+            raise self._fail(
+                'Operation `path` property must start with "/"', "OPERATION_PATH_INVALID"
+            )
+        if kind in ("move", "copy") and not isinstance(op.get("from"), str):
+            raise self._fail(
+                "Operation `from` property is not present (applicable in `move` and `copy` "
+                "operations)",
+                "OPERATION_FROM_REQUIRED",
+            )
+        if kind in ("add", "replace", "test") and "value" not in op:
+            raise self._fail(
+                "Operation `value` property is not present (applicable in `add`, `replace` and "
+                "`test` operations)",
+                "OPERATION_VALUE_REQUIRED",
+            )
+
+    def _check_against(self, op: Mapping[str, Any], kind: str, existing: str) -> None:
+        """The validator's document checks, given the longest existing prefix of the path."""
+        path: str = op["path"]
+        if kind == "add":
+            length, existing_length = path.count("/") + 1, existing.count("/") + 1
+            if length not in (existing_length, existing_length + 1):
+                raise self._fail(
+                    "Cannot perform an `add` operation at the desired path",
+                    "OPERATION_PATH_CANNOT_ADD",
+                )
+        elif kind in ("replace", "remove", "_get"):
+            if path != existing:
+                raise self._fail(
+                    "Cannot perform the operation at a path that does not exist",
+                    "OPERATION_PATH_UNRESOLVABLE",
+                )
+        elif kind in ("move", "copy"):
+            try:
+                self._walk({"op": "_get", "path": op["from"]}, validate=True)
+            except PatchError as exc:
+                if exc.name == "OPERATION_PATH_UNRESOLVABLE":
+                    raise self._fail(
+                        "Cannot perform the operation from a path that does not exist",
+                        "OPERATION_FROM_UNRESOLVABLE",
+                    ) from None
+                # fast-json-patch ignores the other validation errors of `from` here (and then
+                # misbehaves); refusing the operation is the sane reading.
+                raise
+
+    # -- one operation
+
+    def apply(self, op: Any, index: int) -> None:
+        self.index = index
+        self._check_shape(op)
+        kind = op["op"]
+        if op["path"] == "":
+            self._apply_root(op, kind)
+        else:
+            self._walk(op, validate=True)
+
+    def _apply_root(self, op: Mapping[str, Any], kind: str) -> None:
+        if kind in ("add", "replace"):
+            self.root = copy_json(op["value"])
+        elif kind in ("move", "copy"):
+            value = self._walk({"op": "_get", "path": op["from"]}, validate=False)
+            if isinstance(value, (_Undefined, _Function)):
+                # The reference would leave the document `undefined`; refuse instead.
+                raise self._fail(
+                    "Cannot move or copy from a missing value", "OPERATION_FROM_MISSING"
+                )
+            self.root = value
+        elif kind == "test":
+            if not js_equal(self.root, op["value"]):
+                raise self._fail("Test operation failed", "TEST_OPERATION_FAILED")
+        else:  # remove
+            self.root = None
+
+    def _walk(self, op: Mapping[str, Any], *, validate: bool) -> Any:
+        """fast-json-patch's applyOperation for a non-root path; returns a `_get`'s value."""
+        kind: str = op["op"]
+        path: str = op["path"]
+        if path == "":
+            return self.root
+        keys = path.split("/")
+        n = len(keys)
+        mutate = kind in ("add", "remove", "replace", "move", "copy")
+        parent: Any = None
+        parent_key: Any = None
+        obj = self.root
+        existing: str | None = None
+        t = 1
+        while True:
+            key: Any = _unescape(keys[t])
+            if key == "__proto__" or (key == "prototype" and keys[t - 1] == "constructor"):
+                raise TypeError(
+                    "JSON-Patch: modifying `__proto__` or `constructor/prototype` prop is banned"
+                )
+            if validate and existing is None:
+                if _lookup(obj, key) is _UNDEFINED:
+                    existing = "/".join(keys[:t])
+                elif t == n - 1:
+                    existing = path
+                if existing is not None:
+                    self._check_against(op, kind, existing)
+            t += 1
+            if mutate and kind not in ("move", "copy"):
+                obj = self._own(obj, parent, parent_key)
+            if isinstance(obj, list):
+                if key == "-":
+                    key = len(obj)
+                elif _is_digits(key):
+                    key = _to_int32(key)
+                elif validate:
+                    raise self._fail(
+                        "Expected an unsigned base-10 integer value, making the new referenced "
+                        "value the array element with the zero-based index",
+                        "OPERATION_PATH_ILLEGAL_ARRAY_INDEX",
+                    )
+                if t >= n:
+                    if validate and kind == "add" and isinstance(key, int) and key > len(obj):
+                        raise self._fail(
+                            "The specified index MUST NOT be greater than the number of elements "
+                            "in the array",
+                            "OPERATION_VALUE_OUT_OF_BOUNDS",
+                        )
+                    return self._leaf_array(op, kind, obj, key)
+            elif t >= n:
+                return self._leaf_object(op, kind, obj, key)
+            parent, parent_key = obj, key
+            if isinstance(obj, list):
+                obj = obj[key] if isinstance(key, int) and 0 <= key < len(obj) else _UNDEFINED
+            else:
+                obj = _lookup(obj, key)
+            if validate and t < n and not _is_object(obj):
+                raise self._fail(
+                    "Cannot perform operation at the desired path", "OPERATION_PATH_UNRESOLVABLE"
+                )
+
+    def _leaf_object(self, op: Mapping[str, Any], kind: str, obj: Any, key: str) -> Any:
+        if kind in ("move", "copy"):
+            return self._move_or_copy(op, kind)
+        if kind == "_get":
+            return _lookup(obj, key)
+        if kind == "test":
+            if not js_equal(_lookup(obj, key), op["value"]):
+                raise self._fail("Test operation failed", "TEST_OPERATION_FAILED")
+            return None
+        if not isinstance(obj, dict):
+            if obj is None or isinstance(obj, (_Undefined, _Function)):
+                raise TypeError(f"Cannot set properties of undefined (setting '{key}')")
+            return None  # a property of a primitive: silently not set (sloppy mode)
+        if kind == "remove":
+            obj.pop(key, None)
+        else:  # add, replace
+            obj[key] = copy_json(op["value"]) if "value" in op else op.get("_moved")
+        return None
+
+    def _leaf_array(self, op: Mapping[str, Any], kind: str, arr: list[Any], key: Any) -> Any:
+        if kind in ("move", "copy"):
+            return self._move_or_copy(op, kind)
+        if not isinstance(key, int):
+            # An array property (not an element): invisible in JSON.
+            return _UNDEFINED if kind == "_get" else None
+        inside = 0 <= key < len(arr)
+        if kind == "_get":
+            return arr[key] if inside else _UNDEFINED
+        if kind == "test":
+            if not js_equal(arr[key] if inside else _UNDEFINED, op["value"]):
+                raise self._fail("Test operation failed", "TEST_OPERATION_FAILED")
+            return None
+        if kind == "add":
+            value = copy_json(op["value"]) if "value" in op else op.get("_moved")
+            arr.insert(_splice_index(key, len(arr)), value)
+        elif kind == "remove":
+            start = _splice_index(key, len(arr))
+            if start < len(arr):
+                del arr[start]
+        elif inside:  # replace (validation guarantees the element exists)
+            arr[key] = copy_json(op["value"])
+        return None
+
+    def _move_or_copy(self, op: Mapping[str, Any], kind: str) -> None:
+        source: str = op["from"]
+        if kind == "copy":
+            value = copy_json(self._walk({"op": "_get", "path": source}, validate=False))
+        else:
+            value = self._walk({"op": "_get", "path": source}, validate=False)
+            self._walk({"op": "remove", "path": source}, validate=False)
+        if isinstance(value, (_Undefined, _Function)):
+            raise self._fail("Cannot move or copy a missing value", "OPERATION_FROM_MISSING")
+        self._walk({"op": "add", "path": op["path"], "_moved": value}, validate=False)
+
+
+def apply_patch(document: Any, operations: Sequence[Any]) -> Any:
+    """Apply RFC 6902 ``operations`` to ``document`` all-or-nothing; return the new document.
+
+    ``document`` is never modified: the result shares every container the patch did not touch.
+    Values taken from the operations are copied, so the result does not alias the patch.
+
+    :raises PatchError: an operation failed validation or a ``test`` failed (the reference
+        client warns and keeps the old document).
+    """
+    patcher = _Patcher(document)
+    for index, op in enumerate(operations):
+        try:
+            patcher.apply(op, index)
+        except TypeError as exc:
+            raise PatchError(str(exc), "TYPE_ERROR", index) from None
+    return patcher.root
