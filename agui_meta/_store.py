@@ -1,0 +1,727 @@
+"""The keyed item store: messages in order, tool calls, activity and state.
+
+Items are the store's own mutable objects — :class:`MessageItem` (any role, activity included)
+and :class:`ToolCallItem` — built from events, from snapshots and from the initial history.
+:meth:`MessageItem.to_wire` gives a frozen copy in AG-UI wire JSON; :meth:`Store.messages_wire`
+gives the whole conversation the way the reference client holds it.
+
+Data structures of :class:`Store`, chosen so that no event costs more as the history grows:
+
+- message order is a doubly linked list of nodes: O(1) append, O(1) insertion after a given
+  node, O(1) removal (eviction);
+- ``id -> first node with that id`` and ``tool call id -> first tool call with that id`` are
+  dicts (tool calls have their own key space: a tool call id may equal a message id). "First"
+  is in list order, as the reference's ``Array.find``; ids that occur more than once are
+  remembered so that the rare operations that could change which one is first (an insertion in
+  the middle, a removal) re-derive it, at O(n), only for those ids;
+- a TOOL_CALL_RESULT goes right after its owner and the tool messages already behind it; each
+  owner node caches the last node of that run, so placing a result is O(1) amortised however
+  many results the owner already has;
+- text and argument deltas are appended to a list and joined when read (the join is cached);
+- MESSAGES_SNAPSHOT is O(history + snapshot) by nature: the list and indices are rebuilt.
+
+The reference keeps message objects in a plain array and sometimes holds one object at two
+positions (a snapshot message replacing two local messages with the same id); nodes point to
+items, so the same can happen here, with the same effect on later updates.
+
+:class:`ItemStore` is the small protocol the accumulator uses; :class:`Store` is the in-memory
+implementation and the embedded default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ._events import Interrupt, Message
+from ._metadata import copy_json
+
+__all__ = ["ItemStore", "MessageItem", "Store", "ToolCallItem"]
+
+
+def _js_string(value: Any) -> str:
+    """JavaScript's ``String(value)`` for the values string concatenation meets in practice."""
+    if isinstance(value, str):
+        return value
+    if value is UNSET:
+        return "undefined"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, list):
+        return ",".join("" if v is None else _js_string(v) for v in value)
+    return "[object Object]"
+
+
+class ToolCallItem:
+    """A tool call of an assistant message, as the store holds it.
+
+    ``owner`` is the message whose ``toolCalls`` holds it. ``metadata`` is ``UNSET`` or the
+    merged metadata dict (a new dict after every merge, so a reference taken earlier keeps the
+    value it had). ``arguments`` joins the streamed deltas on demand. The item keeps changing as
+    later events arrive; :meth:`to_wire` gives a frozen copy.
+    """
+
+    __slots__ = (
+        "_arg_parts",
+        "_args",
+        "_open",
+        "evicted",
+        "fields",
+        "function_fields",
+        "id",
+        "metadata",
+        "name",
+        "owner",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        owner: MessageItem,
+        *,
+        arguments: str = "",
+        metadata: dict[str, Any] | UnsetType = UNSET,
+    ) -> None:
+        self.id: Any = id
+        self.name: Any = name
+        self.owner = owner
+        self.metadata: Any = metadata
+        #: Other wire members of the call (``type``, ``encryptedValue``, unknown keys).
+        self.fields: dict[str, Any] = {"type": "function"}
+        #: Wire members of ``function`` other than name and arguments (``None``: ``function``
+        #: is not an object in the history this call came from).
+        self.function_fields: dict[str, Any] | None = {}
+        self._args: Any = arguments
+        self._arg_parts: list[str] = []
+        self._open = False
+        #: Whether the store dropped this call (see ``Store(evict_completed=True)``).
+        self.evicted = False
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any], owner: MessageItem) -> ToolCallItem:
+        """Build a call from wire JSON (not copied: pass data you own)."""
+        call = cls.__new__(cls)
+        call.owner = owner
+        call._arg_parts = []
+        call._open = False
+        call.evicted = False
+        fields = dict(data)
+        call.id = fields.pop("id", UNSET)
+        call.metadata = fields.pop("metadata", UNSET)
+        function = fields.pop("function", UNSET)
+        if isinstance(function, dict):
+            function = dict(function)
+            call.name = function.pop("name", UNSET)
+            call._args = function.pop("arguments", UNSET)
+            call.function_fields = function
+        else:
+            call.name = UNSET
+            call._args = UNSET
+            call.function_fields = None
+            if function is not UNSET:
+                fields["function"] = function
+        call.fields = fields
+        return call
+
+    @property
+    def arguments(self) -> Any:
+        """The arguments streamed so far (a JSON string, usually incomplete until the end)."""
+        parts = self._arg_parts
+        if parts:
+            self._args = self._args + "".join(parts)
+            parts.clear()
+        return self._args
+
+    def append_arguments(self, delta: str) -> None:
+        """Append an arguments delta (O(1); joined when :attr:`arguments` is read)."""
+        if not self._arg_parts and type(self._args) is not str:
+            self._args = _js_string(self._args)
+        self._arg_parts.append(delta)
+
+    @property
+    def encrypted_value(self) -> str | UnsetType:
+        return self.fields.get("encryptedValue", UNSET)  # type: ignore[no-any-return]
+
+    def to_wire(self) -> dict[str, Any]:
+        """A frozen copy in wire JSON (camelCase, absent members omitted)."""
+        out: dict[str, Any] = {}
+        if self.id is not UNSET:
+            out["id"] = self.id
+        out.update(copy_json(self.fields))
+        if self.function_fields is not None:
+            function = {}
+            if self.name is not UNSET:
+                function["name"] = self.name
+            arguments = self.arguments
+            if arguments is not UNSET:
+                function["arguments"] = arguments
+            function.update(copy_json(self.function_fields))
+            out["function"] = function
+        if self.metadata is not UNSET:
+            out["metadata"] = copy_json(self.metadata)
+        return out
+
+    def __repr__(self) -> str:
+        return f"ToolCallItem(id={self.id!r}, name={self.name!r}, arguments={self.arguments!r})"
+
+
+class MessageItem:
+    """A message of any role (activity included), as the store holds it.
+
+    ``id`` and ``role`` are the wire values. ``content`` is the text (deltas joined on
+    demand), the content parts, or an activity's object; ``UNSET`` when absent (an assistant
+    message made for tool calls has none). ``tool_calls`` is ``None`` when the message has no
+    ``toolCalls`` member. ``metadata`` is ``UNSET`` or the merged metadata dict (a new dict
+    after every merge). ``fields`` holds the other wire members under their wire names
+    (``name``, ``subagentRunId``, ``encryptedValue``, ``toolCallId``, ``activityType``,
+    ``error`` and, for a history the client supplied, any unknown member).
+
+    The item keeps changing as later events arrive; :meth:`to_wire` gives a frozen copy.
+    """
+
+    __slots__ = (
+        "_content",
+        "_node",
+        "_open_calls",
+        "_parts",
+        "_refs",
+        "_streaming",
+        "evicted",
+        "fields",
+        "id",
+        "metadata",
+        "role",
+        "tool_calls",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        role: str,
+        content: Any = UNSET,
+        *,
+        fields: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | UnsetType = UNSET,
+    ) -> None:
+        self.id: Any = id
+        self.role: Any = role
+        self._content: Any = content
+        self._parts: list[str] = []
+        self.fields: dict[str, Any] = fields if fields is not None else {}
+        self.metadata: Any = metadata
+        self.tool_calls: list[ToolCallItem] | None = None
+        self._node: _Node | None = None
+        self._refs = 0
+        self._streaming = False
+        self._open_calls = 0
+        #: Whether the store dropped this message (see ``Store(evict_completed=True)``).
+        self.evicted = False
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any], *, copy: bool = True) -> MessageItem:
+        """Build a message from wire JSON; ``copy=False`` takes ownership of ``data``'s values."""
+        fields: dict[str, Any] = copy_json(dict(data)) if copy else dict(data)
+        item = cls.__new__(cls)
+        item.id = fields.pop("id", UNSET)
+        item.role = fields.pop("role", UNSET)
+        item._content = fields.pop("content", UNSET)
+        item._parts = []
+        item.metadata = fields.pop("metadata", UNSET)
+        item.tool_calls = None
+        calls = fields.pop("toolCalls", UNSET)
+        if isinstance(calls, list) and all(isinstance(call, dict) for call in calls):
+            item.tool_calls = [ToolCallItem.from_wire(call, item) for call in calls]
+        elif calls is not UNSET:
+            fields["toolCalls"] = calls
+        item.fields = fields
+        item._node = None
+        item._refs = 0
+        item._streaming = False
+        item._open_calls = 0
+        item.evicted = False
+        return item
+
+    @classmethod
+    def from_message(cls, message: Message) -> MessageItem:
+        """Build a message from a wire-model Struct (its containers are copied)."""
+        return cls.from_wire(msgspec.to_builtins(message), copy=False)
+
+    @property
+    def content(self) -> Any:
+        """The content: text (deltas joined now), content parts, an activity's object, or UNSET."""
+        parts = self._parts
+        if parts:
+            self._content = self._content + "".join(parts)
+            parts.clear()
+        return self._content
+
+    @content.setter
+    def content(self, value: Any) -> None:
+        self._parts.clear()
+        self._content = value
+
+    def append_content(self, delta: str) -> None:
+        """Append a text delta (O(1)). Content that is not a string is replaced, as the reference does."""
+        if not self._parts and type(self._content) is not str:
+            self._content = ""
+        self._parts.append(delta)
+
+    @property
+    def name(self) -> str | UnsetType:
+        return self.fields.get("name", UNSET)  # type: ignore[no-any-return]
+
+    @property
+    def subagent_run_id(self) -> str | UnsetType:
+        return self.fields.get("subagentRunId", UNSET)  # type: ignore[no-any-return]
+
+    @property
+    def encrypted_value(self) -> str | UnsetType:
+        return self.fields.get("encryptedValue", UNSET)  # type: ignore[no-any-return]
+
+    @property
+    def activity_type(self) -> str | UnsetType:
+        return self.fields.get("activityType", UNSET)  # type: ignore[no-any-return]
+
+    @property
+    def tool_call_id(self) -> str | UnsetType:
+        return self.fields.get("toolCallId", UNSET)  # type: ignore[no-any-return]
+
+    def to_wire(self) -> dict[str, Any]:
+        """A frozen copy in wire JSON (camelCase, absent members omitted)."""
+        out: dict[str, Any] = {}
+        if self.id is not UNSET:
+            out["id"] = self.id
+        if self.role is not UNSET:
+            out["role"] = self.role
+        content = self.content
+        if content is not UNSET:
+            out["content"] = copy_json(content)
+        out.update(copy_json(self.fields))
+        if self.tool_calls is not None:
+            out["toolCalls"] = [call.to_wire() for call in self.tool_calls]
+        if self.metadata is not UNSET:
+            out["metadata"] = copy_json(self.metadata)
+        return out
+
+    def copy(self) -> MessageItem:
+        """An independent copy (used where the reference puts a new object in one position)."""
+        clone = MessageItem.from_wire(self.to_wire(), copy=False)
+        clone._streaming = self._streaming
+        return clone
+
+    def __repr__(self) -> str:
+        return f"MessageItem(id={self.id!r}, role={self.role!r}, content={self.content!r})"
+
+
+class _Node:
+    """A position in the message order."""
+
+    __slots__ = ("alive", "item", "next", "prev", "tail", "tail_epoch")
+
+    def __init__(self, item: MessageItem) -> None:
+        self.item = item
+        self.prev: _Node | None = None
+        self.next: _Node | None = None
+        self.alive = True
+        # The last node of the run of tool messages behind this node, as of `tail_epoch`.
+        self.tail: _Node | None = None
+        self.tail_epoch = -1
+
+
+class ItemStore(Protocol):
+    """What :func:`agui_meta.accumulate` needs from a store.
+
+    Lookups return the *first* item in message order with the id, as the reference's
+    ``Array.find`` does. Implementations must keep per-event operations independent of the
+    history length to preserve the accumulator's guarantees.
+    """
+
+    #: The shared state (any JSON value).
+    state: Any
+    #: Whether completed items are dropped after their update (bounded memory).
+    evict_completed: bool
+    #: The interrupts the last RUN_FINISHED left open (``[]`` when none).
+    pending_interrupts: list[Interrupt]
+
+    def message(self, message_id: str) -> MessageItem | None:
+        """The first message with this id."""
+
+    def tool_call(self, tool_call_id: str) -> ToolCallItem | None:
+        """The first tool call with this id (in message order)."""
+
+    def assistant_owner(self, tool_call_id: str) -> MessageItem | None:
+        """The first *assistant* message holding a tool call with this id."""
+
+    def append(self, item: MessageItem) -> None:
+        """Add a message at the end."""
+
+    def insert_result(self, item: MessageItem, owner: MessageItem | None) -> None:
+        """Add a tool message right after ``owner`` and the tool messages behind it (or append)."""
+
+    def add_tool_call(self, owner: MessageItem, call: ToolCallItem) -> None:
+        """Append ``call`` to ``owner``'s tool calls."""
+
+    def replace(self, old: MessageItem, new: MessageItem) -> None:
+        """Put ``new`` in ``old``'s first position."""
+
+    def reset(self, items: Iterable[MessageItem]) -> None:
+        """Replace the whole message order (a snapshot merge); an item may appear twice."""
+
+    def evict(self, item: MessageItem) -> None:
+        """Drop a message (and its tool calls) from the order and the indices."""
+
+    def evict_idle(self) -> None:
+        """Drop every message with no open stream and no open tool call."""
+
+    def messages(self) -> Iterator[MessageItem]:
+        """The messages in order."""
+
+    def begin_run(self) -> None:
+        """A run starts: the tool-call tally restarts."""
+
+    def tool_call_started(self, tool_call_id: str) -> None:
+        """Record a TOOL_CALL_START of the current run."""
+
+    def tool_call_answered(self, tool_call_id: str) -> None:
+        """Record a TOOL_CALL_RESULT of the current run."""
+
+    def finish_run(self, interrupts: list[Interrupt], named_pending: list[str] | UnsetType) -> None:
+        """A RUN_FINISHED: record its interrupts and (success only) its named pending calls."""
+
+
+class Store:
+    """The in-memory item store (the default of :func:`agui_meta.accumulate`).
+
+    :param messages: the client's history before the stream: wire JSON dicts (copied as they
+        are, unknown members included, as the reference clones its history) or wire-model
+        :class:`~agui_meta.Message` Structs.
+    :param state: the state before the stream (copied); ``{}`` by default.
+    :param evict_completed: drop each item once it is complete and its update has been
+        emitted, so that an endless stream runs in bounded memory. What is kept: open items
+        (a message between its START and END, an assistant message with a tool call still
+        open) and, until the run ends (RUN_FINISHED or RUN_ERROR), activity messages and
+        messages from snapshots or a run's input. What is lost, because the reference would
+        have found the dropped item: a later START with an evicted id creates a new message; a
+        TOOL_CALL_RESULT whose owner was evicted is appended; an ACTIVITY_DELTA after the run
+        that made the activity is ignored; REASONING_ENCRYPTED_VALUE for an evicted entity does
+        nothing; :meth:`messages_wire` holds only what is retained.
+    """
+
+    def __init__(
+        self,
+        messages: Iterable[Mapping[str, Any] | Message] = (),
+        state: Any = UNSET,
+        *,
+        evict_completed: bool = False,
+    ) -> None:
+        self.state: Any = {} if state is UNSET else copy_json(state)
+        self.evict_completed = evict_completed
+        self.pending_interrupts: list[Interrupt] = []
+        self._head: _Node | None = None
+        self._tail: _Node | None = None
+        self._count = 0
+        self._by_id: dict[str, _Node] = {}
+        self._calls: dict[str, ToolCallItem] = {}
+        self._dup_ids: set[str] = set()
+        self._dup_calls: set[str] = set()
+        self._shared = 0
+        self._epoch = 0
+        self._run_calls: dict[str, None] = {}
+        self._run_answered: set[str] = set()
+        self._named_pending: list[str] | None = None
+        items = []
+        for message in messages:
+            if isinstance(message, Mapping):
+                items.append(MessageItem.from_wire(message))
+            else:
+                items.append(MessageItem.from_message(message))
+        if items:
+            self.reset(items)
+
+    # -- lookups
+
+    def __len__(self) -> int:
+        """The number of positions in the message order."""
+        return self._count
+
+    def message(self, message_id: str) -> MessageItem | None:
+        node = self._by_id.get(message_id)
+        return None if node is None else node.item
+
+    def tool_call(self, tool_call_id: str) -> ToolCallItem | None:
+        return self._calls.get(tool_call_id)
+
+    def assistant_owner(self, tool_call_id: str) -> MessageItem | None:
+        call = self._calls.get(tool_call_id)
+        if call is None:
+            return None
+        if call.owner.role == "assistant":
+            return call.owner
+        # Rare: the first holder is not an assistant message (a history the client supplied).
+        for item in self.messages():
+            calls = item.tool_calls
+            if item.role == "assistant" and calls and any(c.id == tool_call_id for c in calls):
+                return item
+        return None
+
+    def messages(self) -> Iterator[MessageItem]:
+        node = self._head
+        while node is not None:
+            yield node.item
+            node = node.next
+
+    def messages_wire(self) -> list[dict[str, Any]]:
+        """The conversation in AG-UI wire JSON: what the reference client would hold."""
+        return [item.to_wire() for item in self.messages()]
+
+    @property
+    def tool_calls(self) -> dict[str, ToolCallItem]:
+        """Tool calls by id (the first with each id, in message order). Read only."""
+        return dict(self._calls)
+
+    # -- the run tally (pendingToolCallIds)
+
+    def begin_run(self) -> None:
+        self._run_calls = {}
+        self._run_answered = set()
+        self._named_pending = None
+
+    def tool_call_started(self, tool_call_id: str) -> None:
+        self._run_calls[tool_call_id] = None
+
+    def tool_call_answered(self, tool_call_id: str) -> None:
+        self._run_answered.add(tool_call_id)
+
+    def finish_run(self, interrupts: list[Interrupt], named_pending: list[str] | UnsetType) -> None:
+        self.pending_interrupts = interrupts
+        self._named_pending = list(named_pending) if named_pending else None
+
+    @property
+    def pending_tool_call_ids(self) -> list[str]:
+        """The tool calls the current (or last) run leaves for the client to answer.
+
+        As the reference derives ``pendingToolCallIds`` for RUN_FINISHED: the non-empty list a
+        success outcome names, if any; otherwise the calls this run started (first start first)
+        that got no TOOL_CALL_RESULT. The tally restarts at each RUN_STARTED.
+        """
+        if self._named_pending is not None:
+            return list(self._named_pending)
+        answered = self._run_answered
+        return [i for i in self._run_calls if i not in answered]
+
+    # -- structure
+
+    def _link_after(self, node: _Node, after: _Node | None) -> None:
+        """Link ``node`` after ``after`` (``None``: at the end)."""
+        if after is None or after is self._tail:
+            node.prev = self._tail
+            if self._tail is None:
+                self._head = node
+            else:
+                self._tail.next = node
+            self._tail = node
+        else:
+            node.prev = after
+            node.next = after.next
+            assert after.next is not None
+            after.next.prev = node
+            after.next = node
+        self._count += 1
+
+    def _unlink(self, node: _Node) -> None:
+        if node.prev is None:
+            self._head = node.next
+        else:
+            node.prev.next = node.next
+        if node.next is None:
+            self._tail = node.prev
+        else:
+            node.next.prev = node.prev
+        node.prev = node.next = None
+        node.alive = False
+        self._count -= 1
+
+    def _index_calls(self, item: MessageItem) -> None:
+        if item.tool_calls is None:
+            return
+        calls = self._calls
+        for call in item.tool_calls:
+            key = call.id
+            if isinstance(key, str):
+                if key in calls:
+                    self._dup_calls.add(key)
+                else:
+                    calls[key] = call
+
+    def _new_node(self, item: MessageItem) -> _Node:
+        node = _Node(item)
+        item._refs += 1
+        if item._node is None:
+            item._node = node
+        else:
+            self._shared += 1
+        item.evicted = False
+        return node
+
+    def append(self, item: MessageItem) -> None:
+        node = self._new_node(item)
+        self._link_after(node, None)
+        key = item.id
+        if isinstance(key, str):
+            if key in self._by_id:
+                self._dup_ids.add(key)
+            else:
+                self._by_id[key] = node
+        self._index_calls(item)
+
+    def add_tool_call(self, owner: MessageItem, call: ToolCallItem) -> None:
+        if owner.tool_calls is None:
+            owner.tool_calls = []
+        owner.tool_calls.append(call)
+        call.owner = owner
+        if owner._node is not None and isinstance(call.id, str):
+            if call.id in self._calls:
+                self._dup_calls.add(call.id)
+                self._reindex()
+            else:
+                self._calls[call.id] = call
+
+    def insert_result(self, item: MessageItem, owner: MessageItem | None) -> None:
+        anchor = None if owner is None else owner._node
+        if anchor is None or not anchor.alive:
+            self.append(item)
+            return
+        tail = anchor.tail
+        if tail is None or not tail.alive or anchor.tail_epoch != self._epoch:
+            tail = anchor
+        while tail.next is not None and tail.next.item.role == "tool":
+            tail = tail.next
+        node = self._new_node(item)
+        self._link_after(node, tail)
+        anchor.tail = node
+        anchor.tail_epoch = self._epoch
+        key = item.id
+        if isinstance(key, str):
+            first = self._by_id.get(key)
+            if first is None:
+                self._by_id[key] = node
+            else:
+                self._dup_ids.add(key)
+                # Rare: the id exists; the new node is first if the old one comes after it.
+                walk = node.next
+                while walk is not None and walk is not first:
+                    walk = walk.next
+                if walk is first:
+                    self._by_id[key] = node
+        self._index_calls(item)
+
+    def replace(self, old: MessageItem, new: MessageItem) -> None:
+        node = old._node
+        if node is None:
+            return
+        node.item = new
+        old._refs -= 1
+        new._refs += 1
+        new._node = node if new._node is None else new._node
+        old._node = None
+        self._epoch += 1  # the role at this position may have changed
+        if old._refs > 0 or new._refs > 1 or old.tool_calls or new.tool_calls:
+            self._reindex()
+
+    def reset(self, items: Iterable[MessageItem]) -> None:
+        for item in self.messages():
+            item._node = None
+            item._refs = 0
+        node = self._head
+        while node is not None:
+            node.alive = False
+            node = node.next
+        self._head = self._tail = None
+        self._count = 0
+        order = []
+        for item in items:
+            item._node = None
+            item._refs = 0
+            order.append(item)
+        for item in order:
+            self._link_after(self._new_node(item), None)
+        self._reindex()
+
+    def _reindex(self) -> None:
+        """Rebuild both indices from the order (O(n); snapshots and rare cases only)."""
+        self._epoch += 1
+        self._by_id = {}
+        self._calls = {}
+        self._dup_ids = set()
+        self._dup_calls = set()
+        self._shared = 0
+        seen: set[int] = set()
+        node = self._head
+        while node is not None:
+            item = node.item
+            key = item.id
+            if isinstance(key, str):
+                if key in self._by_id:
+                    self._dup_ids.add(key)
+                else:
+                    self._by_id[key] = node
+            if id(item) in seen:
+                self._shared += 1
+            else:
+                seen.add(id(item))
+                item._node = node
+                self._index_calls(item)
+            node = node.next
+        # A shared item's calls were indexed at its first position only, which is what a scan
+        # in message order finds first.
+
+    def evict(self, item: MessageItem) -> None:
+        if item.evicted or item._node is None:
+            return
+        rare = item._refs > 1
+        if rare:
+            node = self._head
+            while node is not None:
+                following = node.next
+                if node.item is item:
+                    self._unlink(node)
+                node = following
+        else:
+            node = item._node
+            self._unlink(node)
+            key = item.id
+            if isinstance(key, str) and self._by_id.get(key) is node:
+                if key in self._dup_ids:
+                    rare = True
+                else:
+                    del self._by_id[key]
+            if item.tool_calls:
+                for call in item.tool_calls:
+                    if isinstance(call.id, str) and self._calls.get(call.id) is call:
+                        if call.id in self._dup_calls:
+                            rare = True
+                        else:
+                            del self._calls[call.id]
+        for call in item.tool_calls or ():
+            call.evicted = True
+        item._node = None
+        item._refs = 0
+        item.evicted = True
+        if rare:
+            self._reindex()
+
+    def evict_idle(self) -> None:
+        """Drop every message with no open stream and no open tool call (end of a run)."""
+        idle = [item for item in self.messages() if not item._streaming and not item._open_calls]
+        for item in idle:
+            self.evict(item)
