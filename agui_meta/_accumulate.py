@@ -1,0 +1,534 @@
+"""The accumulate stage: every event, with the item it built and that item's merged metadata.
+
+``accumulate(store)`` is a transducer from :class:`~agui_meta.Event` to :class:`Update`. For
+each event it does what the reference client's ``defaultApplyEvents`` (1.0.0) does to its
+messages and state, then emits ``Update(event, item, done)``:
+
+- ``event`` is the event exactly as received: the same object, its metadata untouched;
+- ``item`` is the item the event built, after the event's metadata was merged into it — the
+  text or reasoning message, the tool call itself (never its parent message), the tool message
+  a TOOL_CALL_RESULT creates, the activity message — or ``None`` for an event that builds
+  nothing (run, step, state, snapshot, raw, custom, REASONING_START/END/ENCRYPTED_VALUE and
+  subagent events) or whose target is missing or collides (see below). The item is the live
+  store item: it keeps changing as later events arrive; call ``item.to_wire()`` for a frozen
+  copy;
+- ``done`` is true when the event completed the item: TEXT_MESSAGE_END and
+  REASONING_MESSAGE_END (the message), TOOL_CALL_END (the call), TOOL_CALL_RESULT (the tool
+  message is complete when it arrives), ACTIVITY_SNAPSHOT and ACTIVITY_DELTA (each leaves a
+  complete activity, which a later one may supersede). Otherwise false.
+
+Metadata is merged key by key, last write wins, never recursively, and values are copied, so a
+later mutation of the event cannot reach the store. An event without metadata costs no copy;
+``metadata: {}`` creates ``{}`` on an item that had none, as the reference does.
+
+Where the reference only warns and carries on (a missing target, an id that collides with an
+activity message, a renamed tool call, a parent that is not an assistant message, a failing
+patch), the stage does the same and reports through the pipeline's ``on_report``. The only
+errors are the reference's: a raw ``*_CHUNK`` event raises :class:`~agui_meta.ApplyError`.
+
+Per-event cost does not depend on the history length: every target is found by key (see
+:mod:`agui_meta._store`); MESSAGES_SNAPSHOT and RUN_STARTED input cost their own size.
+STATE_DELTA and ACTIVITY_DELTA copy only the containers their paths touch
+(:mod:`agui_meta._patch`), where the reference deep-clones the whole document per delta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from ._events import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
+    CustomEvent,
+    Event,
+    MessagesSnapshotEvent,
+    RawEvent,
+    ReasoningEncryptedValueEvent,
+    ReasoningEndEvent,
+    ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ._exceptions import ApplyError, UsageError
+from ._metadata import CLIENT_METADATA_KEY, copy_json
+from ._patch import PatchError, apply_patch
+from ._stage import Transducer
+from ._store import ItemStore, MessageItem, Store, ToolCallItem
+
+__all__ = ["Accumulate", "Update", "accumulate", "authoritative_activity_types"]
+
+
+class Update(msgspec.Struct, frozen=True, gc=False):
+    """One event and what it built: ``Update(event, item, done)``.
+
+    ``item`` is ``None`` for an event that builds nothing; otherwise the live store item (a
+    :class:`~agui_meta.MessageItem` or :class:`~agui_meta.ToolCallItem`) right after the
+    event's metadata was merged into it. ``done``: the event completed the item.
+    """
+
+    event: Event
+    item: MessageItem | ToolCallItem | None = None
+    done: bool = False
+
+
+def _merged(existing: Any, incoming: dict[str, Any]) -> dict[str, Any]:
+    """``{...existing, ...incoming}`` with incoming's values copied (never recursive)."""
+    if isinstance(existing, dict):
+        out = dict(existing)
+    elif isinstance(existing, (list, str)):
+        # A history may hold a non-object metadata value: spread it as JavaScript would.
+        out = {str(i): v for i, v in enumerate(existing)}
+    else:
+        out = {}
+    for key, value in incoming.items():
+        out[key] = copy_json(value) if isinstance(value, (dict, list)) else value
+    return out
+
+
+def authoritative_activity_types(metadata: Any) -> list[str] | Any | None:
+    """The activity types a MESSAGES_SNAPSHOT declares it owns (the reference's rule).
+
+    Returns ``UNSET`` (no declaration: owns activity only when it carries some), ``None``
+    (owns every type) or a list of types (owns those; ``[]`` for an invalid declaration).
+    """
+    if not isinstance(metadata, dict) or CLIENT_METADATA_KEY not in metadata:
+        return UNSET
+    value = metadata[CLIENT_METADATA_KEY]
+    if not isinstance(value, dict):
+        return []
+    if "authoritativeActivityTypes" not in value:
+        return UNSET
+    types = value["authoritativeActivityTypes"]
+    if types is None:
+        return None
+    if isinstance(types, list) and all(isinstance(t, str) for t in types):
+        return types
+    return []
+
+
+class Accumulate(Transducer[Event, Update]):
+    """The accumulate stage as a transducer (see :func:`accumulate`). ``store`` is its store."""
+
+    def __init__(self, store: ItemStore | None = None) -> None:
+        self.store: ItemStore = store if store is not None else Store()
+        no_item = self._no_item
+        self._handlers: dict[type[Event], Callable[[Any], Update]] = {
+            TextMessageStartEvent: self._text_start,
+            TextMessageContentEvent: self._text_content,
+            TextMessageEndEvent: self._text_end,
+            ReasoningMessageStartEvent: self._reasoning_start,
+            ReasoningMessageContentEvent: self._text_content,
+            ReasoningMessageEndEvent: self._text_end,
+            ToolCallStartEvent: self._tool_start,
+            ToolCallArgsEvent: self._tool_args,
+            ToolCallEndEvent: self._tool_end,
+            ToolCallResultEvent: self._tool_result,
+            StateSnapshotEvent: self._state_snapshot,
+            StateDeltaEvent: self._state_delta,
+            MessagesSnapshotEvent: self._messages_snapshot,
+            ActivitySnapshotEvent: self._activity_snapshot,
+            ActivityDeltaEvent: self._activity_delta,
+            RunStartedEvent: self._run_started,
+            RunFinishedEvent: self._run_finished,
+            ReasoningEncryptedValueEvent: self._encrypted_value,
+            TextMessageChunkEvent: self._raw_chunk,
+            ToolCallChunkEvent: self._raw_chunk,
+            ReasoningMessageChunkEvent: self._raw_chunk,
+            RunErrorEvent: no_item,
+            RawEvent: no_item,
+            CustomEvent: no_item,
+            StepStartedEvent: no_item,
+            StepFinishedEvent: no_item,
+            ReasoningStartEvent: no_item,
+            ReasoningEndEvent: no_item,
+            SubagentStartedEvent: no_item,
+            SubagentFinishedEvent: no_item,
+            SubagentErrorEvent: no_item,
+        }
+
+    def feed(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            raise UsageError(
+                f"accumulate() takes agui_meta events, got {type(event).__name__}; decode "
+                "the stream first (enforce() or an EventDecoder)"
+            )
+        update = handler(event)
+        self.emit(update)
+        store = self.store
+        if store.evict_completed:
+            if update.done:
+                self._release(update.item)
+            elif type(event) is RunFinishedEvent or type(event) is RunErrorEvent:
+                store.evict_idle()
+
+    # -- helpers
+
+    def _warn(self, code: str, message: str, event: Event) -> None:
+        self.ctx.report(code, message, event_type=event.type)
+
+    def _release(self, item: MessageItem | ToolCallItem | None) -> None:
+        """Evict what a done update completed (``Store(evict_completed=True)``)."""
+        store = self.store
+        if isinstance(item, ToolCallItem):
+            owner = item.owner
+            if not owner._streaming and not owner._open_calls:
+                store.evict(owner)
+        elif item is not None and item.role != "activity" and not item._open_calls:
+            store.evict(item)
+
+    def _missing(self, event: Any) -> Update:
+        if hasattr(event, "tool_call_id"):
+            what = f"message found containing tool call with ID '{event.tool_call_id}'"
+        else:
+            what = f"message found with ID '{event.message_id}'"
+        self._warn("missing-target", f"{event.type}: No {what}", event)
+        return Update(event, None, False)
+
+    def _collides(self, event: Any, kind: str) -> Update:
+        self._warn(
+            "activity-collision",
+            f"{event.type}: Message '{event.message_id}' is an activity message — message ids "
+            f"must be unique across activity and {kind} messages",
+            event,
+        )
+        return Update(event, None, False)
+
+    # -- handlers
+
+    def _no_item(self, event: Event) -> Update:
+        return Update(event, None, False)
+
+    def _raw_chunk(self, event: Event) -> Update:
+        raise ApplyError(f"{event.type} must be transformed before being applied")
+
+    def _text_start(self, event: TextMessageStartEvent) -> Update:
+        store = self.store
+        item = store.message(event.message_id)
+        if item is None:
+            fields: dict[str, Any] = {}
+            if event.name is not UNSET:
+                fields["name"] = event.name
+            if event.subagent_run_id is not UNSET:
+                fields["subagentRunId"] = event.subagent_run_id
+            role = "assistant" if event.role is UNSET else event.role
+            item = MessageItem(event.message_id, role, "", fields=fields)
+            store.append(item)
+        elif item.role == "activity":
+            return self._collides(event, "text")
+        if event.metadata is not UNSET:
+            item.metadata = _merged(item.metadata, event.metadata)
+        item._streaming = True
+        return Update(event, item, False)
+
+    def _reasoning_start(self, event: ReasoningMessageStartEvent) -> Update:
+        store = self.store
+        item = store.message(event.message_id)
+        if item is None:
+            fields: dict[str, Any] = {}
+            if event.subagent_run_id is not UNSET:
+                fields["subagentRunId"] = event.subagent_run_id
+            item = MessageItem(event.message_id, "reasoning", "", fields=fields)
+            store.append(item)
+        elif item.role == "activity":
+            return self._collides(event, "reasoning")
+        if event.metadata is not UNSET:
+            item.metadata = _merged(item.metadata, event.metadata)
+        item._streaming = True
+        return Update(event, item, False)
+
+    def _text_content(
+        self, event: TextMessageContentEvent | ReasoningMessageContentEvent
+    ) -> Update:
+        item = self.store.message(event.message_id)
+        if item is None:
+            return self._missing(event)
+        if item.role == "activity":
+            kind = "text" if type(event) is TextMessageContentEvent else "reasoning"
+            return self._collides(event, kind)
+        item.append_content(event.delta)
+        if event.metadata is not UNSET:
+            item.metadata = _merged(item.metadata, event.metadata)
+        return Update(event, item, False)
+
+    def _text_end(self, event: TextMessageEndEvent | ReasoningMessageEndEvent) -> Update:
+        item = self.store.message(event.message_id)
+        if item is None:
+            return self._missing(event)
+        if item.role == "activity":
+            kind = "text" if type(event) is TextMessageEndEvent else "reasoning"
+            return self._collides(event, kind)
+        if event.metadata is not UNSET:
+            item.metadata = _merged(item.metadata, event.metadata)
+        item._streaming = False
+        return Update(event, item, True)
+
+    def _tool_start(self, event: ToolCallStartEvent) -> Update:
+        store = self.store
+        call_id = event.tool_call_id
+        store.tool_call_started(call_id)
+        call = store.tool_call(call_id)
+        if call is not None:
+            # A replayed start: the call is updated in place, never appended twice.
+            if call.function_fields is None:
+                raise ApplyError(
+                    f"TOOL_CALL_START: tool call '{call_id}' in the history has no function object"
+                )
+            if call.name != event.tool_call_name:
+                self._warn(
+                    "tool-call-renamed",
+                    f"TOOL_CALL_START: tool call '{call_id}' already exists with name "
+                    f"'{call.name}' — updating it to '{event.tool_call_name}'",
+                    event,
+                )
+                call.name = event.tool_call_name
+            if event.metadata is not UNSET:
+                call.metadata = _merged(call.metadata, event.metadata)
+            return Update(event, call, False)
+
+        parent_id = event.parent_message_id
+        owner = store.message(parent_id) if parent_id else None
+        if owner is None or owner.role != "assistant":
+            if owner is not None:
+                self._warn(
+                    "parent-not-assistant",
+                    f"TOOL_CALL_START: parentMessageId '{parent_id}' matches a '{owner.role}' "
+                    "message, not assistant — falling back to toolCallId",
+                    event,
+                )
+            new_id = parent_id if parent_id and owner is None else call_id
+            was_new = store.message(new_id) is None
+            owner = MessageItem(new_id, "assistant")
+            owner.tool_calls = []
+            if was_new and event.subagent_run_id is not UNSET:
+                owner.fields["subagentRunId"] = event.subagent_run_id
+            store.append(owner)
+        call = ToolCallItem(call_id, event.tool_call_name, owner)
+        if event.metadata is not UNSET:
+            call.metadata = _merged(UNSET, event.metadata)
+        store.add_tool_call(owner, call)
+        call._open = True
+        owner._open_calls += 1
+        return Update(event, call, False)
+
+    def _tool_args(self, event: ToolCallArgsEvent) -> Update:
+        call = self.store.tool_call(event.tool_call_id)
+        if call is None:
+            return self._missing(event)
+        if call.function_fields is None:
+            raise ApplyError(
+                f"TOOL_CALL_ARGS: tool call '{event.tool_call_id}' in the history has no "
+                "function object"
+            )
+        call.append_arguments(event.delta)
+        if event.metadata is not UNSET:
+            call.metadata = _merged(call.metadata, event.metadata)
+        return Update(event, call, False)
+
+    def _tool_end(self, event: ToolCallEndEvent) -> Update:
+        call = self.store.tool_call(event.tool_call_id)
+        if call is None:
+            return self._missing(event)
+        if event.metadata is not UNSET:
+            call.metadata = _merged(call.metadata, event.metadata)
+        if call._open:
+            call._open = False
+            call.owner._open_calls -= 1
+        return Update(event, call, True)
+
+    def _tool_result(self, event: ToolCallResultEvent) -> Update:
+        store = self.store
+        call_id = event.tool_call_id
+        store.tool_call_answered(call_id)
+        fields: dict[str, Any] = {"toolCallId": call_id}
+        if event.subagent_run_id is not UNSET:
+            fields["subagentRunId"] = event.subagent_run_id
+        content = event.content
+        if not isinstance(content, str):
+            content = msgspec.to_builtins(content)
+        item = MessageItem(event.message_id, event.role or "tool", content, fields=fields)
+        if event.metadata is not UNSET:
+            item.metadata = _merged(UNSET, event.metadata)
+        store.insert_result(item, store.assistant_owner(call_id))
+        return Update(event, item, True)
+
+    def _state_snapshot(self, event: StateSnapshotEvent) -> Update:
+        self.store.state = copy_json(event.snapshot)
+        return Update(event, None, False)
+
+    def _state_delta(self, event: StateDeltaEvent) -> Update:
+        store = self.store
+        try:
+            store.state = apply_patch(store.state, event.delta)
+        except PatchError as exc:
+            self._warn("patch-failed", f"Failed to apply state patch: {exc}", event)
+        return Update(event, None, False)
+
+    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Update:
+        store = self.store
+        incoming = [MessageItem.from_message(m) for m in event.messages]
+        by_id = {item.id: item for item in incoming}
+        has_activity = any(item.role == "activity" for item in incoming)
+        has_reasoning = any(item.role == "reasoning" for item in incoming)
+        scope = authoritative_activity_types(event.metadata)
+
+        def preserved(item: MessageItem) -> bool:
+            if item.role == "activity":
+                if isinstance(scope, list):
+                    return item.activity_type not in scope
+                return scope is not None and not has_activity
+            return item.role == "reasoning" and not has_reasoning
+
+        kept: list[MessageItem] = []
+        for item in store.messages():
+            key = item.id
+            replacement = by_id.get(key) if isinstance(key, str) else None
+            if replacement is not None:
+                kept.append(replacement)
+            elif preserved(item):
+                kept.append(item)
+        present = {item.id for item in kept if isinstance(item.id, str)}
+        kept.extend(item for item in incoming if item.id not in present)
+        store.reset(kept)
+        return Update(event, None, False)
+
+    def _new_activity(self, event: ActivitySnapshotEvent) -> MessageItem:
+        fields: dict[str, Any] = {"activityType": event.activity_type}
+        if event.subagent_run_id is not UNSET:
+            fields["subagentRunId"] = event.subagent_run_id
+        return MessageItem(event.message_id, "activity", copy_json(event.content), fields=fields)
+
+    def _activity_snapshot(self, event: ActivitySnapshotEvent) -> Update:
+        store = self.store
+        existing = store.message(event.message_id)
+        replace = event.replace is not False
+        if existing is None:
+            item = self._new_activity(event)
+            store.append(item)
+        elif existing.role == "activity":
+            item = existing
+            if replace:
+                if item._refs > 1:
+                    item = existing.copy()
+                    store.replace(existing, item)
+                item.fields["activityType"] = event.activity_type
+                item.content = copy_json(event.content)
+                if event.subagent_run_id is UNSET:
+                    item.fields.pop("subagentRunId", None)
+                else:
+                    item.fields["subagentRunId"] = event.subagent_run_id
+        elif replace:
+            item = self._new_activity(event)
+            store.replace(existing, item)
+        else:
+            return Update(event, None, False)
+        if event.metadata is not UNSET:
+            item.metadata = _merged(item.metadata, event.metadata)
+        return Update(event, item, True)
+
+    def _activity_delta(self, event: ActivityDeltaEvent) -> Update:
+        store = self.store
+        item = store.message(event.message_id)
+        if item is None:
+            return Update(event, None, False)
+        if item.role != "activity":
+            self._warn(
+                "not-activity",
+                f"ACTIVITY_DELTA: Message '{event.message_id}' is not an activity message",
+                event,
+            )
+            return Update(event, None, False)
+        # Merged before the patch, so that a failing patch does not lose it.
+        if event.metadata is not UNSET:
+            item.metadata = _merged(item.metadata, event.metadata)
+        base = item.content
+        if base is UNSET or base is None:
+            base = {}
+        try:
+            content = apply_patch(base, event.patch)
+        except PatchError as exc:
+            self._warn(
+                "patch-failed",
+                f"Failed to apply activity patch for '{event.message_id}': {exc}",
+                event,
+            )
+            return Update(event, item, True)
+        if item._refs > 1:
+            shared, item = item, item.copy()
+            store.replace(shared, item)
+        item.content = content
+        item.fields["activityType"] = event.activity_type
+        return Update(event, item, True)
+
+    def _run_started(self, event: RunStartedEvent) -> Update:
+        store = self.store
+        store.begin_run()
+        if event.input is not UNSET:
+            for message in event.input.messages:
+                if store.message(message.id) is None:
+                    store.append(MessageItem.from_message(message))
+        return Update(event, None, False)
+
+    def _run_finished(self, event: RunFinishedEvent) -> Update:
+        outcome = event.outcome
+        if isinstance(outcome, RunFinishedInterruptOutcome):
+            self.store.finish_run(list(outcome.interrupts), UNSET)
+        elif isinstance(outcome, RunFinishedCancelledOutcome) or outcome is UNSET:
+            self.store.finish_run([], UNSET)
+        else:
+            self.store.finish_run([], outcome.pending_tool_call_ids)
+        return Update(event, None, False)
+
+    def _encrypted_value(self, event: ReasoningEncryptedValueEvent) -> Update:
+        store = self.store
+        entity = event.entity_id
+        if event.subtype == "tool-call":
+            owner = store.assistant_owner(entity)
+            if owner is not None and owner.tool_calls is not None:
+                for call in owner.tool_calls:
+                    if call.id == entity:
+                        call.fields["encryptedValue"] = event.encrypted_value
+                        break
+        else:
+            item = store.message(entity)
+            if item is not None and item.role != "activity":
+                item.fields["encryptedValue"] = event.encrypted_value
+        return Update(event, None, False)
+
+
+def accumulate(store: ItemStore | None = None) -> Accumulate:
+    """The accumulate stage: builds every item into ``store`` and emits an :class:`Update` per event.
+
+    :param store: where items and state go; a new in-memory :class:`~agui_meta.Store` when
+        omitted (reach it as ``stage.store``). Pass ``Store(evict_completed=True)`` for bounded
+        memory on endless streams, or a store seeded with the client's history and state.
+    :return: a transducer for :func:`agui_meta.run_sync` or a pipeline.
+    """
+    return Accumulate(store)
