@@ -1,0 +1,10 @@
+"""``python -m agui_meta``: the command line (see :mod:`agui_meta._cli`)."""
+
+from __future__ import annotations
+
+from ._cli import main
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""The conformance runner: one case of the reference oracle's format, through our pipeline.
+
+A case is ``{"name", "events", "messages"?, "state"?}``: AG-UI wire events (dicts), and the
+client's history and state before the run. :func:`run_case` runs the default pipeline —
+enforce, expand_chunks, verify (unless ``verify=False``), accumulate — and returns the result
+line ``{"name", "messages", "state"}`` (messages in wire JSON) or ``{"name", "error"}`` when the
+pipeline rejects the stream. This is what ``python -m agui_meta apply`` prints, and what the
+official client gives through ``../shared/oracle/apply.cjs``.
+
+As in that script, the initial history is the client's own: it is copied as it is (unknown
+members included) and not enforced; a missing or ``null`` history is ``[]``, and a missing or
+falsy state (``null``, ``0``, ``""``, ``false``) is ``{}``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ._accumulate import accumulate
+from ._chunks import expand_chunks
+from ._decode import enforce
+from ._exceptions import DataError, Report
+from ._stage import Context, Transducer, connect_chain
+from ._store import Store
+from ._verify import verify as verify_stage
+
+__all__ = ["run_case", "run_cases"]
+
+
+def _js_falsy(value: Any) -> bool:
+    if value is None or value is False:
+        return True
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == 0 or (isinstance(value, float) and math.isnan(value))
+    return isinstance(value, str) and value == ""
+
+
+def _ignore(report: Report) -> None:
+    """The oracle silences the reference's warnings; so does the conformance runner."""
+
+
+def run_case(case: dict[str, Any], *, verify: bool = True, on_report: Any = None) -> dict[str, Any]:
+    """Run one case through the default pipeline; return its result line as a dict.
+
+    :param case: ``{"name", "events", "messages"?, "state"?}``.
+    :param verify: run the verify stage (``--no-verify`` turns it off).
+    :param on_report: receives the reports (the reference's warnings); ignored by default.
+    """
+    name = case.get("name")
+    try:
+        history = case.get("messages")
+        state = case.get("state")
+        store = Store(history or (), {} if _js_falsy(state) else state)
+        stages: list[Transducer[Any, Any]] = [enforce(), expand_chunks()]
+        if verify:
+            stages.append(verify_stage())
+        stages.append(accumulate(store))
+        ctx = Context("default", on_report or _ignore)
+        head, chain = connect_chain(stages, _discard, ctx)
+        for index, event in enumerate(case.get("events") or ()):
+            ctx.index = index
+            try:
+                head(event)
+            except DataError as exc:
+                raise exc.locate(index=index) from exc.__cause__
+        ctx.index = -1
+        for stage in chain:
+            stage.close()
+    except DataError as exc:
+        return {"name": name, "error": str(exc)}
+    return {"name": name, "messages": store.messages_wire(), "state": store.state}
+
+
+def _discard(update: Any) -> None:
+    pass
+
+
+def run_cases(cases: Iterable[dict[str, Any]], *, verify: bool = True) -> Iterator[dict[str, Any]]:
+    """:func:`run_case` over many cases, lazily."""
+    for case in cases:
+        yield run_case(case, verify=verify)
