@@ -18,3 +18,10 @@ from ._ledger import StepRecord as StepRecord
 from ._ledger import SubagentRecord as SubagentRecord
 from ._ledger import aggregate_token_usage as aggregate_token_usage
 from ._ledger import ledger as ledger
+from ._accumulate import Accumulate as Accumulate
+from ._accumulate import Update as Update
+from ._accumulate import accumulate as accumulate
+from ._store import ItemStore as ItemStore
+from ._store import MessageItem as MessageItem
+from ._store import Store as Store
+from ._store import ToolCallItem as ToolCallItem
