@@ -198,10 +198,10 @@ class SSEDecoder(_LineDecoder):
     :class:`Frame` when data was collected (even empty data: ``data:`` alone gives a frame with
     ``data == b""``), and always resets the event type.
 
-    Compared with the reference client's ``parseSSEStream``, which splits events at ``\n\n``
+    Compared with the reference client's ``parseSSEStream``, which splits events at ``\\n\\n``
     only and reads only ``data:`` lines, this decoder also honours CR and CRLF line ends, a
     ``data`` line without a colon, and the ``event``, ``id`` and ``retry`` fields; on streams
-    written by the AG-UI encoders (``data: <json>\n\n``) the frames are the same.
+    written by the AG-UI encoders (``data: <json>\\n\\n``) the frames are the same.
 
     Deviations from the standard, all on purpose: invalid UTF-8 in a ``data``, ``event`` or
     ``id`` value raises :class:`FramingError` instead of becoming U+FFFD; the last event's data,
