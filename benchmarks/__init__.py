@@ -1,0 +1,1 @@
+"""Benchmarks of agui-meta: ``python -m benchmarks.run`` (see benchmarks/README.md)."""
