@@ -1,0 +1,884 @@
+"""Benchmarks: throughput, scaling and memory against the decode floor, the Python SDK and the
+reference client. Run from the repository root:
+
+    python -m benchmarks.run                 # everything (about 10 minutes on 2 cores)
+    python -m benchmarks.run --quick         # a smoke run (seconds)
+    python -m benchmarks.run --input s.sse   # the contenders on a recorded stream
+
+Prints a table (markdown) and writes a JSON record (``--json``, by default under
+``benchmarks/results/``). Every contender runs on the same bytes, interleaved (A B C … then
+C B A …, round after round) after a warm-up round; the figures are medians over the rounds, and
+the ratios are ratios of medians. See ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # `python benchmarks/run.py` works too
+    sys.path.insert(0, str(REPO_ROOT))
+
+import agui_meta
+from agui_meta._framing import make_decoder
+from benchmarks import workload as wl
+from benchmarks._stages import LEVELS, stages, sync_chain
+
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+CHUNK = 16 * 1024  # bytes per chunk fed to the pipeline: a realistic network read
+REFERENCE_CAP_S = 60.0  # the reference is skipped where one run would take longer
+
+# A contender: an async callable that runs once and returns (seconds, info).
+Run = Callable[[], Awaitable[tuple[float, dict[str, Any]]]]
+
+
+def log(*parts: Any) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads
+
+
+@dataclass
+class Workload:
+    """One stream in memory: its frames (JSON texts), SSE and JSON-lines bytes, a JSONL file."""
+
+    name: str
+    frames: list[bytes]
+    sse: bytes
+    jsonl: bytes
+    jsonl_path: Path
+    sse_path: Path
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def chunks(self, fmt: str) -> list[bytes]:
+        data = self.sse if fmt == "sse" else self.jsonl
+        return [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
+
+
+def _cache_dir() -> Path:
+    path = RESULTS / "cache"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def generated(n: int, *, seed: int = 1, chunked: bool = False, history: int = 0) -> Workload:
+    """A generated workload, cached as files under benchmarks/results/cache."""
+    stem = f"w{n}-s{seed}{'-chunked' if chunked else ''}{f'-h{history}' if history else ''}"
+    jsonl_path = _cache_dir() / f"{stem}.jsonl"
+    sse_path = _cache_dir() / f"{stem}.sse"
+    if jsonl_path.is_file() and sse_path.is_file():
+        frames = jsonl_path.read_bytes().split(b"\n")[:-1]
+    else:
+        log(f"  generating {stem} …")
+        frames = wl.frames(n, seed=seed, chunked=chunked, history=history)
+        jsonl_path.write_bytes(b"".join(f + b"\n" for f in frames))
+        sse_path.write_bytes(b"".join(b"data: " + f + b"\n\n" for f in frames))
+    return Workload(
+        name=stem,
+        frames=frames,
+        sse=sse_path.read_bytes(),
+        jsonl=jsonl_path.read_bytes(),
+        jsonl_path=jsonl_path,
+        sse_path=sse_path,
+        params={"events": n, "seed": seed, "chunked": chunked, "history": history},
+    )
+
+
+def recorded(path: Path) -> Workload:
+    """A recorded stream (SSE or JSON lines): its frames, and both encodings of them."""
+    data = path.read_bytes()
+    decoder = make_decoder("auto")
+    frames = [f.data for f in decoder.feed(data)] + [f.data for f in decoder.close()]
+    fmt = getattr(decoder, "format", None)
+    jsonl = b"".join(f + b"\n" for f in frames)
+    sse = data if fmt == "sse" else b"".join(b"data: " + f + b"\n\n" for f in frames)
+    jsonl_path = _cache_dir() / f"input-{path.stem}.jsonl"
+    sse_path = _cache_dir() / f"input-{path.stem}.sse"
+    jsonl_path.write_bytes(jsonl)
+    sse_path.write_bytes(sse)
+    return Workload(
+        path.name, frames, sse, jsonl, jsonl_path, sse_path, {"input": str(path), "format": fmt}
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Contenders
+
+
+def floor(w: Workload) -> Run:
+    """msgspec decoding the frames (already split) into the typed events, nothing else."""
+    decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
+    frames = w.frames
+
+    async def run() -> tuple[float, dict[str, Any]]:
+        t0 = time.perf_counter()
+        for f in frames:
+            decode(f)
+        return time.perf_counter() - t0, {}
+
+    return run
+
+
+def framing_floor(w: Workload, fmt: str) -> Run:
+    """The project's framing (sans-IO decoder) plus the msgspec decode: no stage at all."""
+    decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
+    chunks = w.chunks(fmt)
+
+    async def run() -> tuple[float, dict[str, Any]]:
+        t0 = time.perf_counter()
+        framer = make_decoder(fmt)  # type: ignore[arg-type]
+        for chunk in chunks:
+            for frame in framer.feed(chunk):
+                decode(frame.data)
+        for frame in framer.close():
+            decode(frame.data)
+        return time.perf_counter() - t0, {}
+
+    return run
+
+
+def sdk(w: Workload) -> Run | str:
+    """The Python SDK: ``ag_ui.core`` events parsed with pydantic from the frames (parse only)."""
+    try:
+        import pydantic
+        from ag_ui.core import Event
+    except ImportError as exc:
+        return f"ag-ui-protocol is not installed ({exc}); pip install -e '.[bench]'"
+    validate = pydantic.TypeAdapter(Event).validate_json
+    frames = w.frames
+
+    async def run() -> tuple[float, dict[str, Any]]:
+        t0 = time.perf_counter()
+        for f in frames:
+            validate(f)
+        return time.perf_counter() - t0, {}
+
+    return run
+
+
+def pipeline(w: Workload, fmt: str, level: int = len(LEVELS) - 1) -> Run:
+    """agui-meta: ``wrap(chunks, *stages)`` and ``await stream.drain()`` from the raw bytes."""
+    chunks = w.chunks(fmt)
+
+    async def run() -> tuple[float, dict[str, Any]]:
+        store = agui_meta.Store()
+        reports: list[Any] = []
+        chain = stages(level, store=store)
+        t0 = time.perf_counter()
+        async with agui_meta.wrap(chunks, *chain, on_report=reports.append) as stream:
+            outputs = await stream.drain()
+        seconds = time.perf_counter() - t0
+        info: dict[str, Any] = {"outputs": outputs, "reports": len(reports)}
+        if level >= 3:
+            info["messages"] = len(store.messages_wire())
+        return seconds, info
+
+    return run
+
+
+def pipeline_sync(w: Workload, fmt: str) -> Run:
+    """agui-meta through ``run_sync``: the framer, then the same transducers, no event loop."""
+    chunks = w.chunks(fmt)
+
+    async def run() -> tuple[float, dict[str, Any]]:
+        store = agui_meta.Store()
+        reports: list[Any] = []
+        chain = sync_chain(store=store)
+        t0 = time.perf_counter()
+        framer = make_decoder(fmt)  # type: ignore[arg-type]
+        frames = []
+        for chunk in chunks:
+            frames += framer.feed(chunk)
+        frames += framer.close()
+        outputs = agui_meta.run_sync(chain, frames, on_report=reports.append)
+        seconds = time.perf_counter() - t0
+        return seconds, {
+            "outputs": len(outputs),
+            "reports": len(reports),
+            "messages": len(store.messages_wire()),
+        }
+
+    return run
+
+
+def pipeline_history(w: Workload, history: list[dict[str, Any]]) -> Run:
+    """The full pipeline on SSE bytes with ``history`` already in the store (built untimed)."""
+    chunks = w.chunks("sse")
+
+    async def run() -> tuple[float, dict[str, Any]]:
+        store = agui_meta.Store(history)
+        reports: list[Any] = []
+        chain = stages(store=store)
+        t0 = time.perf_counter()
+        async with agui_meta.wrap(chunks, *chain, on_report=reports.append) as stream:
+            outputs = await stream.drain()
+        seconds = time.perf_counter() - t0
+        return seconds, {"outputs": outputs, "reports": len(reports)}
+
+    return run
+
+
+class Oracle:
+    """The official TypeScript client 1.0.0 (``../shared/oracle/bench.cjs``), when Node.js is here."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.bench: Path | None = None
+        self.why = "disabled (--no-reference)"
+        if not enabled:
+            return
+        try:
+            from tests.oracle import OracleUnavailable, prepare_oracle
+        except ImportError as exc:  # pragma: no cover - a partial checkout
+            self.why = f"tests/oracle.py cannot be imported: {exc}"
+            return
+        try:
+            self.bench = prepare_oracle() / "bench.cjs"
+            self.why = ""
+        except OracleUnavailable as exc:
+            self.why = f"Node.js reference unavailable: {exc}"
+
+    def run(self, path: Path, timeout: float) -> Run:
+        bench = self.bench
+        assert bench is not None
+
+        async def run() -> tuple[float, dict[str, Any]]:
+            with anyio.fail_after(timeout):
+                done = await anyio.run_process(["node", str(bench), str(path)], check=False)
+            lines = done.stdout.decode().strip().splitlines()
+            if done.returncode != 0 or not lines:
+                error = done.stderr.decode()[-2000:]
+                raise RuntimeError(f"bench.cjs failed ({done.returncode}): {error}")
+            out = json.loads(lines[-1])
+            return float(out["seconds"]), {"messages": out["messages"], "outputs": out["events"]}
+
+        return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+
+@dataclass
+class Contender:
+    name: str
+    run: Run | None  # None: unavailable
+    events: int
+    why: str = ""  # why it is unavailable or skipped
+    rounds: int | None = None  # at most this many rounds (slow contenders)
+    warmup: bool = True
+    times: list[float] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        if not self.times:
+            return {"events": self.events, "available": False, "why": self.why}
+        med = statistics.median(self.times)
+        return {
+            "events": self.events,
+            "available": True,
+            "rounds": len(self.times),
+            "median_s": med,
+            "min_s": min(self.times),
+            "max_s": max(self.times),
+            "eps": self.events / med,
+            "us_per_event": med / self.events * 1e6,
+            "times_s": self.times,
+            **self.info,
+        }
+
+
+async def measure(contenders: list[Contender], rounds: int) -> None:
+    """Run every available contender once per round, interleaved; a warm-up round first."""
+    live = [c for c in contenders if c.run is not None]
+    for c in live:
+        if c.warmup:
+            await c.run()  # type: ignore[misc]
+    for r in range(rounds):
+        order = live if r % 2 == 0 else live[::-1]
+        for c in order:
+            if c.rounds is not None and len(c.times) >= c.rounds:
+                continue
+            gc.collect()
+            seconds, info = await c.run()  # type: ignore[misc]
+            c.times.append(seconds)
+            c.info.update(info)
+
+
+def ratio(a: Contender, b: Contender) -> float | None:
+    """How many times faster ``a`` is than ``b`` (events per second, medians)."""
+    if not a.times or not b.times:
+        return None
+    return (b.events / a.events) * statistics.median(b.times) / statistics.median(a.times)
+
+
+def paired_ratio(a: Contender, b: Contender) -> float | None:
+    """The median of per-round ratios (both ran in the same round, side by side)."""
+    n = min(len(a.times), len(b.times))
+    if not n:
+        return None
+    return statistics.median((b.times[i] / b.events) / (a.times[i] / a.events) for i in range(n))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+
+
+def contenders_on(
+    w: Workload, oracle: Oracle, ref_rounds: int, *, stage_levels: bool
+) -> list[Contender]:
+    n = len(w)
+    out = [
+        Contender("floor: msgspec decode of the frames", floor(w), n),
+        Contender("framing (SSE) + msgspec decode", framing_floor(w, "sse"), n),
+    ]
+    s = sdk(w)
+    out.append(
+        Contender("Python SDK: ag_ui.core + pydantic, parse only", s, n)
+        if not isinstance(s, str)
+        else Contender("Python SDK: ag_ui.core + pydantic, parse only", None, n, why=s)
+    )
+    out.append(Contender("agui-meta full pipeline, SSE bytes", pipeline(w, "sse"), n))
+    out.append(Contender("agui-meta full pipeline, JSONL bytes", pipeline(w, "jsonl"), n))
+    out.append(Contender("agui-meta full pipeline, run_sync (SSE)", pipeline_sync(w, "sse"), n))
+    if stage_levels:
+        for level, label in enumerate(LEVELS[:-1]):
+            out.append(Contender(f"agui-meta stages: {label}", pipeline(w, "sse", level), n))
+    name = "reference: @ag-ui/client 1.0.0 (Node.js), JSONL"
+    if oracle.bench is None:
+        out.append(Contender(name, None, n, why=oracle.why))
+    else:
+        out.append(
+            Contender(
+                name,
+                oracle.run(w.jsonl_path, timeout=600),
+                n,
+                rounds=ref_rounds,
+                warmup=False,  # a fresh process each run: nothing to warm
+            )
+        )
+    return out
+
+
+FLOOR, FRAMING, SDK, FULL_SSE, FULL_JSONL, FULL_SYNC = range(6)
+
+
+async def section_contenders(
+    w: Workload, oracle: Oracle, rounds: int, ref_rounds: int, *, stage_levels: bool = True
+) -> dict[str, Any]:
+    log(f"contenders on {w.name} ({len(w):,} events, {len(w.sse):,} SSE bytes)")
+    cs = contenders_on(w, oracle, ref_rounds, stage_levels=stage_levels)
+    await measure(cs, rounds)
+    ref = cs[-1]
+    full = cs[FULL_SSE]
+    record: dict[str, Any] = {
+        "workload": {"name": w.name, "events": len(w), "sse_bytes": len(w.sse), **w.params},
+        "contenders": {c.name: c.record() for c in cs},
+        "ratios": {
+            "full_sse_vs_floor": ratio(full, cs[FLOOR]),
+            "full_jsonl_vs_floor": ratio(cs[FULL_JSONL], cs[FLOOR]),
+            "full_sse_vs_sdk": ratio(full, cs[SDK]),
+            "full_jsonl_vs_sdk": ratio(cs[FULL_JSONL], cs[SDK]),
+            "full_sse_vs_reference": ratio(full, ref),
+            "full_jsonl_vs_reference": ratio(cs[FULL_JSONL], ref),
+            "paired_full_sse_vs_floor": paired_ratio(full, cs[FLOOR]),
+            "paired_full_sse_vs_sdk": paired_ratio(full, cs[SDK]),
+        },
+    }
+    if ref.times and "messages" in full.info:
+        record["messages_agree_with_reference"] = full.info["messages"] == ref.info["messages"]
+    return record
+
+
+async def section_scaling(
+    sizes: list[int], big: list[int], oracle: Oracle, rounds: int, *, chunked: bool = False
+) -> dict[str, Any]:
+    """Per-event cost against stream length: floor, full pipeline, reference (capped)."""
+    rows: list[dict[str, Any]] = []
+    ref_last: tuple[int, float] | None = None
+    for n in [*sizes, *big]:
+        w = generated(n, chunked=chunked)
+        log(f"scaling: {n:,} events")
+        cs = [
+            Contender("floor", floor(w), n),
+            Contender("agui-meta", pipeline(w, "sse"), n),
+        ]
+        ref_note = ""
+        if n in big:
+            ref_note = "agui-meta only at this size"
+        elif oracle.bench is None:
+            ref_note = oracle.why
+        else:
+            estimate = None if ref_last is None else ref_last[1] * (n / ref_last[0]) ** 2
+            if estimate is not None and estimate > REFERENCE_CAP_S:
+                ref_note = (
+                    f"skipped: one run would take about {estimate:,.0f} s (its cost per event "
+                    f"grows with the messages it holds; cap {REFERENCE_CAP_S:.0f} s)"
+                )
+            else:
+                cs.append(
+                    Contender(
+                        "reference",
+                        oracle.run(w.jsonl_path, timeout=REFERENCE_CAP_S * 4),
+                        n,
+                        rounds=max(1, min(3, rounds)),
+                        warmup=False,
+                    )
+                )
+        r = rounds if n <= 100_000 else max(1, rounds // 2)
+        await measure(cs, r)
+        row = {"events": n, **{c.name: c.record() for c in cs}}
+        if ref_note:
+            row["reference"] = {"available": False, "why": ref_note}
+        elif cs[-1].times:
+            ref_last = (n, statistics.median(cs[-1].times))
+        rows.append(row)
+    return {"rows": rows, "flatness": _flatness(rows)}
+
+
+def _flatness(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-event cost at the largest size measured (≤ 100k) over the cost at the smallest."""
+    out: dict[str, Any] = {}
+    for name in ("floor", "agui-meta", "reference"):
+        pts = [
+            (r["events"], r[name]["us_per_event"])
+            for r in rows
+            if r.get(name, {}).get("available") and r["events"] <= 100_000
+        ]
+        if len(pts) >= 2:
+            (n0, c0), (n1, c1) = pts[0], pts[-1]
+            out[name] = {"from": n0, "to": n1, "growth": c1 / c0}
+    return out
+
+
+async def section_history(
+    histories: list[int], body: int, oracle: Oracle, rounds: int
+) -> dict[str, Any]:
+    """Per-event cost with 0 / 1k / 10k messages already held.
+
+    agui-meta: a ``Store`` holding the history (built untimed), then the body's SSE bytes.
+    Reference: the history arrives in a MESSAGES_SNAPSHOT of a first run (its client cannot
+    be given a history otherwise); its cost per body event is (time with the body - time of
+    the history run alone) / body events, both measured.
+    """
+    rows: list[dict[str, Any]] = []
+    w_body = generated(body)
+    ref_last: tuple[int, float] | None = None
+    for h in histories:
+        log(f"history: {h:,} messages, {body:,} events")
+        history = wl.history_messages(h, 1)
+        cs = [Contender("agui-meta", pipeline_history(w_body, history), body)]
+        note = ""
+        if oracle.bench is None:
+            note = oracle.why
+        else:
+            # Its cost per event grows with the messages it holds (the history plus the few
+            # dozen the body adds): extrapolate from the last history length measured.
+            estimate = None
+            if ref_last is not None:
+                estimate = ref_last[1] * (h + 50) / (ref_last[0] + 50) * body
+            if estimate is not None and estimate > REFERENCE_CAP_S:
+                note = f"skipped: one run would take about {estimate:,.0f} s"
+            else:
+                w_full = generated(body, history=h) if h else w_body
+                cs.append(
+                    Contender(
+                        "reference",
+                        oracle.run(w_full.jsonl_path, timeout=REFERENCE_CAP_S * 4),
+                        body,
+                        rounds=max(1, min(3, rounds)),
+                        warmup=False,
+                    )
+                )
+                if h:
+                    prefix = _history_prefix(w_full)
+                    cs.append(
+                        Contender(
+                            "reference: history run alone",
+                            oracle.run(prefix, timeout=REFERENCE_CAP_S * 4),
+                            3,
+                            rounds=max(1, min(3, rounds)),
+                            warmup=False,
+                        )
+                    )
+        await measure(cs, rounds)
+        row: dict[str, Any] = {"history": h, "body_events": body, "agui-meta": cs[0].record()}
+        if note:
+            row["reference"] = {"available": False, "why": note}
+        elif len(cs) > 1 and cs[1].times:
+            total = statistics.median(cs[1].times)
+            alone = statistics.median(cs[2].times) if len(cs) > 2 and cs[2].times else 0.0
+            per_event = max(total - alone, 0.0) / body
+            row["reference"] = {
+                "available": True,
+                "median_s_with_history": total,
+                "median_s_history_alone": alone,
+                "us_per_event": per_event * 1e6,
+                "eps": 1 / per_event if per_event else None,
+            }
+            ref_last = (h, per_event)
+        rows.append(row)
+    return {"rows": rows}
+
+
+def _history_prefix(w: Workload) -> Path:
+    path = w.jsonl_path.with_name(w.jsonl_path.stem + "-prefix.jsonl")
+    if not path.is_file():
+        path.write_bytes(b"".join(f + b"\n" for f in w.frames[:3]))
+    return path
+
+
+def _probe(path: Path, evict: bool, traced: bool) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks._memprobe", str(path), "--format", "sse"]
+    if evict:
+        cmd.append("--evict")
+    if traced:
+        cmd.append("--tracemalloc")
+    done = subprocess.run(
+        cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"memory probe failed: {done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def section_memory(sizes: list[int], traced_sizes: list[int]) -> dict[str, Any]:
+    """Peak memory of the full pipeline streaming a file, eviction on and off, one process each."""
+    rows = []
+    for n in sizes:
+        path = _cache_dir() / f"w{n}-s1.sse"
+        if not path.is_file():
+            log(f"  generating {path.name} …")
+            wl.write(path, n, "sse", seed=1)
+        for evict in (True, False):
+            log(f"memory: {n:,} events, eviction {'on' if evict else 'off'}")
+            row: dict[str, Any] = {"events": n, "evict": evict, **_probe(path, evict, False)}
+            if n in traced_sizes:
+                traced = _probe(path, evict, True)
+                row["traced_peak"] = traced["traced_peak"]
+                row["traced_seconds"] = traced["seconds"]
+            rows.append(row)
+    return {"rows": rows, "read_size": 64 * 1024}
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "msgspec": msgspec.__version__,
+    }
+    for dist in ("agui-meta", "ag-ui-protocol", "pydantic", "anyio"):
+        try:
+            info[dist] = version(dist)
+        except PackageNotFoundError:
+            info[dist] = "source tree" if dist == "agui-meta" else None
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        fields = {
+            k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lscpu.splitlines())
+        }
+        info["cpu"] = fields.get("Model name")
+        info["virtualization"] = fields.get("Hypervisor vendor")
+    except OSError:
+        pass
+    if shutil.which("node"):
+        info["node"] = subprocess.run(
+            ["node", "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    return info
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.2f}x" if x < 100 else f"{x:,.0f}x"
+
+
+def table(record: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for key in ("main", "chunked", "input"):
+        sec = record.get(key)
+        if not sec:
+            continue
+        wk = sec["workload"]
+        lines.append(
+            f"\n### Contenders: {wk['name']} ({wk['events']:,} events, {wk['sse_bytes']:,} SSE "
+            "bytes)\n"
+        )
+        lines.append("| contender | events/s | µs/event | vs floor | rounds |")
+        lines.append("|---|---:|---:|---:|---:|")
+        cs = sec["contenders"]
+        fl = next(iter(cs.values()))
+        for name, c in cs.items():
+            if not c["available"]:
+                lines.append(f"| {name} | — | — | — | {c['why']} |")
+                continue
+            vs = c["eps"] / fl["eps"] if fl.get("available") else None
+            lines.append(
+                f"| {name} | {c['eps']:,.0f} | {c['us_per_event']:.2f} | {_fmt_ratio(vs)} "
+                f"| {c['rounds']} |"
+            )
+        r = sec["ratios"]
+        lines.append("")
+        lines.append(
+            f"full pipeline (SSE) vs floor **{_fmt_ratio(r['full_sse_vs_floor'])}** "
+            f"(JSONL {_fmt_ratio(r['full_jsonl_vs_floor'])}); vs Python SDK "
+            f"**{_fmt_ratio(r['full_sse_vs_sdk'])}** (JSONL {_fmt_ratio(r['full_jsonl_vs_sdk'])});"
+            f" vs reference **{_fmt_ratio(r['full_sse_vs_reference'])}** "
+            f"(JSONL {_fmt_ratio(r['full_jsonl_vs_reference'])})"
+        )
+        if "messages_agree_with_reference" in sec:
+            lines.append(
+                f"final message count equal to the reference's: "
+                f"{sec['messages_agree_with_reference']}"
+            )
+    sc = record.get("scaling")
+    if sc:
+        lines.append("\n### Per-event cost against stream length (µs/event, SSE bytes)\n")
+        lines.append("| events | floor | agui-meta | reference |")
+        lines.append("|---:|---:|---:|---:|")
+        for row in sc["rows"]:
+            cells = []
+            for name in ("floor", "agui-meta", "reference"):
+                c = row.get(name)
+                cells.append(
+                    f"{c['us_per_event']:.2f}"
+                    if c and c.get("available")
+                    else ("skipped" if c and "skipped" in c.get("why", "") else "—")
+                )
+            lines.append(f"| {row['events']:,} | " + " | ".join(cells) + " |")
+        for name, f in sc["flatness"].items():
+            lines.append(
+                f"\n{name}: cost per event at {f['to']:,} events = {f['growth']:.2f}x its cost "
+                f"at {f['from']:,}"
+            )
+    hs = record.get("history")
+    if hs:
+        lines.append("\n### Per-event cost against history length (µs/event)\n")
+        lines.append("| messages held | agui-meta | reference |")
+        lines.append("|---:|---:|---:|")
+        for row in hs["rows"]:
+            a = row["agui-meta"]
+            ref = row.get("reference", {})
+            lines.append(
+                f"| {row['history']:,} | {a['us_per_event']:.2f} | "
+                + (f"{ref['us_per_event']:.1f}" if ref.get("available") else "skipped")
+                + " |"
+            )
+    mem = record.get("memory")
+    if mem:
+        lines.append("\n### Peak memory, full pipeline streaming a file (64 KiB reads)\n")
+        lines.append(
+            "| events | eviction | peak RSS (MiB) | RSS after imports (MiB) | traced peak (MiB) "
+            "| messages retained |"
+        )
+        lines.append("|---:|---|---:|---:|---:|---:|")
+        mib = 1024 * 1024
+        for row in mem["rows"]:
+            traced = f"{row['traced_peak'] / mib:.1f}" if "traced_peak" in row else "—"
+            lines.append(
+                f"| {row['events']:,} | {'on' if row['evict'] else 'off'} | "
+                f"{row['peak_rss'] / mib:.1f} | {row['baseline_rss'] / mib:.1f} | {traced} | "
+                f"{row['retained_messages']:,} |"
+            )
+    tg = record.get("targets")
+    if tg:
+        lines.append("\n### Targets\n")
+        lines.append("| target | measured | met |")
+        lines.append("|---|---|---|")
+        for t in tg:
+            met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+            lines.append(f"| {t['target']} | {t['measured']} | {met} |")
+    return "\n".join(lines)
+
+
+def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    main = record.get("main")
+    if main:
+        r = main["ratios"]
+        for key, want, label in (
+            ("full_sse_vs_floor", 0.40, "full pipeline ≥ 40% of the floor's events/s (SSE)"),
+            ("full_sse_vs_sdk", 5.0, "≥ 5x the Python SDK's parse-only throughput (SSE)"),
+            ("full_sse_vs_reference", 300.0, "≥ 300x the reference client (SSE)"),
+        ):
+            x = r.get(key)
+            out.append(
+                {
+                    "target": label,
+                    "measured": _fmt_ratio(x),
+                    "value": x,
+                    "met": None if x is None else x >= want,
+                }
+            )
+    sc = record.get("scaling")
+    if sc and "agui-meta" in sc["flatness"]:
+        f = sc["flatness"]["agui-meta"]
+        ref = sc["flatness"].get("reference")
+        measured = f"{f['growth']:.2f}x ({f['from']:,} → {f['to']:,})"
+        if ref:
+            measured += f"; reference {ref['growth']:.2f}x ({ref['from']:,} → {ref['to']:,})"
+        out.append(
+            {
+                "target": "per-event cost flat within 1.3x from 1k to 100k events",
+                "measured": measured,
+                "value": f["growth"],
+                "met": f["growth"] <= 1.3 if f["to"] >= 100_000 and f["from"] <= 1000 else None,
+            }
+        )
+    mem = record.get("memory")
+    if mem:
+        on = [row for row in mem["rows"] if row["evict"]]
+        if on:
+            big = max(on, key=lambda row: row["events"])
+            mib = big["peak_rss"] / 2**20
+            out.append(
+                {
+                    "target": "1M events with eviction in under 64 MB peak (RSS)",
+                    "measured": f"{mib:.1f} MiB at {big['events']:,} events",
+                    "value": big["peak_rss"],
+                    "met": big["peak_rss"] < 64 * 2**20 if big["events"] >= 1_000_000 else None,
+                }
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description="agui-meta benchmarks: contenders, scaling, history, memory.",
+    )
+    p.add_argument("--quick", action="store_true", help="tiny sizes, few rounds (smoke run)")
+    p.add_argument("--input", type=Path, help="benchmark the contenders on a recorded stream")
+    p.add_argument("--events", type=int, help="events of the main workload (default 10,000)")
+    p.add_argument("--sizes", help="stream lengths for scaling, comma-separated")
+    p.add_argument("--big-sizes", help="lengths for agui-meta only (default 1,000,000)")
+    p.add_argument("--histories", help="history lengths, comma-separated (default 0,1000,10000)")
+    p.add_argument("--memory-sizes", help="stream lengths for memory (default 100000,1000000)")
+    p.add_argument("--rounds", type=int, help="measured rounds (default 7; --quick 2)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--sections",
+        help="sections to run, comma-separated: main,chunked,scaling,history,memory (default: "
+        "all of them; with --input, none but the contenders on the input)",
+    )
+    p.add_argument("--no-reference", action="store_true", help="skip the Node.js reference")
+    p.add_argument("--json", help="where to write the JSON record ('-' for stdout)")
+    return p.parse_args(argv)
+
+
+def _ints(text: str | None, default: list[int]) -> list[int]:
+    if text is None:
+        return default
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+
+
+async def amain(a: argparse.Namespace) -> dict[str, Any]:
+    quick = a.quick
+    rounds = a.rounds or (2 if quick else 7)
+    ref_rounds = 1 if quick else 3
+    if a.sections is not None:
+        sections = set(a.sections.split(","))
+    elif a.input is not None:
+        sections = set()
+    else:
+        sections = {"main", "chunked", "scaling", "history", "memory"}
+    oracle = Oracle(not a.no_reference)
+    if oracle.why:
+        log(f"reference: {oracle.why}")
+    record: dict[str, Any] = {
+        "machine": machine(),
+        "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),
+        "settings": {"rounds": rounds, "chunk_bytes": CHUNK, "reference_cap_s": REFERENCE_CAP_S},
+        "reference": oracle.why or "available",
+    }
+    events = a.events or (1000 if quick else 10_000)
+    if a.input is not None:
+        record["input"] = await section_contenders(recorded(a.input), oracle, rounds, ref_rounds)
+    if "main" in sections:
+        record["main"] = await section_contenders(
+            generated(events, seed=a.seed), oracle, rounds, ref_rounds
+        )
+    if "chunked" in sections:
+        record["chunked"] = await section_contenders(
+            generated(events, seed=a.seed, chunked=True),
+            oracle,
+            rounds,
+            ref_rounds,
+            stage_levels=False,
+        )
+    if "scaling" in sections:
+        record["scaling"] = await section_scaling(
+            _ints(a.sizes, [200, 1000] if quick else [1000, 10_000, 100_000]),
+            _ints(a.big_sizes, [] if quick else [1_000_000]),
+            oracle,
+            rounds,
+        )
+    if "history" in sections:
+        record["history"] = await section_history(
+            _ints(a.histories, [0, 100] if quick else [0, 1000, 10_000]),
+            300 if quick else 2000,
+            oracle,
+            rounds,
+        )
+    if "memory" in sections:
+        sizes = _ints(a.memory_sizes, [2000] if quick else [100_000, 1_000_000])
+        record["memory"] = section_memory(sizes, [max(sizes)])
+    record["targets"] = targets(record)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    t0 = time.perf_counter()
+    record = anyio.run(amain, a)
+    record["total_seconds"] = time.perf_counter() - t0
+    text = table(record)
+    print(text)
+    if a.json == "-":
+        print(json.dumps(record, indent=1))
+    else:
+        path = (
+            Path(a.json)
+            if a.json
+            else RESULTS / ("bench-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1))
+        log(f"JSON record: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
