@@ -27,6 +27,7 @@ from msgspec import UNSET, Meta, UnsetType
 __all__ = [
     "EVENT_TYPES",
     "MAX_SAFE_INTEGER",
+    "PATCH_OPS",
     "ActivityDeltaEvent",
     "ActivityMessage",
     "ActivitySnapshotEvent",
@@ -34,7 +35,6 @@ __all__ = [
     "AssistantMessage",
     "AudioPart",
     "ContentPart",
-    "Context",
     "CustomEvent",
     "DataSource",
     "DeveloperMessage",
@@ -43,7 +43,9 @@ __all__ = [
     "FileSource",
     "FunctionCall",
     "ImagePart",
+    "InputContext",
     "Interrupt",
+    "JsonPatch",
     "JsonValue",
     "Message",
     "MessagesSnapshotEvent",
@@ -110,8 +112,9 @@ JsonValue = Union[dict[str, Any], list[Any], str, int, float, bool]
 _Timestamp = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
 _Count = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
 
-_POINTER = re.compile(r"^(/([^/~]|~[01])*)*$")
-_PATCH_OPS: dict[str, tuple[str, ...]] = {
+_POINTER = re.compile(r"(/([^/~]|~[01])*)*")
+#: RFC 6902 operations and the members each requires (``from``/``path`` are JSON Pointers).
+PATCH_OPS: dict[str, tuple[str, ...]] = {
     "add": ("path", "value"),
     "remove": ("path",),
     "replace": ("path", "value"),
@@ -121,23 +124,49 @@ _PATCH_OPS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type, as msgspec's messages spell it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
+
+
 def _check_patch(ops: list[dict[str, Any]], field: str) -> None:
-    """Validate RFC 6902 operations in place of a Struct (patch ops are open: extra members stay)."""
+    """Validate RFC 6902 operations in place of a Struct (patch ops are open: extra members stay).
+
+    Error messages end with msgspec's `` - at `$.path` `` so that the decoder reads the path
+    the same way as from msgspec's own errors.
+    """
     for i, op in enumerate(ops):
         where = f"$.{field}[{i}]"
         kind = op.get("op")
-        required = _PATCH_OPS.get(kind) if isinstance(kind, str) else None
+        required = PATCH_OPS.get(kind) if isinstance(kind, str) else None
         if required is None:
-            raise ValueError(f"Invalid JSON Patch operation {kind!r} at `{where}.op`")
+            raise ValueError(f"Invalid JSON Patch operation {kind!r} - at `{where}.op`")
         for name in required:
             if name not in op:
-                raise ValueError(f"Object missing required field `{name}` at `{where}`")
+                raise ValueError(f"Object missing required field `{name}` - at `{where}`")
             if name != "value":
                 pointer = op[name]
                 if not isinstance(pointer, str):
-                    raise ValueError(f"Expected `str` at `{where}.{name}`")
-                if not _POINTER.match(pointer):
-                    raise ValueError(f"Invalid JSON Pointer {pointer!r} at `{where}.{name}`")
+                    raise ValueError(
+                        f"Expected `str`, got `{_json_type(pointer)}` - at `{where}.{name}`"
+                    )
+                # fullmatch: ``re.match(...$)`` would also accept a pointer ending in "\n".
+                if not _POINTER.fullmatch(pointer):
+                    raise ValueError(f"Invalid JSON Pointer {pointer!r} - at `{where}.{name}`")
+
+
+#: A JSON Patch document (RFC 6902). The operations stay plain dicts: the RFC keeps them open
+#: (members an operation does not define are kept), so they cannot be closed Structs. The
+#: ``extra`` marker tells the decoder's schema walker to treat them as patch operations.
+JsonPatch = Annotated[list[dict[str, Any]], Meta(extra={"agui": "json-patch"})]
 
 
 class _Wire(
@@ -233,10 +262,17 @@ class FunctionCall(_Wire, kw_only=True, frozen=True):
     arguments: str
 
 
-class ToolCall(_Wire, tag_field="type", tag="function", kw_only=True, frozen=True):
-    """One tool call of an assistant message (``type`` is always ``"function"``)."""
+class ToolCall(_Wire, kw_only=True, frozen=True):
+    """One tool call of an assistant message.
+
+    ``type`` is always ``"function"`` and is required on the wire, so it is required here too:
+    build one with ``ToolCall(id=..., type="function", function=FunctionCall(...))``. (A msgspec
+    tag would have a default, and a Struct reached outside a union does not require its tag
+    when decoding: a tool call without ``type`` would decode, where the protocol rejects it.)
+    """
 
     id: str
+    type: Literal["function"]
     function: FunctionCall
     encrypted_value: str | UnsetType = UNSET
     metadata: Metadata | UnsetType = UNSET
@@ -251,8 +287,12 @@ class Tool(_Wire, kw_only=True, frozen=True):
     metadata: Metadata | UnsetType = UNSET
 
 
-class Context(_Wire, kw_only=True, frozen=True):
-    """A piece of context offered to the agent in a run's input."""
+class InputContext(_Wire, kw_only=True, frozen=True):
+    """A piece of context offered to the agent in a run's input.
+
+    ``Context`` in ``ag_ui.core``; renamed so as not to clash with the pipeline's
+    :class:`~agui_meta.Context`.
+    """
 
     description: str
     value: str
@@ -380,7 +420,7 @@ class RunAgentInput(_Wire, kw_only=True, frozen=True):
     parent_run_id: str | UnsetType = UNSET
     state: Any = UNSET
     tools: list[Tool] | UnsetType = UNSET
-    context: list[Context] | UnsetType = UNSET
+    context: list[InputContext] | UnsetType = UNSET
     forwarded_props: JsonValue | UnsetType = UNSET
     resume: list[ResumeEntry] | UnsetType = UNSET
 
@@ -539,7 +579,7 @@ class StateDeltaEvent(_Attributable, tag="STATE_DELTA", kw_only=True, frozen=Tru
     """Patches the shared state with RFC 6902 operations (kept as dicts: they are open)."""
 
     type: ClassVar[str] = "STATE_DELTA"
-    delta: list[dict[str, Any]]
+    delta: JsonPatch
 
     def __post_init__(self) -> None:
         _check_patch(self.delta, "delta")
@@ -568,7 +608,7 @@ class ActivityDeltaEvent(_Attributable, tag="ACTIVITY_DELTA", kw_only=True, froz
     type: ClassVar[str] = "ACTIVITY_DELTA"
     message_id: str
     activity_type: str
-    patch: list[dict[str, Any]]
+    patch: JsonPatch
 
     def __post_init__(self) -> None:
         _check_patch(self.patch, "patch")

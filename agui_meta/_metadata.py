@@ -11,15 +11,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import msgspec
 from msgspec import UNSET, UnsetType
+
+from ._events import (
+    AssistantMessage,
+    Event,
+    Message,
+    MessagesSnapshotEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+)
 
 __all__ = [
     "AGUI_METADATA_KEY",
     "CLIENT_METADATA_KEY",
     "copy_json",
+    "fold_metadata",
+    "is_prefixed",
+    "iter_metadata",
+    "key_path",
     "merge_metadata",
     "unprefixed_keys",
     "vendor_keys",
@@ -128,3 +144,69 @@ def fold_metadata(
     for item in items:
         result = merge_metadata(result, item)
     return result
+
+
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
+def key_path(base: str, key: str) -> str:
+    """The JSON path of ``key`` under the object at ``base``, spelled as msgspec spells paths.
+
+    >>> key_path("$.metadata", "latency")
+    '$.metadata.latency'
+    >>> key_path("$.metadata", "acme.latency")
+    '$.metadata["acme.latency"]'
+    """
+    if _IDENT.fullmatch(key):
+        return f"{base}.{key}"
+    return f"{base}[{msgspec.json.encode(key).decode()}]"
+
+
+def _message_metadata(
+    messages: Sequence[Message], base: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    for i, message in enumerate(messages):
+        if message.metadata is not UNSET:
+            yield f"{base}[{i}].metadata", message.metadata
+        if type(message) is AssistantMessage and message.tool_calls is not UNSET:
+            for j, call in enumerate(message.tool_calls):
+                if call.metadata is not UNSET:
+                    yield f"{base}[{i}].toolCalls[{j}].metadata", call.metadata
+
+
+def iter_metadata(event: Event) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every metadata object an event carries, with its JSON path, in document order.
+
+    The carriers: the event itself; the messages (all roles) and their tool calls inside
+    MESSAGES_SNAPSHOT and RUN_STARTED.input; the tools and resume entries of
+    RUN_STARTED.input; the interrupts of a RUN_FINISHED interrupt outcome. (A content part's
+    ``metadata`` is any JSON value, not a metadata object, and is not listed.)
+
+    >>> from agui_meta import TextMessageEndEvent
+    >>> list(iter_metadata(TextMessageEndEvent(message_id="m", metadata={"a": 1})))
+    [('$.metadata', {'a': 1})]
+    """
+    if event.metadata is not UNSET:
+        yield "$.metadata", event.metadata
+    kind = type(event)
+    if kind is MessagesSnapshotEvent:
+        yield from _message_metadata(event.messages, "$.messages")  # type: ignore[attr-defined]
+    elif kind is RunStartedEvent:
+        run_input = event.input  # type: ignore[attr-defined]
+        if run_input is UNSET:
+            return
+        yield from _message_metadata(run_input.messages, "$.input.messages")
+        if run_input.tools is not UNSET:
+            for i, tool in enumerate(run_input.tools):
+                if tool.metadata is not UNSET:
+                    yield f"$.input.tools[{i}].metadata", tool.metadata
+        if run_input.resume is not UNSET:
+            for i, entry in enumerate(run_input.resume):
+                if entry.metadata is not UNSET:
+                    yield f"$.input.resume[{i}].metadata", entry.metadata
+    elif kind is RunFinishedEvent:
+        outcome = event.outcome  # type: ignore[attr-defined]
+        if type(outcome) is RunFinishedInterruptOutcome:
+            for i, interrupt in enumerate(outcome.interrupts):
+                if interrupt.metadata is not UNSET:
+                    yield f"$.outcome.interrupts[{i}].metadata", interrupt.metadata

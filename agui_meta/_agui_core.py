@@ -1,0 +1,79 @@
+"""Conversion to and from the models of ``ag_ui.core``, the official Python SDK (optional).
+
+Both directions go through the wire JSON, the one representation the two libraries agree on
+exactly: ``ag_ui.core`` models serialise with ``model_dump_json(by_alias=True)``, which omits
+unset optional fields and keeps every ``null`` *inside* a value (metadata keys set to ``null``
+survive), and agui-meta's Structs encode the same way. Converting a model therefore applies
+agui-meta's decoding policy to it: a field the model carries that the protocol does not describe
+(``ag_ui.core`` models keep unknown fields) is removed with a report, as from the wire.
+
+``ag-ui-protocol`` is imported on first use only (``pip install agui-meta[agui]``).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ._decode import decode_event, decode_message, encode_event
+from ._events import Event, Message
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, TypeAdapter
+
+__all__ = ["from_agui_core", "to_agui_core"]
+
+
+@cache
+def _adapter(kind: str) -> TypeAdapter[Any]:
+    try:
+        from ag_ui.core import Event as CoreEvent
+        from ag_ui.core import Message as CoreMessage
+        from pydantic import TypeAdapter
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "converting to ag_ui.core models needs the ag-ui-protocol package: "
+            "pip install 'agui-meta[agui]'"
+        ) from exc
+    return TypeAdapter(CoreEvent if kind == "event" else CoreMessage)
+
+
+def from_agui_core(model: Any) -> Any:
+    """An agui-meta Event (or Message) from an ``ag_ui.core`` event (or message) model.
+
+    Raises :class:`~agui_meta.DecodeError` where the model holds what the protocol rejects
+    (for example an unknown role), exactly as decoding its JSON would. Events of a type the
+    protocol does not describe cannot come from ``ag_ui.core`` models.
+    """
+    dump = getattr(model, "model_dump_json", None)
+    if not callable(dump):
+        raise TypeError(f"expected an ag_ui.core model, got {type(model).__name__}")
+    if _is_message_model(model):
+        return decode_message(dump(by_alias=True))
+    event = decode_event(model)
+    if event is None:  # pragma: no cover - every ag_ui.core event type is a 1.0 event type
+        raise TypeError(f"{type(model).__name__} is not an AG-UI 1.0 event")
+    return event
+
+
+def _is_message_model(model: Any) -> bool:
+    # Messages have a role and no type; events have a type (TOOL_CALL_RESULT has both).
+    return hasattr(model, "role") and not hasattr(model, "type")
+
+
+def to_agui_core(obj: Event | Message) -> BaseModel:
+    """The ``ag_ui.core`` model of an agui-meta Event (or Message).
+
+    >>> from agui_meta import TextMessageEndEvent
+    >>> to_agui_core(TextMessageEndEvent(message_id="m")).message_id
+    'm'
+    """
+    if isinstance(obj, Event):
+        model: BaseModel = _adapter("event").validate_json(encode_event(obj))
+        return model
+    if isinstance(obj, msgspec.Struct) and hasattr(obj, "role"):
+        message: BaseModel = _adapter("message").validate_json(msgspec.json.encode(obj))
+        return message
+    raise TypeError(f"expected an agui-meta Event or Message, got {type(obj).__name__}")
