@@ -78,10 +78,12 @@ class Workload:
         return [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
 
 
+_cache = RESULTS / "cache"
+
+
 def _cache_dir() -> Path:
-    path = RESULTS / "cache"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    _cache.mkdir(parents=True, exist_ok=True)
+    return _cache
 
 
 def generated(n: int, *, seed: int = 1, chunked: bool = False, history: int = 0) -> Workload:
@@ -166,7 +168,7 @@ def sdk(w: Workload) -> Run | str:
         import pydantic
         from ag_ui.core import Event
     except ImportError as exc:
-        return f"ag-ui-protocol is not installed ({exc}); pip install -e '.[bench]'"
+        return f"ag-ui-protocol is not installed ({exc}); pip install -e '.[agui]'"
     validate = pydantic.TypeAdapter(Event).validate_json
     frames = w.frames
 
@@ -721,7 +723,7 @@ def table(record: dict[str, Any]) -> str:
 
 def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    main = record.get("main")
+    main = record.get("main") or record.get("input")
     if main:
         r = main["ratios"]
         for key, want, label in (
@@ -795,6 +797,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--no-reference", action="store_true", help="skip the Node.js reference")
     p.add_argument("--json", help="where to write the JSON record ('-' for stdout)")
+    p.add_argument(
+        "--cache", type=Path, help="where generated workloads are kept (benchmarks/results/cache)"
+    )
     return p.parse_args(argv)
 
 
@@ -860,7 +865,10 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _cache
     a = parse_args(argv)
+    if a.cache is not None:
+        _cache = a.cache
     t0 = time.perf_counter()
     record = anyio.run(amain, a)
     record["total_seconds"] = time.perf_counter() - t0

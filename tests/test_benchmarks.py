@@ -1,0 +1,111 @@
+"""The benchmark harness still runs: a tiny smoke run produces a complete JSON record.
+
+No timing is asserted (speed is measured by ``python -m benchmarks.run``, never tested).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import agui_meta
+from benchmarks import run, workload
+
+
+def test_workload_is_exact_seeded_and_valid() -> None:
+    first = workload.frames(300, seed=7)
+    assert len(first) == 300
+    assert first == workload.frames(300, seed=7)
+    assert first != workload.frames(300, seed=8)
+    chunked = workload.frames(300, seed=7, chunked=True)
+    assert len(chunked) == 300
+    assert any(b"_CHUNK" in f for f in chunked)
+    with_history = workload.frames(300, seed=7, history=20)
+    assert len(with_history) == 303
+    snapshot = msgspec.json.decode(with_history[1])
+    assert snapshot["type"] == "MESSAGES_SNAPSHOT"
+    assert len(snapshot["messages"]) == 20
+    # The verifier (and the rest of the default pipeline) accepts every variant, silently.
+    for frames in (first, chunked, with_history):
+        reports: list[agui_meta.Report] = []
+        store = agui_meta.Store()
+        chain = run.sync_chain(store=store)
+        agui_meta.run_sync(chain, frames, on_report=reports.append)
+        assert reports == []
+        assert frames[0].startswith(b'{"type":"RUN_STARTED"')
+        assert frames[-1].startswith(b'{"type":"RUN_FINISHED"')
+
+
+def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
+    out = tmp_path / "record.json"
+    argv = [
+        "--quick",
+        "--events=300",
+        "--sizes=100,300",
+        "--histories=0,50",
+        "--memory-sizes=500",
+        "--rounds=1",
+        f"--json={out}",
+        f"--cache={tmp_path / 'cache'}",
+    ]
+    assert run.main(argv) == 0
+    record = json.loads(out.read_text())
+    for key in ("machine", "command", "main", "chunked", "scaling", "history", "memory"):
+        assert key in record, key
+    names = list(record["main"]["contenders"])
+    assert names[0].startswith("floor")
+    assert any(n.startswith("Python SDK") for n in names)
+    assert any(n.startswith("reference") for n in names)
+    assert [n for n in names if n.startswith("agui-meta stages")] == [
+        f"agui-meta stages: {level}" for level in run.LEVELS[:-1]
+    ]
+    for name, contender in record["main"]["contenders"].items():
+        if contender["available"]:
+            assert contender["events"] == 300, name
+            assert contender["eps"] > 0, name
+            assert len(contender["times_s"]) == contender["rounds"] >= 1, name
+        else:
+            assert contender["why"], name
+    full = record["main"]["contenders"]["agui-meta full pipeline, SSE bytes"]
+    assert full["available"]
+    assert full["reports"] == 0
+    assert full["outputs"] >= 300
+    if record["main"]["contenders"][names[-1]]["available"]:
+        assert record["main"]["messages_agree_with_reference"] is True
+    assert [row["events"] for row in record["scaling"]["rows"]] == [100, 300]
+    assert [row["history"] for row in record["history"]["rows"]] == [0, 50]
+    assert {(row["events"], row["evict"]) for row in record["memory"]["rows"]} == {
+        (500, True),
+        (500, False),
+    }
+    for row in record["memory"]["rows"]:
+        assert row["peak_rss"] >= row["baseline_rss"] > 0
+        assert row["traced_peak"] > 0
+    evicted = next(r for r in record["memory"]["rows"] if r["evict"])
+    kept = next(r for r in record["memory"]["rows"] if not r["evict"])
+    assert evicted["retained_messages"] < kept["retained_messages"]
+    assert {t["target"] for t in record["targets"]} >= {
+        "full pipeline ≥ 40% of the floor's events/s (SSE)",
+        "≥ 5x the Python SDK's parse-only throughput (SSE)",
+    }
+
+
+@pytest.mark.parametrize("fmt", ["sse", "jsonl"])
+def test_input_file(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"stream.{fmt}"
+    workload.write(path, 200, fmt, seed=3)
+    out = tmp_path / "record.json"
+    argv = [f"--input={path}", "--rounds=1", "--no-reference", f"--json={out}"]
+    assert run.main([*argv, f"--cache={tmp_path / 'cache'}"]) == 0
+    record = json.loads(out.read_text())
+    assert set(record) >= {"input", "targets"}
+    assert "main" not in record
+    assert record["input"]["workload"]["events"] == 200
+    contenders = record["input"]["contenders"]
+    assert contenders["agui-meta full pipeline, JSONL bytes"]["outputs"] >= 200
+    ref = contenders["reference: @ag-ui/client 1.0.0 (Node.js), JSONL"]
+    assert not ref["available"]
+    assert "--no-reference" in ref["why"]
