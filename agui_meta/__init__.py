@@ -25,3 +25,6 @@ from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._verify import OpenItems as OpenItems
+from ._verify import Verify as Verify
+from ._verify import verify as verify
