@@ -1,0 +1,269 @@
+"""JSON Patch with the reference client's semantics (fast-json-patch 3.1.1, validating).
+
+Expected values: RFC 6902 (its appendix A examples) where fast-json-patch follows it, and
+fast-json-patch's source (``commonjs/core.js``) where it does not; the last test compares
+random patches with the reference client itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from typing import Any
+
+import pytest
+
+from agui_meta._conformance import run_case
+from agui_meta._patch import PatchError, apply_patch, js_equal
+from tests.oracle import OracleServer, assert_same_result
+
+DOC: dict[str, Any] = {
+    "a": 1,
+    "obj": {"x": [1, 2, {"y": None}]},
+    "arr": [0, 1, 2],
+    "t": True,
+    "s": "str",
+}
+
+
+def patched(doc: Any, *ops: Any) -> Any:
+    before = copy.deepcopy(doc)
+    result = apply_patch(doc, list(ops))
+    assert doc == before, "the original document was modified"
+    return result
+
+
+def fails(doc: Any, *ops: Any) -> str:
+    before = copy.deepcopy(doc)
+    with pytest.raises(PatchError) as info:
+        apply_patch(doc, list(ops))
+    assert doc == before
+    return info.value.name
+
+
+class TestRfc6902:
+    """RFC 6902 appendix A, where the reference agrees with it."""
+
+    def test_adding_an_object_member(self) -> None:
+        assert patched({"foo": "bar"}, {"op": "add", "path": "/baz", "value": "qux"}) == {
+            "foo": "bar",
+            "baz": "qux",
+        }
+
+    def test_adding_an_array_element(self) -> None:
+        doc = {"foo": ["bar", "baz"]}
+        assert patched(doc, {"op": "add", "path": "/foo/1", "value": "qux"}) == {
+            "foo": ["bar", "qux", "baz"]
+        }
+
+    def test_removing_an_object_member_and_an_array_element(self) -> None:
+        assert patched({"baz": "qux", "foo": "bar"}, {"op": "remove", "path": "/baz"}) == {
+            "foo": "bar"
+        }
+        assert patched({"foo": ["bar", "qux", "baz"]}, {"op": "remove", "path": "/foo/1"}) == {
+            "foo": ["bar", "baz"]
+        }
+
+    def test_replacing_a_value(self) -> None:
+        assert patched({"baz": "qux"}, {"op": "replace", "path": "/baz", "value": "boo"}) == {
+            "baz": "boo"
+        }
+
+    def test_moving_a_value_and_an_array_element(self) -> None:
+        doc = {"foo": {"bar": "baz", "waldo": "fred"}, "qux": {"corge": "grault"}}
+        assert patched(doc, {"op": "move", "from": "/foo/waldo", "path": "/qux/thud"}) == {
+            "foo": {"bar": "baz"},
+            "qux": {"corge": "grault", "thud": "fred"},
+        }
+        doc2 = {"foo": ["all", "grass", "cows", "eat"]}
+        assert patched(doc2, {"op": "move", "from": "/foo/1", "path": "/foo/3"}) == {
+            "foo": ["all", "cows", "eat", "grass"]
+        }
+
+    def test_testing_a_value_success_and_error(self) -> None:
+        doc = {"baz": "qux", "foo": ["a", 2, "c"]}
+        ops = [
+            {"op": "test", "path": "/baz", "value": "qux"},
+            {"op": "test", "path": "/foo/1", "value": 2},
+        ]
+        assert patched(doc, *ops) == doc
+        assert fails({"baz": "qux"}, {"op": "test", "path": "/baz", "value": "bar"}) == (
+            "TEST_OPERATION_FAILED"
+        )
+
+    def test_adding_a_nested_member_object(self) -> None:
+        assert patched({"foo": "bar"}, {"op": "add", "path": "/child", "value": {"g": "h"}}) == {
+            "foo": "bar",
+            "child": {"g": "h"},
+        }
+
+    def test_adding_to_a_nonexistent_target(self) -> None:
+        assert fails({"foo": "bar"}, {"op": "add", "path": "/baz/bat", "value": "qux"}) == (
+            "OPERATION_PATH_CANNOT_ADD"
+        )
+
+    def test_tilde_escape_ordering_and_comparing_strings_and_numbers(self) -> None:
+        doc = {"/": 9, "~1": 10}
+        assert patched(doc, {"op": "test", "path": "/~01", "value": 10}) == doc
+        assert fails(doc, {"op": "test", "path": "/~01", "value": "10"}) == (
+            "TEST_OPERATION_FAILED"
+        )
+        assert patched(doc, {"op": "remove", "path": "/~1"}) == {"~1": 10}
+
+    def test_adding_an_array_value(self) -> None:
+        assert patched({"foo": ["bar"]}, {"op": "add", "path": "/foo/-", "value": ["abc"]}) == {
+            "foo": ["bar", ["abc"]]
+        }
+
+
+class TestReferenceSemantics:
+    """Where fast-json-patch (validating) decides, and sometimes departs from the RFC."""
+
+    def test_replace_and_remove_need_an_existing_target(self) -> None:
+        assert fails(DOC, {"op": "replace", "path": "/nope", "value": 1}) == (
+            "OPERATION_PATH_UNRESOLVABLE"
+        )
+        assert fails(DOC, {"op": "remove", "path": "/arr/3"}) == "OPERATION_PATH_UNRESOLVABLE"
+
+    def test_add_checks_the_array_bound_but_copy_and_move_append(self) -> None:
+        assert fails(DOC, {"op": "add", "path": "/arr/4", "value": 9}) == (
+            "OPERATION_VALUE_OUT_OF_BOUNDS"
+        )
+        assert patched(DOC, {"op": "copy", "from": "/a", "path": "/arr/9"})["arr"] == [0, 1, 2, 1]
+        assert patched(DOC, {"op": "move", "from": "/arr/0", "path": "/arr/9"})["arr"] == [1, 2, 0]
+
+    def test_array_indices_leading_zeros_empty_and_32_bit_truncation(self) -> None:
+        assert patched(DOC, {"op": "add", "path": "/arr/01", "value": 9})["arr"] == [0, 9, 1, 2]
+        assert patched(DOC, {"op": "add", "path": "/arr/", "value": 9})["arr"] == [9, 0, 1, 2]
+        assert patched(DOC, {"op": "add", "path": "/arr/4294967296", "value": 9})["arr"] == [
+            9,
+            0,
+            1,
+            2,
+        ]
+        assert fails(DOC, {"op": "replace", "path": "/arr/01", "value": 9}) == (
+            "OPERATION_PATH_UNRESOLVABLE"
+        )
+        assert fails(DOC, {"op": "add", "path": "/arr/x", "value": 9}) == (
+            "OPERATION_PATH_ILLEGAL_ARRAY_INDEX"
+        )
+
+    def test_numeric_keys_on_objects_are_plain_keys(self) -> None:
+        assert patched({"0": "z"}, {"op": "replace", "path": "/0", "value": 1}) == {"0": 1}
+
+    def test_booleans_are_not_numbers_but_integers_equal_floats(self) -> None:
+        assert fails(DOC, {"op": "test", "path": "/t", "value": 1}) == "TEST_OPERATION_FAILED"
+        assert fails(DOC, {"op": "test", "path": "/a", "value": True}) == "TEST_OPERATION_FAILED"
+        assert patched(DOC, {"op": "test", "path": "/a", "value": 1.0}) == DOC
+        assert js_equal({"k": [1, {"x": None}]}, {"k": [1.0, {"x": None}]})
+        assert not js_equal({"k": None}, {})
+
+    def test_inherited_names_exist_for_validation(self) -> None:
+        assert patched({}, {"op": "replace", "path": "/toString", "value": 1}) == {"toString": 1}
+        assert patched({}, {"op": "remove", "path": "/constructor"}) == {}
+        assert fails({}, {"op": "test", "path": "/valueOf", "value": 1}) == (
+            "TEST_OPERATION_FAILED"
+        )
+
+    def test_prototype_paths_are_refused(self) -> None:
+        assert fails({}, {"op": "add", "path": "/__proto__", "value": 1}) == "TYPE_ERROR"
+        own: dict[str, Any] = {"constructor": {}}
+        assert fails(own, {"op": "add", "path": "/constructor/prototype", "value": 1}) == (
+            "TYPE_ERROR"
+        )
+
+    def test_root_operations(self) -> None:
+        assert patched(DOC, {"op": "replace", "path": "", "value": [1]}) == [1]
+        assert patched(DOC, {"op": "remove", "path": ""}) is None
+        assert patched(DOC, {"op": "move", "from": "/obj", "path": ""}) == DOC["obj"]
+        assert fails(DOC, {"op": "test", "path": "", "value": {}}) == "TEST_OPERATION_FAILED"
+
+    def test_a_failure_abandons_the_whole_patch(self) -> None:
+        ops = [
+            {"op": "add", "path": "/b", "value": 2},
+            {"op": "remove", "path": "/missing"},
+        ]
+        assert fails(DOC, *ops) == "OPERATION_PATH_UNRESOLVABLE"
+
+    def test_a_primitive_document(self) -> None:
+        assert patched(5, {"op": "add", "path": "/x", "value": 1}) == 5
+        assert fails(None, {"op": "add", "path": "/x", "value": 1}) == "TYPE_ERROR"
+
+
+class TestCopyOnWrite:
+    def test_untouched_containers_are_shared_and_touched_ones_copied(self) -> None:
+        doc: dict[str, Any] = {"big": list(range(1000)), "obj": {"x": [1], "y": {"z": 1}}}
+        new = patched(doc, {"op": "add", "path": "/obj/x/-", "value": 2})
+        assert new["big"] is doc["big"]
+        assert new["obj"]["y"] is doc["obj"]["y"]
+        assert new["obj"]["x"] == [1, 2] and doc["obj"]["x"] == [1]
+
+    def test_values_from_the_patch_are_copied(self) -> None:
+        value = {"k": [1]}
+        new = apply_patch({}, [{"op": "add", "path": "/v", "value": value}])
+        value["k"].append(2)
+        assert new == {"v": {"k": [1]}}
+
+    def test_copy_does_not_alias_its_source(self) -> None:
+        new = patched(
+            {"a": {"k": 1}},
+            {"op": "copy", "from": "/a", "path": "/b"},
+            {"op": "replace", "path": "/b/k", "value": 2},
+        )
+        assert new == {"a": {"k": 1}, "b": {"k": 2}}
+
+    def test_a_container_added_earlier_in_the_patch_is_modified_in_place(self) -> None:
+        new = patched(
+            {}, {"op": "add", "path": "/a", "value": {}}, {"op": "add", "path": "/a/b", "value": 1}
+        )
+        assert new == {"a": {"b": 1}}
+
+
+def _random_path(rnd: random.Random, doc: Any) -> str:
+    parts: list[str] = []
+    node = doc
+    while True:
+        if isinstance(node, dict) and node and rnd.random() < 0.7:
+            key = rnd.choice([*node, "zz", "0"])
+        elif isinstance(node, list) and rnd.random() < 0.7:
+            key = rnd.choice([*(str(i) for i in range(len(node) + 2)), "-", "01"])
+        else:
+            key = rnd.choice(["a", "b", "0", "-", "1", "~"])
+        parts.append(key.replace("~", "~0").replace("/", "~1"))
+        if isinstance(node, dict):
+            node = node.get(key)
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            node = None
+        if node is None or rnd.random() < 0.4:
+            return "/" + "/".join(parts)
+
+
+def _random_cases(seed: int, count: int) -> list[dict[str, Any]]:
+    rnd = random.Random(seed)
+    values: list[Any] = [1, 1.0, True, None, "s", [1, 2], {"k": [1]}, {}, []]
+    cases = []
+    for n in range(count):
+        doc = {"a": [1, {"b": 2}, [3]], "c": {"d": {"e": None}, "f": [True]}, "g": 0}
+        ops = []
+        for _ in range(rnd.randint(1, 4)):
+            kind = rnd.choice(["add", "remove", "replace", "move", "copy", "test"])
+            op: dict[str, Any] = {"op": kind, "path": _random_path(rnd, doc)}
+            if kind in ("add", "replace", "test"):
+                op["value"] = copy.deepcopy(rnd.choice(values))
+            if kind in ("move", "copy"):
+                op["from"] = _random_path(rnd, doc)
+            ops.append(op)
+        events = [{"type": "STATE_DELTA", "delta": ops}]
+        cases.append({"name": f"patch-{seed}-{n}", "events": events, "state": doc})
+    return cases
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_patches_agree_with_the_reference(oracle: OracleServer, seed: int) -> None:
+    for case in _random_cases(seed, 100):
+        expected = oracle.run_one(case, verify=False)
+        assert_same_result(run_case(case, verify=False), expected, case)
+        json.dumps(case)  # the case is plain JSON (so a failure can be replayed)
