@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ._decode import decode_event, decode_message, encode_event
-from ._events import Event, Message
+from ._events import MESSAGE_TYPES, Event, Message
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, TypeAdapter
 
 __all__ = ["from_agui_core", "to_agui_core"]
+
+_MESSAGE_CLASSES = frozenset(MESSAGE_TYPES.values())
 
 
 @cache
@@ -73,7 +75,7 @@ def to_agui_core(obj: Event | Message) -> BaseModel:
     if isinstance(obj, Event):
         model: BaseModel = _adapter("event").validate_json(encode_event(obj))
         return model
-    if isinstance(obj, msgspec.Struct) and hasattr(obj, "role"):
+    if type(obj) in _MESSAGE_CLASSES:
         message: BaseModel = _adapter("message").validate_json(msgspec.json.encode(obj))
         return message
     raise TypeError(f"expected an agui-meta Event or Message, got {type(obj).__name__}")

@@ -34,7 +34,7 @@ from typing import Any, Final, Union
 import msgspec
 import msgspec.inspect as mi
 
-from ._events import EVENT_TYPES, PATCH_OPS, AnyEvent, Event, Message
+from ._events import EVENT_TYPES, MESSAGE_TYPES, PATCH_OPS, AnyEvent, Event, Message
 from ._exceptions import DataError, DecodeError, FramingError, MetadataError, Report
 from ._framing import Frame
 from ._stage import Context, Mode, ReportHandler, Transducer
@@ -907,7 +907,7 @@ def decode_message(data: Any) -> Message:
         raise DecodeError(f"not a message: {out.drop_reason}", path="$.role")
     EventDecoder._deliver(Context(), out, "a message", None, None)
     try:
-        message: Message = msgspec.convert(stripped, _MESSAGE_TYPES[stripped["role"]])
+        message: Message = msgspec.convert(stripped, MESSAGE_TYPES[stripped["role"]])
     except msgspec.ValidationError as exc:
         raise _conversion_error(exc, "a message") from exc
     return message

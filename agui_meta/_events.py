@@ -27,6 +27,7 @@ from msgspec import UNSET, Meta, UnsetType
 __all__ = [
     "EVENT_TYPES",
     "MAX_SAFE_INTEGER",
+    "MESSAGE_TYPES",
     "PATCH_OPS",
     "ActivityDeltaEvent",
     "ActivityMessage",
@@ -338,6 +339,9 @@ class TokenUsage(_Wire, kw_only=True, frozen=True):
 
 
 class _Message(_Wire, tag_field="role", kw_only=True, frozen=True):
+    """Base of the 7 message roles. ``message.role`` is the wire tag (``"assistant"`` …)."""
+
+    role: ClassVar[str]
     id: str
     subagent_run_id: str | UnsetType = UNSET
     metadata: Metadata | UnsetType = UNSET
@@ -345,6 +349,8 @@ class _Message(_Wire, tag_field="role", kw_only=True, frozen=True):
 
 class DeveloperMessage(_Message, tag="developer", kw_only=True, frozen=True):
     """A developer message."""
+
+    role: ClassVar[str] = "developer"
 
     content: str
     name: str | UnsetType = UNSET
@@ -354,6 +360,8 @@ class DeveloperMessage(_Message, tag="developer", kw_only=True, frozen=True):
 class SystemMessage(_Message, tag="system", kw_only=True, frozen=True):
     """A system message."""
 
+    role: ClassVar[str] = "system"
+
     content: str
     name: str | UnsetType = UNSET
     encrypted_value: str | UnsetType = UNSET
@@ -361,6 +369,8 @@ class SystemMessage(_Message, tag="system", kw_only=True, frozen=True):
 
 class AssistantMessage(_Message, tag="assistant", kw_only=True, frozen=True):
     """An assistant message: optional text content and optional tool calls."""
+
+    role: ClassVar[str] = "assistant"
 
     content: str | UnsetType = UNSET
     tool_calls: list[ToolCall] | UnsetType = UNSET
@@ -371,6 +381,8 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True, frozen=True):
 class UserMessage(_Message, tag="user", kw_only=True, frozen=True):
     """A user message: text or content parts."""
 
+    role: ClassVar[str] = "user"
+
     content: str | list[ContentPart]
     name: str | UnsetType = UNSET
     encrypted_value: str | UnsetType = UNSET
@@ -378,6 +390,8 @@ class UserMessage(_Message, tag="user", kw_only=True, frozen=True):
 
 class ToolMessage(_Message, tag="tool", kw_only=True, frozen=True):
     """The result of a tool call."""
+
+    role: ClassVar[str] = "tool"
 
     content: str | list[ContentPart]
     tool_call_id: str
@@ -388,12 +402,16 @@ class ToolMessage(_Message, tag="tool", kw_only=True, frozen=True):
 class ActivityMessage(_Message, tag="activity", kw_only=True, frozen=True):
     """A structured activity (a progress card, a plan …) whose content is a JSON object."""
 
+    role: ClassVar[str] = "activity"
+
     activity_type: str
     content: dict[str, Any]
 
 
 class ReasoningMessage(_Message, tag="reasoning", kw_only=True, frozen=True):
     """A reasoning (thinking) message."""
+
+    role: ClassVar[str] = "reasoning"
 
     content: str
     encrypted_value: str | UnsetType = UNSET
@@ -408,6 +426,9 @@ Message = Union[
     ActivityMessage,
     ReasoningMessage,
 ]
+
+#: The 7 message classes by their wire ``role``.
+MESSAGE_TYPES: dict[str, type[Message]] = {cls.role: cls for cls in typing.get_args(Message)}
 
 
 class RunAgentInput(_Wire, kw_only=True, frozen=True):
