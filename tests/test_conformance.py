@@ -31,6 +31,7 @@ import pytest
 from tests.oracle import (
     REPO_ROOT,
     OracleServer,
+    OracleUnavailable,
     assert_same_result,
     comparable,
     describe_mismatch,
@@ -38,7 +39,6 @@ from tests.oracle import (
     oracle_required,
     run_official,
 )
-from tests.oracle import OracleUnavailable as _OracleUnavailable
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CORPORA = {
@@ -53,33 +53,40 @@ def _load(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _run_cli(path: Path, verify: bool) -> dict[str, dict[str, Any]]:
-    """Run our ``apply`` command on a cases file; its result lines by case name."""
-    argv = [sys.executable, "-m", "agui_meta", "apply", str(path)]
-    if not verify:
-        argv.append("--no-verify")
-    done = subprocess.run(
-        argv, cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", check=False
-    )
-    results: dict[str, dict[str, Any]] = {}
-    try:
-        for line in done.stdout.splitlines():
-            if line.strip():
-                result = json.loads(line)
-                results[result["name"]] = result
-    except (ValueError, KeyError, TypeError) as exc:
-        pytest.fail(f"`{' '.join(argv[1:])}` printed something that is not a result line: {exc}")
-    if not results:
-        pytest.fail(
-            f"`{' '.join(argv[1:])}` exited with {done.returncode} and printed no results;"
-            f" stderr:\n{done.stderr[-3000:]}"
+class _CliRun:
+    """One run of our ``apply`` command on a cases file (run once, shared by many tests)."""
+
+    def __init__(self, path: Path, verify: bool) -> None:
+        argv = [sys.executable, "-m", "agui_meta", "apply", str(path)]
+        if not verify:
+            argv.append("--no-verify")
+        self.command = " ".join(["python", *argv[1:]])
+        done = subprocess.run(
+            argv, cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", check=False
         )
-    return results
+        self.returncode, self.stderr = done.returncode, done.stderr[-3000:]
+        self.results: dict[str, dict[str, Any]] = {}
+        self.garbage: str | None = None
+        for line in done.stdout.splitlines():
+            try:
+                result = json.loads(line)
+                self.results[result["name"]] = result
+            except (ValueError, KeyError, TypeError):
+                self.garbage = self.garbage or line[:300]
+
+    def result(self, name: str) -> dict[str, Any]:
+        """The result line for case *name*, or a test failure saying what went wrong."""
+        if name not in self.results:
+            pytest.fail(
+                f"`{self.command}` printed no result for {name} (exit status {self.returncode},"
+                f" first unreadable line: {self.garbage!r}); stderr:\n{self.stderr}"
+            )
+        return self.results[name]
 
 
 @functools.cache
-def _corpus_results(verify: bool) -> dict[str, dict[str, Any]]:
-    return _run_cli(GOLDEN / CORPORA[verify][0], verify)
+def _corpus_run(verify: bool) -> _CliRun:
+    return _CliRun(GOLDEN / CORPORA[verify][0], verify)
 
 
 def _golden_params() -> list[Any]:
@@ -95,10 +102,7 @@ def _golden_params() -> list[Any]:
 def test_golden_case(verify: bool, case: dict[str, Any], expected: dict[str, Any] | None) -> None:
     if expected is None:
         pytest.fail(f"no expected result for {case['name']}: run tests/golden/generate.py")
-    ours = _corpus_results(verify).get(case["name"])
-    if ours is None:
-        pytest.fail(f"`python -m agui_meta apply` printed no result for {case['name']}")
-    assert_same_result(ours, expected, case)
+    assert_same_result(_corpus_run(verify).result(case["name"]), expected, case)
 
 
 def test_golden_files_are_in_sync_with_generate_py() -> None:
@@ -131,7 +135,7 @@ def test_golden_corpus_size() -> None:
 def _official(cases: list[dict[str, Any]], verify: bool) -> list[dict[str, Any]]:
     try:
         return run_official(cases, verify)
-    except _OracleUnavailable as exc:
+    except OracleUnavailable as exc:
         if oracle_required():
             raise
         pytest.skip(f"the reference oracle is unavailable: {exc}")
@@ -179,21 +183,18 @@ def _case_part(override: dict[str, Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def _override_cli_results(verify: bool) -> dict[str, dict[str, Any]]:
+def _override_run(verify: bool) -> _CliRun:
     cases = [_case_part(o) for o in _override_cases() if o.get("verify", True) is verify]
     with tempfile.TemporaryDirectory(prefix="agui-overrides-") as tmp:
         path = Path(tmp) / "overrides.jsonl"
         path.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
-        return _run_cli(path, verify)
+        return _CliRun(path, verify)
 
 
 @pytest.mark.parametrize("override", _override_cases(), ids=lambda o: o["name"])
 def test_spec_override_cli(override: dict[str, Any]) -> None:
     """``__proto__`` metadata keys are kept and big integers stay exact, through the command."""
-    verify = override.get("verify", True)
-    ours = _override_cli_results(verify).get(override["name"])
-    if ours is None:
-        pytest.fail(f"`python -m agui_meta apply` printed no result for {override['name']}")
+    ours = _override_run(override.get("verify", True)).result(override["name"])
     expected = {"name": override["name"], **override["expected"]}
     assert_same_result(ours, expected, _case_part(override), spec_overrides=False)
 
