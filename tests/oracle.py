@@ -44,8 +44,9 @@ SERVER_SCRIPT = Path(__file__).resolve().parent / "oracle_server.cjs"
 _STAMP = ".agui-meta-stamp"
 _NPM_TIMEOUT = 900
 
-#: The set-up and every oracle run fail (instead of skipping) when this variable is set, so a
-#: CI machine whose Node.js set-up broke cannot pass by skipping the conformance tests.
+#: When this variable is set (non-empty, not "0"), tests that need the oracle fail instead of
+#: skipping when it is unavailable (see :func:`oracle_required`), so a CI machine whose Node.js
+#: set-up broke cannot pass by skipping the conformance tests.
 REQUIRE_ENV = "AGUI_META_REQUIRE_ORACLE"
 
 
