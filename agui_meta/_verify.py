@@ -45,18 +45,30 @@ ids nothing has claimed yet. A tool call opened without a tag inherits the owner
 message. ``REASONING_ENCRYPTED_VALUE`` is checked against the owner of a tool call or of a
 message (text or reasoning), as its ``subtype`` says.
 
-Not checked, as in the reference: anything when the stream ends (see :meth:`Verify.open_items`
-and ``report_unfinished``), whether a tag names a started subagent, whether ``TOOL_CALL_RESULT``
-names a known call, whether ``ACTIVITY_DELTA`` names a known activity. ``CUSTOM``, ``RAW``,
-``STATE_*`` and ``*_CHUNK`` events are only subject to the run rules.
+Not checked, as in the reference: whether a tag names a started subagent (attribution-only
+streams are valid), whether ``TOOL_CALL_RESULT`` names a known call, whether ``ACTIVITY_DELTA``
+names a known activity. ``CUSTOM``, ``RAW``, ``STATE_*`` and ``*_CHUNK`` events are only subject
+to the run rules.
 
-``null`` checks of the reference (``subagentRunId: null`` on any event, on a message of a
-``MESSAGES_SNAPSHOT`` or ``RUN_STARTED.input``, or on an interrupt of ``RUN_FINISHED``; ``null``
-lifecycle optionals ``description``, ``parentSubagentRunId``, ``parentToolCallId``,
-``parentMessageId``, ``outcome``, ``code``; an ``outcome`` that is not ``success`` or
-``suspended``; ``interruptIds`` that are ``null`` or hold a non-string; a lifecycle event
-without ``subagentRunId``, ``name`` or ``message``) cannot be expressed by the event model: the
-decoder rejects them, so they are not repeated here.
+The end of the stream is not checked either, as in the reference 1.0.0: a run never finished,
+or a message never closed, is accepted. Nothing is lost by that (the accumulator keeps an open
+message as it stands), so by default nothing is reported; callers that want to know (a
+``validate`` command, a test) ask :meth:`Verify.open_items`, or create the stage with
+``report_unfinished=True`` to get a ``"stream-ended-open"`` / ``"stream-ended-empty"`` warning
+report when the stream ends inside a run or carries no event at all. (Later upstream versions
+reject such streams; this option gives that check without departing from 1.0.0.)
+
+The reference's ``null`` and shape checks are not repeated here: the event model cannot hold
+what they look for, so decoding has already rejected it (as the reference's enforcement stage
+does before its verifier runs). They are ``subagentRunId: null`` on any event, on a message of a
+``MESSAGES_SNAPSHOT`` or of ``RUN_STARTED.input``, or on an interrupt of ``RUN_FINISHED``;
+``null`` in the optional lifecycle fields ``description``, ``parentSubagentRunId``,
+``parentToolCallId``, ``parentMessageId``, ``outcome`` and ``code``; ``outcome.interruptIds``
+that is ``null`` or holds a non-string; a ``SUBAGENT_*`` event without ``subagentRunId``,
+``SUBAGENT_STARTED`` without ``name``, ``SUBAGENT_ERROR`` without ``message``. An ``outcome``
+whose ``type`` is neither ``success`` nor ``suspended`` is stripped by decoding with a report,
+as the reference's enforcement strips it, so its verifier never sees one either. (Structs built
+in Python are trusted to follow their type hints: msgspec does not check them at construction.)
 
 In keep-going mode a rejected event is skipped and leaves the verifier's state as it was: the
 state always describes the accepted events. (The reference stops at the first error.)
