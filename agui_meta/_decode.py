@@ -622,11 +622,19 @@ def _conversion_error(exc: msgspec.ValidationError, etype: str) -> DecodeError:
 
 
 def _not_an_object(value: Any) -> DecodeError:
-    kind = msgspec.json.encode(value).decode()[:1] if value is not None else "n"
-    name = {"[": "an array", '"': "a string", "n": "null", "t": "a boolean", "f": "a boolean"}
-    return DecodeError(
-        f"the frame is not a JSON object (it is {name.get(kind, 'a number')})", path="$"
-    )
+    if value is None:
+        what = "null"
+    elif isinstance(value, bool):
+        what = "a boolean"
+    elif isinstance(value, (int, float)):
+        what = "a number"
+    elif isinstance(value, str):
+        what = "a string"
+    elif isinstance(value, (list, tuple)):
+        what = "an array"
+    else:
+        what = f"a {type(value).__name__}"
+    return DecodeError(f"the frame is not a JSON object (it is {what})", path="$")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -408,7 +408,7 @@ def test_empty_metadata_is_kept_distinct_from_absent() -> None:
 
 
 # The values under metadata keys are data: kept exactly, whatever they are.
-EXACT_METADATA = {
+EXACT_METADATA: dict[str, Any] = {
     "null": None,
     "": "empty key",
     "__proto__": {"polluted": True},
@@ -525,7 +525,7 @@ def test_run_input_null_state_reads_as_absent() -> None:
 def test_snapshot_messages_are_typed() -> None:
     event = decode_event(json.dumps({"type": "MESSAGES_SNAPSHOT", "messages": MESSAGES}))
     assert isinstance(event, MessagesSnapshotEvent)
-    roles = [m.role for m in event.messages]  # type: ignore[union-attr]
+    roles = [m.role for m in event.messages]
     assert roles == [m["role"] for m in MESSAGES]
     assistant = event.messages[2]
     assert isinstance(assistant, AssistantMessage)
