@@ -45,9 +45,23 @@ from benchmarks._stages import LEVELS, stages, sync_chain
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 CHUNK = 16 * 1024  # bytes per chunk fed to the pipeline: a realistic network read
 REFERENCE_CAP_S = 60.0  # the reference is skipped where one run would take longer
+MIN_REF_BODY = 500  # the shortest body the reference gets in the history section
 
-# A contender: an async callable that runs once and returns (seconds, info).
-Run = Callable[[], Awaitable[tuple[float, dict[str, Any]]]]
+# A contender: an async callable that runs once and returns ((wall, cpu) seconds, info);
+# cpu is None where it cannot be measured in this process (the Node.js reference).
+Timing = tuple[float, "float | None"]
+Run = Callable[[], Awaitable[tuple[Timing, dict[str, Any]]]]
+
+
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> Timing:
+    """Wall-clock and CPU seconds since ``start``. The figures use the wall clock; the CPU time
+    is recorded too, as a check on a shared, noisy machine (it excludes time spent waiting
+    for a core)."""
+    return time.perf_counter() - start[0], time.process_time() - start[1]
 
 
 def log(*parts: Any) -> None:
@@ -135,11 +149,11 @@ def floor(w: Workload) -> Run:
     decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
     frames = w.frames
 
-    async def run() -> tuple[float, dict[str, Any]]:
-        t0 = time.perf_counter()
+    async def run() -> tuple[Timing, dict[str, Any]]:
+        t0 = _clock()
         for f in frames:
             decode(f)
-        return time.perf_counter() - t0, {}
+        return _since(t0), {}
 
     return run
 
@@ -149,15 +163,15 @@ def framing_floor(w: Workload, fmt: str) -> Run:
     decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
     chunks = w.chunks(fmt)
 
-    async def run() -> tuple[float, dict[str, Any]]:
-        t0 = time.perf_counter()
+    async def run() -> tuple[Timing, dict[str, Any]]:
+        t0 = _clock()
         framer = make_decoder(fmt)  # type: ignore[arg-type]
         for chunk in chunks:
             for frame in framer.feed(chunk):
                 decode(frame.data)
         for frame in framer.close():
             decode(frame.data)
-        return time.perf_counter() - t0, {}
+        return _since(t0), {}
 
     return run
 
@@ -172,11 +186,11 @@ def sdk(w: Workload) -> Run | str:
     validate = pydantic.TypeAdapter(Event).validate_json
     frames = w.frames
 
-    async def run() -> tuple[float, dict[str, Any]]:
-        t0 = time.perf_counter()
+    async def run() -> tuple[Timing, dict[str, Any]]:
+        t0 = _clock()
         for f in frames:
             validate(f)
-        return time.perf_counter() - t0, {}
+        return _since(t0), {}
 
     return run
 
@@ -185,14 +199,14 @@ def pipeline(w: Workload, fmt: str, level: int = len(LEVELS) - 1) -> Run:
     """agui-meta: ``wrap(chunks, *stages)`` and ``await stream.drain()`` from the raw bytes."""
     chunks = w.chunks(fmt)
 
-    async def run() -> tuple[float, dict[str, Any]]:
+    async def run() -> tuple[Timing, dict[str, Any]]:
         store = agui_meta.Store()
         reports: list[Any] = []
         chain = stages(level, store=store)
-        t0 = time.perf_counter()
+        t0 = _clock()
         async with agui_meta.wrap(chunks, *chain, on_report=reports.append) as stream:
             outputs = await stream.drain()
-        seconds = time.perf_counter() - t0
+        seconds = _since(t0)
         info: dict[str, Any] = {"outputs": outputs, "reports": len(reports)}
         if level >= 3:
             info["messages"] = len(store.messages_wire())
@@ -205,18 +219,18 @@ def pipeline_sync(w: Workload, fmt: str) -> Run:
     """agui-meta through ``run_sync``: the framer, then the same transducers, no event loop."""
     chunks = w.chunks(fmt)
 
-    async def run() -> tuple[float, dict[str, Any]]:
+    async def run() -> tuple[Timing, dict[str, Any]]:
         store = agui_meta.Store()
         reports: list[Any] = []
         chain = sync_chain(store=store)
-        t0 = time.perf_counter()
+        t0 = _clock()
         framer = make_decoder(fmt)  # type: ignore[arg-type]
         frames = []
         for chunk in chunks:
             frames += framer.feed(chunk)
         frames += framer.close()
         outputs = agui_meta.run_sync(chain, frames, on_report=reports.append)
-        seconds = time.perf_counter() - t0
+        seconds = _since(t0)
         return seconds, {
             "outputs": len(outputs),
             "reports": len(reports),
@@ -230,14 +244,14 @@ def pipeline_history(w: Workload, history: list[dict[str, Any]]) -> Run:
     """The full pipeline on SSE bytes with ``history`` already in the store (built untimed)."""
     chunks = w.chunks("sse")
 
-    async def run() -> tuple[float, dict[str, Any]]:
+    async def run() -> tuple[Timing, dict[str, Any]]:
         store = agui_meta.Store(history)
         reports: list[Any] = []
         chain = stages(store=store)
-        t0 = time.perf_counter()
+        t0 = _clock()
         async with agui_meta.wrap(chunks, *chain, on_report=reports.append) as stream:
             outputs = await stream.drain()
-        seconds = time.perf_counter() - t0
+        seconds = _since(t0)
         return seconds, {"outputs": outputs, "reports": len(reports)}
 
     return run
@@ -266,7 +280,7 @@ class Oracle:
         bench = self.bench
         assert bench is not None
 
-        async def run() -> tuple[float, dict[str, Any]]:
+        async def run() -> tuple[Timing, dict[str, Any]]:
             with anyio.fail_after(timeout):
                 done = await anyio.run_process(["node", str(bench), str(path)], check=False)
             lines = done.stdout.decode().strip().splitlines()
@@ -274,7 +288,8 @@ class Oracle:
                 error = done.stderr.decode()[-2000:]
                 raise RuntimeError(f"bench.cjs failed ({done.returncode}): {error}")
             out = json.loads(lines[-1])
-            return float(out["seconds"]), {"messages": out["messages"], "outputs": out["events"]}
+            timing = (float(out["seconds"]), None)
+            return timing, {"messages": out["messages"], "outputs": out["events"]}
 
         return run
 
@@ -292,6 +307,7 @@ class Contender:
     rounds: int | None = None  # at most this many rounds (slow contenders)
     warmup: bool = True
     times: list[float] = field(default_factory=list)
+    cpu_times: list[float] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
@@ -308,6 +324,11 @@ class Contender:
             "eps": self.events / med,
             "us_per_event": med / self.events * 1e6,
             "times_s": self.times,
+            **(
+                {"cpu_median_s": statistics.median(self.cpu_times), "cpu_times_s": self.cpu_times}
+                if self.cpu_times
+                else {}
+            ),
             **self.info,
         }
 
@@ -324,8 +345,10 @@ async def measure(contenders: list[Contender], rounds: int) -> None:
             if c.rounds is not None and len(c.times) >= c.rounds:
                 continue
             gc.collect()
-            seconds, info = await c.run()  # type: ignore[misc]
+            (seconds, cpu), info = await c.run()  # type: ignore[misc]
             c.times.append(seconds)
+            if cpu is not None:
+                c.cpu_times.append(cpu)
             c.info.update(info)
 
 
@@ -493,24 +516,32 @@ async def section_history(
         history = wl.history_messages(h, 1)
         cs = [Contender("agui-meta", pipeline_history(w_body, history), body)]
         note = ""
+        ref_body = body
         if oracle.bench is None:
             note = oracle.why
         else:
             # Its cost per event grows with the messages it holds (the history plus the few
-            # dozen the body adds): extrapolate from the last history length measured.
-            estimate = None
+            # dozen the body adds): extrapolate from the last history length measured, and
+            # give it a shorter body (not under MIN_REF_BODY events) where the whole one would
+            # exceed the cap.
+            per_event = None
             if ref_last is not None:
-                estimate = ref_last[1] * (h + 50) / (ref_last[0] + 50) * body
-            if estimate is not None and estimate > REFERENCE_CAP_S:
-                note = f"skipped: one run would take about {estimate:,.0f} s"
+                per_event = ref_last[1] * (h + 50) / (ref_last[0] + 50)
+                ref_body = min(
+                    body, max(MIN_REF_BODY, int(REFERENCE_CAP_S / per_event) // 100 * 100)
+                )
+            if per_event is not None and per_event * ref_body > REFERENCE_CAP_S:
+                note = f"skipped: one run would take about {per_event * ref_body:,.0f} s"
             else:
-                w_full = generated(body, history=h) if h else w_body
+                slow = per_event is not None and per_event * ref_body > 10
+                ref_rounds = 1 if slow else max(1, min(3, rounds))
+                w_full = generated(ref_body, history=h) if h or ref_body != body else w_body
                 cs.append(
                     Contender(
                         "reference",
                         oracle.run(w_full.jsonl_path, timeout=REFERENCE_CAP_S * 4),
-                        body,
-                        rounds=max(1, min(3, rounds)),
+                        ref_body,
+                        rounds=ref_rounds,
                         warmup=False,
                     )
                 )
@@ -521,7 +552,7 @@ async def section_history(
                             "reference: history run alone",
                             oracle.run(prefix, timeout=REFERENCE_CAP_S * 4),
                             3,
-                            rounds=max(1, min(3, rounds)),
+                            rounds=ref_rounds,
                             warmup=False,
                         )
                     )
@@ -532,9 +563,10 @@ async def section_history(
         elif len(cs) > 1 and cs[1].times:
             total = statistics.median(cs[1].times)
             alone = statistics.median(cs[2].times) if len(cs) > 2 and cs[2].times else 0.0
-            per_event = max(total - alone, 0.0) / body
+            per_event = max(total - alone, 0.0) / ref_body
             row["reference"] = {
                 "available": True,
+                "body_events": ref_body,
                 "median_s_with_history": total,
                 "median_s_history_alone": alone,
                 "us_per_event": per_event * 1e6,
@@ -634,18 +666,19 @@ def table(record: dict[str, Any]) -> str:
             f"\n### Contenders: {wk['name']} ({wk['events']:,} events, {wk['sse_bytes']:,} SSE "
             "bytes)\n"
         )
-        lines.append("| contender | events/s | µs/event | vs floor | rounds |")
-        lines.append("|---|---:|---:|---:|---:|")
+        lines.append("| contender | events/s | µs/event | CPU µs/event | vs floor | rounds |")
+        lines.append("|---|---:|---:|---:|---:|---:|")
         cs = sec["contenders"]
         fl = next(iter(cs.values()))
         for name, c in cs.items():
             if not c["available"]:
-                lines.append(f"| {name} | — | — | — | {c['why']} |")
+                lines.append(f"| {name} | — | — | — | — | {c['why']} |")
                 continue
             vs = c["eps"] / fl["eps"] if fl.get("available") else None
+            cpu = f"{c['cpu_median_s'] / c['events'] * 1e6:.2f}" if "cpu_median_s" in c else "—"
             lines.append(
-                f"| {name} | {c['eps']:,.0f} | {c['us_per_event']:.2f} | {_fmt_ratio(vs)} "
-                f"| {c['rounds']} |"
+                f"| {name} | {c['eps']:,.0f} | {c['us_per_event']:.2f} | {cpu} | "
+                f"{_fmt_ratio(vs)} | {c['rounds']} |"
             )
         r = sec["ratios"]
         lines.append("")
@@ -664,8 +697,8 @@ def table(record: dict[str, Any]) -> str:
     sc = record.get("scaling")
     if sc:
         lines.append("\n### Per-event cost against stream length (µs/event, SSE bytes)\n")
-        lines.append("| events | floor | agui-meta | reference |")
-        lines.append("|---:|---:|---:|---:|")
+        lines.append("| events | floor | agui-meta | reference | agui-meta vs reference |")
+        lines.append("|---:|---:|---:|---:|---:|")
         for row in sc["rows"]:
             cells = []
             for name in ("floor", "agui-meta", "reference"):
@@ -675,6 +708,9 @@ def table(record: dict[str, Any]) -> str:
                     if c and c.get("available")
                     else ("skipped" if c and "skipped" in c.get("why", "") else "—")
                 )
+            a, ref = row.get("agui-meta", {}), row.get("reference", {})
+            both = a.get("available") and ref.get("available")
+            cells.append(_fmt_ratio(ref["us_per_event"] / a["us_per_event"]) if both else "—")
             lines.append(f"| {row['events']:,} | " + " | ".join(cells) + " |")
         for name, f in sc["flatness"].items():
             lines.append(
@@ -684,16 +720,19 @@ def table(record: dict[str, Any]) -> str:
     hs = record.get("history")
     if hs:
         lines.append("\n### Per-event cost against history length (µs/event)\n")
-        lines.append("| messages held | agui-meta | reference |")
-        lines.append("|---:|---:|---:|")
+        lines.append("| messages held | agui-meta | reference | reference body | ratio |")
+        lines.append("|---:|---:|---:|---:|---:|")
         for row in hs["rows"]:
             a = row["agui-meta"]
             ref = row.get("reference", {})
-            lines.append(
-                f"| {row['history']:,} | {a['us_per_event']:.2f} | "
-                + (f"{ref['us_per_event']:.1f}" if ref.get("available") else "skipped")
-                + " |"
-            )
+            if ref.get("available"):
+                cells = (
+                    f"{ref['us_per_event']:,.1f} | {ref['body_events']:,} | "
+                    f"{_fmt_ratio(ref['us_per_event'] / a['us_per_event'])}"
+                )
+            else:
+                cells = "skipped | — | —"
+            lines.append(f"| {row['history']:,} | {a['us_per_event']:.2f} | {cells} |")
     mem = record.get("memory")
     if mem:
         lines.append("\n### Peak memory, full pipeline streaming a file (64 KiB reads)\n")
