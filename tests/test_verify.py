@@ -524,6 +524,12 @@ OWNERSHIP = [
     Case("an untagged TOOL_CALL_RESULT hands the message to the parent",
          [rs(), ts("m9", by="s1"), te("m9"), cr("m9", "t1"), ts("m9", by="s1")], 4,
          "owner.mismatch"),
+    Case("TOOL_CALL_RESULT re-owns even an open text message",
+         [rs(), ts("m1", by="s1"), cr("m1", "t1", by="s2"), tc("m1", by="s1")], 3,
+         "owner.mismatch", "opener's subagent 's2'"),
+    Case("MESSAGES_SNAPSHOT re-owns an open text message",
+         [rs(), ts("m1", by="s1"), snap(msg("m1", "assistant", by="s2")), tc("m1", by="s2"),
+          tc("m1", by="s1")], 4, "owner.mismatch"),
     # Reasoning
     Case("a reasoning span and its message share one owner",
          [rs(), rstart("r1", by="s1"), rms("r1", by="s2")], 2, "owner.mismatch",
