@@ -195,8 +195,16 @@ def sdk(w: Workload) -> Run | str:
     return run
 
 
-def pipeline(w: Workload, fmt: str, level: int = len(LEVELS) - 1) -> Run:
-    """agui-meta: ``wrap(chunks, *stages)`` and ``await stream.drain()`` from the raw bytes."""
+def pipeline(
+    w: Workload,
+    fmt: str,
+    level: int = len(LEVELS) - 1,
+    *,
+    consume: str = "drain",
+    prefetch: int = 0,
+) -> Run:
+    """agui-meta: ``wrap(chunks, *stages)`` from the raw bytes, consumed with ``drain()`` (or
+    ``async for`` one output at a time, as most applications do)."""
     chunks = w.chunks(fmt)
 
     async def run() -> tuple[Timing, dict[str, Any]]:
@@ -204,8 +212,15 @@ def pipeline(w: Workload, fmt: str, level: int = len(LEVELS) - 1) -> Run:
         reports: list[Any] = []
         chain = stages(level, store=store)
         t0 = _clock()
-        async with agui_meta.wrap(chunks, *chain, on_report=reports.append) as stream:
-            outputs = await stream.drain()
+        async with agui_meta.wrap(
+            chunks, *chain, on_report=reports.append, prefetch=prefetch
+        ) as stream:
+            if consume == "drain":
+                outputs = await stream.drain()
+            else:
+                outputs = 0
+                async for _ in stream:
+                    outputs += 1
         seconds = _since(t0)
         info: dict[str, Any] = {"outputs": outputs, "reports": len(reports)}
         if level >= 3:
@@ -359,6 +374,13 @@ def ratio(a: Contender, b: Contender) -> float | None:
     return (b.events / a.events) * statistics.median(b.times) / statistics.median(a.times)
 
 
+def cpu_ratio(a: Contender, b: Contender) -> float | None:
+    """Like :func:`ratio`, on CPU time (both contenders in this process)."""
+    if not a.cpu_times or not b.cpu_times:
+        return None
+    return (b.events / a.events) * statistics.median(b.cpu_times) / statistics.median(a.cpu_times)
+
+
 def paired_ratio(a: Contender, b: Contender) -> float | None:
     """The median of per-round ratios (both ran in the same round, side by side)."""
     n = min(len(a.times), len(b.times))
@@ -388,6 +410,16 @@ def contenders_on(
     out.append(Contender("agui-meta full pipeline, SSE bytes", pipeline(w, "sse"), n))
     out.append(Contender("agui-meta full pipeline, JSONL bytes", pipeline(w, "jsonl"), n))
     out.append(Contender("agui-meta full pipeline, run_sync (SSE)", pipeline_sync(w, "sse"), n))
+    out.append(
+        Contender(
+            "agui-meta full pipeline, SSE, `async for` each update",
+            pipeline(w, "sse", consume="iterate"),
+            n,
+        )
+    )
+    out.append(
+        Contender("agui-meta full pipeline, SSE, prefetch=4", pipeline(w, "sse", prefetch=4), n)
+    )
     if stage_levels:
         for level, label in enumerate(LEVELS[:-1]):
             out.append(Contender(f"agui-meta stages: {label}", pipeline(w, "sse", level), n))
@@ -428,6 +460,10 @@ async def section_contenders(
             "full_jsonl_vs_sdk": ratio(cs[FULL_JSONL], cs[SDK]),
             "full_sse_vs_reference": ratio(full, ref),
             "full_jsonl_vs_reference": ratio(cs[FULL_JSONL], ref),
+            "cpu_full_sse_vs_floor": cpu_ratio(full, cs[FLOOR]),
+            "cpu_full_jsonl_vs_floor": cpu_ratio(cs[FULL_JSONL], cs[FLOOR]),
+            "cpu_full_sse_vs_sdk": cpu_ratio(full, cs[SDK]),
+            "cpu_full_jsonl_vs_sdk": cpu_ratio(cs[FULL_JSONL], cs[SDK]),
             "paired_full_sse_vs_floor": paired_ratio(full, cs[FLOOR]),
             "paired_full_sse_vs_sdk": paired_ratio(full, cs[SDK]),
         },
@@ -688,6 +724,12 @@ def table(record: dict[str, Any]) -> str:
             f"**{_fmt_ratio(r['full_sse_vs_sdk'])}** (JSONL {_fmt_ratio(r['full_jsonl_vs_sdk'])});"
             f" vs reference **{_fmt_ratio(r['full_sse_vs_reference'])}** "
             f"(JSONL {_fmt_ratio(r['full_jsonl_vs_reference'])})"
+        )
+        lines.append(
+            f"on CPU time: vs floor {_fmt_ratio(r.get('cpu_full_sse_vs_floor'))} "
+            f"(JSONL {_fmt_ratio(r.get('cpu_full_jsonl_vs_floor'))}); vs Python SDK "
+            f"{_fmt_ratio(r.get('cpu_full_sse_vs_sdk'))} "
+            f"(JSONL {_fmt_ratio(r.get('cpu_full_jsonl_vs_sdk'))})"
         )
         if "messages_agree_with_reference" in sec:
             lines.append(
