@@ -1,0 +1,425 @@
+"""The pipeline: wrap a source of AG-UI events and run it through composable stages.
+
+A *stage* is either
+
+- a :class:`~agui_meta.Transducer` (a synchronous object with ``feed``/``close``); every
+  built-in stage is one, and runs of consecutive transducers are fused into a single loop; or
+- any callable taking an async iterator and returning an async iterator, such as a plain
+  ``async def stage(events): async for e in events: yield e`` generator function.
+
+Stages compose left to right, the first listed nearest the source. Decoding comes first and is
+implicit: whatever the source yields (``bytes``/``str`` chunks of SSE or JSON lines, dicts,
+:class:`~agui_meta.Event` objects, ``ag_ui.core`` models) is turned into validated events
+before the first stage sees it.
+
+Lifecycle. ``wrap()`` returns a single-use :class:`Pipeline`, to be iterated inside its
+``async with`` block. When the block exits (normally, by ``break``, an exception or
+cancellation) every iterator of the chain, from the consumer's end back to the source, is
+closed in the current task, shielded from cancellation, before ``__aexit__`` returns. Without
+``prefetch`` no task is spawned at all: the chain is pulled by the consumer, so a slow consumer
+slows the source. With ``prefetch=n`` the source and the first fused run of stages work ahead
+in one background task, at most ``n`` batches ahead, inside a task group owned by the ``async
+with`` block.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from types import TracebackType
+from typing import Any, Generic, TypeVar, Union, cast
+
+import anyio
+import anyio.abc
+from anyio.lowlevel import checkpoint
+from anyio.streams.memory import MemoryObjectSendStream
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+
+from ._exceptions import DataError, PipelineClosed, PipelineConsumed, UsageError
+from ._framing import DEFAULT_MAX_FRAME_SIZE, AutoDecoder, FrameDecoder, make_decoder
+from ._stage import Context, Mode, ReportHandler, Transducer, connect_chain
+
+__all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
+
+T = TypeVar("T")
+
+#: An async stage: takes the upstream async iterator, returns an async iterator.
+AsyncStage = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
+#: Anything ``wrap()`` accepts as a stage.
+Stage = Union[Transducer[Any, Any], AsyncStage]
+
+_SYNC_CHECKPOINT_EVERY = 256
+
+
+def _note(exc: BaseException, text: str) -> None:
+    """Attach where an error happened, without changing its type or wrapping it."""
+    if sys.version_info >= (3, 11):
+        if text not in getattr(exc, "__notes__", ()):
+            exc.add_note(text)
+    try:
+        if getattr(exc, "agui_event_index", None) is None:
+            exc.agui_event_index = text  # type: ignore[attr-defined]
+    except AttributeError:  # exceptions with __slots__
+        pass
+
+
+class _Entry(Transducer[Any, Any]):
+    """Splits byte/text chunks into frames, numbers events, isolates per-event data errors.
+
+    Every frame or object that enters gets the next event index (``ctx.index``); in keep-going
+    mode a data error raised anywhere downstream in the fused run skips that one event.
+    """
+
+    def __init__(self, format: str, max_frame_size: int) -> None:
+        self._format = format
+        self._max_frame_size = max_frame_size
+        self._framer: FrameDecoder | None = None
+        self._count = 0
+
+    def _frames(self) -> FrameDecoder:
+        if self._framer is None:
+            fmt = self._format
+            self._framer = (
+                AutoDecoder(max_frame_size=self._max_frame_size)
+                if fmt == "auto"
+                else make_decoder(fmt, max_frame_size=self._max_frame_size)  # type: ignore[arg-type]
+            )
+        return self._framer
+
+    def _one(self, item: Any) -> None:
+        ctx = self.ctx
+        ctx.index = self._count
+        self._count += 1
+        try:
+            self.emit(item)
+        except DataError as exc:
+            ctx.skip(exc)
+
+    def feed(self, item: Any) -> None:
+        if isinstance(item, (bytes, bytearray, memoryview, str)) and self._format != "json":
+            chunk = item.encode() if isinstance(item, str) else bytes(item)
+            for frame in self._frames().feed(chunk):
+                self._one(frame)
+        else:
+            self._one(item)
+
+    def close(self) -> None:
+        if self._framer is not None:
+            for frame in self._framer.close():
+                self._one(frame)
+
+
+class Pipeline(Generic[T]):
+    """A running pipeline; create it with :func:`wrap` and use it as ``async with``.
+
+    Iterate it (``async for item in stream``) for one output at a time, or
+    :meth:`batches` for lists of outputs (the fastest way through), or :meth:`drain` to run it
+    to the end. ``reports`` lists what was reported so far; ``context`` is the shared
+    :class:`~agui_meta.Context`.
+    """
+
+    def __init__(
+        self,
+        source: AsyncIterable[Any] | Iterable[Any],
+        stages: tuple[Stage, ...],
+        *,
+        mode: Mode,
+        on_report: ReportHandler | None,
+        format: str,
+        max_frame_size: int,
+        prefetch: int,
+    ) -> None:
+        from ._decode import Enforce
+
+        if format not in ("auto", "sse", "jsonl", "json"):
+            raise ValueError(f"format must be 'auto', 'sse', 'jsonl' or 'json', got {format!r}")
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        for stage in stages:
+            if not isinstance(stage, Transducer) and not callable(stage):
+                raise TypeError(
+                    f"a stage must be a Transducer or a callable taking an async iterator, "
+                    f"got {stage!r}"
+                )
+        self.context = Context(mode, on_report)
+        if isinstance(source, (bytes, bytearray, memoryview, str)):
+            source = [source]  # one whole stream given at once
+        self._source = source
+        self._source_iterator: AsyncIterator[Any] | None = None
+        self._segments = self._plan([_Entry(format, max_frame_size), Enforce(), *stages])
+        self._prefetch = prefetch
+        self._state = "new"
+        self._iterators: list[Any] = []
+        self._output: AsyncIterator[list[Any]] | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._send: MemoryObjectSendStream[list[Any]] | None = None
+
+    @property
+    def reports(self) -> list[Any]:
+        """Every report delivered so far, in order."""
+        return self.context.reports
+
+    @staticmethod
+    def _plan(stages: list[Stage]) -> list[list[Transducer[Any, Any]] | AsyncStage]:
+        """Group consecutive transducers into fused runs, keep async stages apart."""
+        plan: list[list[Transducer[Any, Any]] | AsyncStage] = []
+        for stage in stages:
+            if isinstance(stage, Transducer):
+                if plan and isinstance(plan[-1], list):
+                    plan[-1].append(stage)
+                else:
+                    plan.append([stage])
+            else:
+                plan.append(stage)
+        return plan
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Pipeline[T]:
+        if self._state != "new":
+            raise UsageError("a pipeline can be entered only once; call wrap() again")
+        self._state = "open"
+        if hasattr(self._source, "__aiter__"):
+            self._source_iterator = self._track(cast(AsyncIterable[Any], self._source).__aiter__())
+        first, *rest = self._segments
+        source_batches = self._track(self._source_batches(cast(list[Any], first)))
+        if self._prefetch:
+            tg = anyio.create_task_group()
+            await tg.__aenter__()
+            self._task_group = tg
+            send, receive = anyio.create_memory_object_stream[list[Any]](self._prefetch)
+            self._send = send
+            tg.start_soon(self._pump, source_batches, send)
+            batches: AsyncIterator[list[Any]] = receive.__aiter__()
+            self._iterators.append(receive)
+        else:
+            batches = source_batches
+        for segment in rest:
+            if isinstance(segment, list):
+                batches = self._track(self._fused(batches, segment))
+            else:
+                batches = self._track(self._async_stage(batches, segment))
+        self._output = batches
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self._state = "closed"
+        try:
+            if self._task_group is not None:
+                # Stop the pump first: its generators cannot be closed while it runs them.
+                tg, self._task_group = self._task_group, None
+                tg.cancel_scope.cancel()
+                try:
+                    await tg.__aexit__(exc_type, exc, tb)
+                except BaseExceptionGroup as group:
+                    raise _unwrap(group) from None
+        finally:
+            if self._send is not None:
+                self._send.close()
+            with anyio.CancelScope(shield=True):
+                await self._close_chain()
+        return None
+
+    async def _close_chain(self) -> None:
+        """Close every iterator from the consumer's end back to the source."""
+        while self._iterators:
+            it = self._iterators.pop()
+            aclose = getattr(it, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _track(self, it: Any) -> Any:
+        self._iterators.append(it)
+        return it
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def _claim(self) -> AsyncIterator[list[Any]]:
+        if self._state == "new":
+            raise UsageError(
+                "iterate a pipeline inside its context: "
+                "`async with agui_meta.wrap(source, ...) as stream: async for x in stream: ...`"
+            )
+        if self._state == "closed":
+            raise PipelineClosed()
+        if self._state == "iterating":
+            raise PipelineConsumed()
+        self._state = "iterating"
+        assert self._output is not None
+        return self._output
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return cast(AsyncIterator[T], self._track(self._items(self._claim())))
+
+    async def _items(self, batches: AsyncIterator[list[Any]]) -> AsyncIterator[T]:
+        async for batch in batches:
+            for item in batch:
+                yield item
+
+    def batches(self) -> AsyncIterator[list[T]]:
+        """Iterate lists of outputs, as many as one source item produced (never empty)."""
+        return cast(AsyncIterator[list[T]], self._claim())  # tracked already
+
+    async def drain(self) -> int:
+        """Run the pipeline to the end, discarding outputs; returns how many there were."""
+        count = 0
+        async for batch in self._claim():
+            count += len(batch)
+        return count
+
+    # -- segments ----------------------------------------------------------------------------
+
+    async def _source_batches(self, chain: list[Transducer[Any, Any]]) -> AsyncIterator[list[Any]]:
+        out: list[Any] = []
+        ctx = self.context
+        head, chain = connect_chain(chain, out.append, ctx)
+        source = self._source
+        try:
+            if self._source_iterator is not None:
+                async for item in self._source_iterator:
+                    head(item)
+                    if out:
+                        batch = out[:]
+                        out.clear()
+                        yield batch
+            else:
+                for n, item in enumerate(cast(Iterable[Any], source), 1):
+                    head(item)
+                    if out:
+                        batch = out[:]
+                        out.clear()
+                        yield batch
+                    if n % _SYNC_CHECKPOINT_EVERY == 0:
+                        await checkpoint()
+            ctx.index = -1
+            for t in chain:
+                t.close()
+            if out:
+                yield out
+        except BaseException as exc:
+            if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
+                _note(exc, _where(ctx))
+            raise
+
+    async def _fused(
+        self, upstream: AsyncIterator[list[Any]], chain: list[Transducer[Any, Any]]
+    ) -> AsyncIterator[list[Any]]:
+        out: list[Any] = []
+        ctx = self.context
+        head, chain = connect_chain(chain, out.append, ctx)
+        try:
+            async for batch in upstream:
+                for item in batch:
+                    try:
+                        head(item)
+                    except DataError as exc:
+                        ctx.skip(exc)
+                if out:
+                    batch = out[:]
+                    out.clear()
+                    yield batch
+            ctx.index = -1
+            for t in chain:
+                try:
+                    t.close()
+                except DataError as exc:
+                    ctx.skip(exc)
+            if out:
+                yield out
+        except BaseException as exc:
+            if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
+                _note(exc, _where(ctx))
+            raise
+
+    def _async_stage(
+        self, upstream: AsyncIterator[list[Any]], stage: AsyncStage
+    ) -> AsyncIterator[list[Any]]:
+        items = self._track(self._items(upstream))
+        produced = stage(items)
+        if not hasattr(produced, "__anext__"):
+            raise TypeError(f"stage {stage!r} must return an async iterator, got {produced!r}")
+        self._track(produced)
+        return self._rebatch(produced)
+
+    async def _rebatch(self, produced: AsyncIterator[Any]) -> AsyncIterator[list[Any]]:
+        try:
+            async for item in produced:
+                yield [item]
+        except BaseException as exc:
+            if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
+                _note(exc, _where(self.context))
+            raise
+
+    async def _pump(
+        self,
+        batches: AsyncIterator[list[Any]],
+        send: anyio.abc.ObjectSendStream[list[Any]],
+    ) -> None:
+        # Only a source that really ended closes the stream (the consumer then sees its end).
+        # On failure or cancellation it stays open: the task group cancels the consumer and
+        # __aexit__ raises the real error, so a broken source never looks like a short one.
+        async for batch in batches:
+            await send.send(batch)
+        await send.aclose()
+
+
+def _where(ctx: Context) -> str:
+    return (
+        f"agui-meta: raised while processing event {ctx.index}"
+        if ctx.index >= 0
+        else "agui-meta: raised at the end of the stream"
+    )
+
+
+def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one real error of a task group, rather than the group (cancellations dropped)."""
+    cancelled = anyio.get_cancelled_exc_class()
+    real = [e for e in group.exceptions if not isinstance(e, cancelled)]
+    while len(real) == 1 and isinstance(real[0], BaseExceptionGroup):
+        real = [e for e in real[0].exceptions if not isinstance(e, cancelled)]
+    return cast(BaseException, real[0]) if len(real) == 1 else group
+
+
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any],
+    *stages: Stage,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Any]:
+    """Wrap a source of AG-UI events in a pipeline of stages.
+
+    ``source`` may be an async or a sync iterable of events, dicts, ``ag_ui.core`` models, or
+    ``bytes``/``str`` chunks of an SSE or JSON-lines stream (``format="auto"`` detects which
+    from the first bytes; ``"sse"`` and ``"jsonl"`` force one; ``"json"`` takes every
+    ``bytes``/``str`` item as one whole JSON event). ``mode`` is ``"default"`` (the reference
+    client's behaviour), ``"strict"`` (every report raises) or ``"keep_going"`` (data errors
+    are reported and the event skipped). ``on_report`` receives every :class:`Report`; without
+    it reports are issued as :class:`AguiWarning`.
+
+    >>> import anyio, agui_meta
+    >>> async def main():
+    ...     events = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
+    ...     async with agui_meta.wrap(events) as stream:
+    ...         return [e.type async for e in stream]
+    >>> anyio.run(main)
+    ['RUN_STARTED']
+    """
+    return Pipeline(
+        source,
+        stages,
+        mode=mode,
+        on_report=on_report,
+        format=format,
+        max_frame_size=max_frame_size,
+        prefetch=prefetch,
+    )
