@@ -80,7 +80,7 @@ from ._exceptions import ApplyError, UsageError
 from ._metadata import CLIENT_METADATA_KEY, copy_json
 from ._patch import PatchError, apply_patch
 from ._stage import Transducer
-from ._store import ItemStore, MessageItem, Store, ToolCallItem
+from ._store import ItemStore, MessageItem, Store, ToolCallItem, _js_string
 
 __all__ = ["Accumulate", "Update", "accumulate", "authoritative_activity_types"]
 
@@ -138,6 +138,11 @@ class Accumulate(Transducer[Event, Update]):
 
     def __init__(self, store: ItemStore | None = None) -> None:
         self.store: ItemStore = store if store is not None else Store()
+        # Bound once: the per-event lookups, and whether completed items are evicted (read
+        # from the store when the stage is made).
+        self._message = self.store.message
+        self._tool_call = self.store.tool_call
+        self._evict = self.store.evict_completed
         no_item = self._no_item
         self._handlers: dict[type[Event], Callable[[Any], Update]] = {
             TextMessageStartEvent: self._text_start,
@@ -174,20 +179,20 @@ class Accumulate(Transducer[Event, Update]):
         }
 
     def feed(self, event: Event) -> None:
-        handler = self._handlers.get(type(event))
-        if handler is None:
+        try:
+            handler = self._handlers[type(event)]
+        except KeyError:
             raise UsageError(
                 f"accumulate() takes agui_meta events, got {type(event).__name__}; decode "
                 "the stream first (enforce() or an EventDecoder)"
-            )
+            ) from None
         update = handler(event)
         self.emit(update)
-        store = self.store
-        if store.evict_completed:
+        if self._evict:
             if update.done:
                 self._release(update.item)
             elif type(event) is RunFinishedEvent or type(event) is RunErrorEvent:
-                store.evict_idle()
+                self.store.evict_idle()
 
     # -- helpers
 
@@ -267,19 +272,23 @@ class Accumulate(Transducer[Event, Update]):
     def _text_content(
         self, event: TextMessageContentEvent | ReasoningMessageContentEvent
     ) -> Update:
-        item = self.store.message(event.message_id)
+        item = self._message(event.message_id)
         if item is None:
             return self._missing(event)
         if item.role == "activity":
             kind = "text" if type(event) is TextMessageContentEvent else "reasoning"
             return self._collides(event, kind)
-        item.append_content(event.delta)
+        # MessageItem.append_content, inlined: this is the most frequent event.
+        parts = item._parts
+        if not parts and type(item._content) is not str:
+            item._content = ""
+        parts.append(event.delta)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         return Update(event, item, False)
 
     def _text_end(self, event: TextMessageEndEvent | ReasoningMessageEndEvent) -> Update:
-        item = self.store.message(event.message_id)
+        item = self._message(event.message_id)
         if item is None:
             return self._missing(event)
         if item.role == "activity":
@@ -339,7 +348,7 @@ class Accumulate(Transducer[Event, Update]):
         return Update(event, call, False)
 
     def _tool_args(self, event: ToolCallArgsEvent) -> Update:
-        call = self.store.tool_call(event.tool_call_id)
+        call = self._tool_call(event.tool_call_id)
         if call is None:
             return self._missing(event)
         if call.function_fields is None:
@@ -347,13 +356,16 @@ class Accumulate(Transducer[Event, Update]):
                 f"TOOL_CALL_ARGS: tool call '{event.tool_call_id}' in the history has no "
                 "function object"
             )
-        call.append_arguments(event.delta)
+        parts = call._arg_parts  # ToolCallItem.append_arguments, inlined
+        if not parts and type(call._args) is not str:
+            call._args = _js_string(call._args)
+        parts.append(event.delta)
         if event.metadata is not UNSET:
             call.metadata = _merged(call.metadata, event.metadata)
         return Update(event, call, False)
 
     def _tool_end(self, event: ToolCallEndEvent) -> Update:
-        call = self.store.tool_call(event.tool_call_id)
+        call = self._tool_call(event.tool_call_id)
         if call is None:
             return self._missing(event)
         if event.metadata is not UNSET:

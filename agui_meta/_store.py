@@ -30,7 +30,7 @@ implementation and the embedded default.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -430,11 +430,15 @@ class Store:
         self._head: _Node | None = None
         self._tail: _Node | None = None
         self._count = 0
-        self._by_id: dict[str, _Node] = {}
+        # id -> the item at the first position with that id; tool call id -> first call.
+        self._by_id: dict[str, MessageItem] = {}
         self._calls: dict[str, ToolCallItem] = {}
+        # The lookups of the hot path are the dicts' own (C) get methods. The dicts are never
+        # rebound, only cleared and refilled.
+        self.message: Callable[[str], MessageItem | None] = self._by_id.get
+        self.tool_call: Callable[[str], ToolCallItem | None] = self._calls.get
         self._dup_ids: set[str] = set()
         self._dup_calls: set[str] = set()
-        self._shared = 0
         self._epoch = 0
         self._run_calls: dict[str, None] = {}
         self._run_answered: set[str] = set()
@@ -453,13 +457,6 @@ class Store:
     def __len__(self) -> int:
         """The number of positions in the message order."""
         return self._count
-
-    def message(self, message_id: str) -> MessageItem | None:
-        node = self._by_id.get(message_id)
-        return None if node is None else node.item
-
-    def tool_call(self, tool_call_id: str) -> ToolCallItem | None:
-        return self._calls.get(tool_call_id)
 
     def assistant_owner(self, tool_call_id: str) -> MessageItem | None:
         call = self._calls.get(tool_call_id)
@@ -568,8 +565,6 @@ class Store:
         item._refs += 1
         if item._node is None:
             item._node = node
-        else:
-            self._shared += 1
         item.evicted = False
         return node
 
@@ -581,7 +576,7 @@ class Store:
             if key in self._by_id:
                 self._dup_ids.add(key)
             else:
-                self._by_id[key] = node
+                self._by_id[key] = item
         self._index_calls(item)
 
     def add_tool_call(self, owner: MessageItem, call: ToolCallItem) -> None:
@@ -614,15 +609,15 @@ class Store:
         if isinstance(key, str):
             first = self._by_id.get(key)
             if first is None:
-                self._by_id[key] = node
+                self._by_id[key] = item
             else:
                 self._dup_ids.add(key)
                 # Rare: the id exists; the new node is first if the old one comes after it.
                 walk = node.next
-                while walk is not None and walk is not first:
+                while walk is not None and walk is not first._node:
                     walk = walk.next
-                if walk is first:
-                    self._by_id[key] = node
+                if walk is not None:
+                    self._by_id[key] = item
         self._index_calls(item)
 
     def replace(self, old: MessageItem, new: MessageItem) -> None:
@@ -635,7 +630,10 @@ class Store:
         new._node = node if new._node is None else new._node
         old._node = None
         self._epoch += 1  # the role at this position may have changed
-        if old._refs > 0 or new._refs > 1 or old.tool_calls or new.tool_calls:
+        key = old.id
+        if isinstance(key, str) and self._by_id.get(key) is old:
+            self._by_id[key] = new
+        if old._refs > 0 or new._refs > 1 or old.tool_calls or new.tool_calls or key != new.id:
             self._reindex()
 
     def reset(self, items: Iterable[MessageItem]) -> None:
@@ -660,11 +658,10 @@ class Store:
     def _reindex(self) -> None:
         """Rebuild both indices from the order (O(n); snapshots and rare cases only)."""
         self._epoch += 1
-        self._by_id = {}
-        self._calls = {}
+        self._by_id.clear()
+        self._calls.clear()
         self._dup_ids = set()
         self._dup_calls = set()
-        self._shared = 0
         seen: set[int] = set()
         node = self._head
         while node is not None:
@@ -674,10 +671,8 @@ class Store:
                 if key in self._by_id:
                     self._dup_ids.add(key)
                 else:
-                    self._by_id[key] = node
-            if id(item) in seen:
-                self._shared += 1
-            else:
+                    self._by_id[key] = item
+            if id(item) not in seen:
                 seen.add(id(item))
                 item._node = node
                 self._index_calls(item)
@@ -700,7 +695,7 @@ class Store:
             node = item._node
             self._unlink(node)
             key = item.id
-            if isinstance(key, str) and self._by_id.get(key) is node:
+            if isinstance(key, str) and self._by_id.get(key) is item:
                 if key in self._dup_ids:
                     rare = True
                 else:
