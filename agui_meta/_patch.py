@@ -187,7 +187,7 @@ class _Patcher:
     # -- validation of one operation on its own (fast-json-patch's validator without a document)
 
     def _check_shape(self, op: Any) -> None:
-        if not isinstance(op, Mapping):
+        if not isinstance(op, dict):
             raise self._fail("Operation is not an object", "OPERATION_NOT_AN_OBJECT")
         kind = op.get("op")
         if kind not in _OPS:
