@@ -17,14 +17,20 @@ equal the reference's:
 - names inherited by every JavaScript object (``toString``, ``constructor`` …) exist as far as
   validation is concerned: ``replace``/``remove`` of them on an object that lacks them succeed.
 
-Why not the ``jsonpatch`` package: it differs from the reference in about ten of these places
-(``copy`` bounds, ``test`` of ``true`` against ``1``, leading zeros, ``remove`` of the root,
-inherited names …) and it deep-copies the whole document for every patch (``copy.deepcopy``).
+Why not the ``jsonpatch`` package: on the reference's own edge cases it disagrees with it (array
+indices with leading zeros, the empty index and 32-bit truncation; ``move``/``copy`` past the end
+of an array; inherited names; ``__proto__``; ``remove`` of the root — 11 of 506 differential
+cases), and it deep-copies the whole document for every patch (``copy.deepcopy``: 230 ms for a
+one-key change of a 10 000-key state, against 0.3 ms here).
 This module copies on write instead: only the containers on the paths an operation touches are
 shallow-copied (each at most once per patch), everything else is shared with the previous
 document, which is left untouched. A delta touching one key of a large state therefore costs
 the size of the containers on that path, not the size of the state; a failed patch costs nothing
 but the copies made before the failure.
+
+Two degenerate operations are refused where fast-json-patch goes astray: a root ``move``/``copy``
+from a missing path (it leaves the document ``undefined``) and a ``move``/``copy`` whose
+``from`` has a non-numeric array index (it skips that check and splices index 0).
 """
 
 from __future__ import annotations
