@@ -26,10 +26,18 @@ activity message, a renamed tool call, a parent that is not an assistant message
 patch), the stage does the same and reports through the pipeline's ``on_report``. The only
 errors are the reference's: a raw ``*_CHUNK`` event raises :class:`~agui_meta.ApplyError`.
 
-Per-event cost does not depend on the history length: every target is found by key (see
-:mod:`agui_meta._store`); MESSAGES_SNAPSHOT and RUN_STARTED input cost their own size.
-STATE_DELTA and ACTIVITY_DELTA copy only the containers their paths touch
-(:mod:`agui_meta._patch`), where the reference deep-clones the whole document per delta.
+Per-event cost does not depend on the history length (see :mod:`agui_meta._store`); merging
+metadata adds O(keys) for the events that carry some:
+
+- TEXT/REASONING_MESSAGE_*, TOOL_CALL_START/ARGS/END, REASONING_ENCRYPTED_VALUE: O(1) (a dict
+  lookup; deltas are appended to a list and joined when read);
+- TOOL_CALL_RESULT: O(1) amortised (the run of tool messages behind each owner is cached);
+- STATE_DELTA, ACTIVITY_DELTA: the containers on the paths the patch touches
+  (:mod:`agui_meta._patch`), where the reference deep-clones the whole document per delta;
+- STATE_SNAPSHOT, ACTIVITY_SNAPSHOT, RUN_STARTED input: their own size (values are copied);
+- MESSAGES_SNAPSHOT: history + snapshot (the order and indices are rebuilt);
+- rare anomalies only: O(history) to re-derive which of two messages with the same id comes
+  first, or when an activity snapshot replaces a message that holds tool calls.
 """
 
 from __future__ import annotations
