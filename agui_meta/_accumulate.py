@@ -530,12 +530,15 @@ class Accumulate(Transducer[Event, Update]):
         store = self.store
         entity = event.entity_id
         if event.subtype == "tool-call":
-            owner = store.assistant_owner(entity)
-            if owner is not None and owner.tool_calls is not None:
-                for call in owner.tool_calls:
-                    if call.id == entity:
-                        call.fields["encryptedValue"] = event.encrypted_value
-                        break
+            # The first call with this id held by an assistant message.
+            call = self._tool_call(entity)
+            if call is not None and call.owner.role != "assistant":
+                owner = store.assistant_owner(entity)
+                call = None
+                if owner is not None:
+                    call = next(c for c in owner.tool_calls or () if c.id == entity)
+            if call is not None:
+                call.fields["encryptedValue"] = event.encrypted_value
         else:
             item = store.message(entity)
             if item is not None and item.role != "activity":
