@@ -343,7 +343,9 @@ class ItemStore(Protocol):
 
     Lookups return the *first* item in message order with the id, as the reference's
     ``Array.find`` does. Implementations must keep per-event operations independent of the
-    history length to preserve the accumulator's guarantees.
+    history length to preserve the accumulator's guarantees, and keep the placement fields of
+    the items they hold up to date (``MessageItem._refs``: how many positions hold the item;
+    ``evicted``), which the accumulator reads.
     """
 
     #: The shared state (any JSON value).
