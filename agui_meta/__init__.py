@@ -133,6 +133,8 @@ from ._lint import lint_metadata as lint_metadata
 from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._accumulate import Accumulate as Accumulate
+from ._defaults import DefaultStages as DefaultStages
+from ._defaults import default_stages as default_stages
 from ._accumulate import Update as Update
 from ._accumulate import accumulate as accumulate
 from ._store import ItemStore as ItemStore

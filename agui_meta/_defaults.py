@@ -1,0 +1,127 @@
+"""The default stages: what a consumer of an AG-UI stream almost always wants, in order.
+
+:func:`default_stages` returns ``expand_chunks() → verify() → accumulate(store) → ledger()``
+as one object that unpacks into :func:`agui_meta.wrap` and keeps the store and the ledger at
+hand afterwards::
+
+    stages = agui_meta.default_stages()
+    async with agui_meta.wrap(source, *stages) as stream:
+        async for update in stream:
+            ...
+    stages.store.messages_wire()   # the conversation, as the reference client holds it
+    stages.ledger.runs             # usage, outcome and run metadata
+
+Decoding needs no stage: ``wrap()`` decodes whatever the source yields. Outside a pipeline
+(:func:`agui_meta.run_sync`, the conformance runner) put :func:`agui_meta.enforce` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar, overload
+
+from ._accumulate import Accumulate
+from ._chunks import ExpandChunks
+from ._ledger import Ledger
+from ._stage import Transducer
+from ._store import ItemStore, Store
+from ._verify import Verify
+
+__all__ = ["DefaultStages", "default_stages"]
+
+S = TypeVar("S", bound=ItemStore)
+
+
+class DefaultStages(Generic[S]):
+    """The default stages of one stream, with named access to each (see :func:`default_stages`).
+
+    Iterating gives the stages in pipeline order, so ``wrap(source, *stages)`` runs them.
+    ``store`` is the store being filled (typed as the one given), ``verify`` is ``None`` when
+    left out. The stages hold the stream's state: use a new instance for every stream.
+    """
+
+    __slots__ = ("accumulate", "expand_chunks", "ledger", "store", "verify")
+
+    @overload
+    def __init__(
+        self: DefaultStages[Store],
+        store: None = None,
+        *,
+        verify: bool | Verify = True,
+        ledger: Ledger[Any] | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        store: S,
+        *,
+        verify: bool | Verify = True,
+        ledger: Ledger[Any] | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        store: Any = None,
+        *,
+        verify: bool | Verify = True,
+        ledger: Ledger[Any] | None = None,
+    ) -> None:
+        self.store: S = store if store is not None else Store()  # type: ignore[assignment]
+        self.expand_chunks = ExpandChunks()
+        self.verify: Verify | None = (
+            verify if isinstance(verify, Verify) else Verify() if verify else None
+        )
+        self.accumulate = Accumulate(self.store)
+        self.ledger: Ledger[Any] = ledger if ledger is not None else Ledger()
+
+    def __iter__(self) -> Iterator[Transducer[Any, Any]]:
+        yield self.expand_chunks
+        if self.verify is not None:
+            yield self.verify
+        yield self.accumulate
+        yield self.ledger
+
+    def __repr__(self) -> str:
+        names = ", ".join(type(stage).__name__ for stage in self)
+        return f"DefaultStages({names})"
+
+
+@overload
+def default_stages(
+    store: None = None, *, verify: bool | Verify = True, ledger: Ledger[Any] | None = None
+) -> DefaultStages[Store]: ...
+@overload
+def default_stages(
+    store: S, *, verify: bool | Verify = True, ledger: Ledger[Any] | None = None
+) -> DefaultStages[S]: ...
+def default_stages(
+    store: Any = None,
+    *,
+    verify: bool | Verify = True,
+    ledger: Ledger[Any] | None = None,
+) -> DefaultStages[Any]:
+    """The default stages for one stream: expand chunks, verify, accumulate, ledger.
+
+    :param store: the store to accumulate into (a new :class:`~agui_meta.Store` by default).
+    :param verify: ``False`` leaves the order checks out; a :class:`~agui_meta.Verify` is used
+        as it is (for example ``verify(report_unfinished=True)``).
+    :param ledger: the run ledger to use (for example ``agui_meta.ledger(on_run=...)``); a
+        new one by default.
+    :return: a :class:`DefaultStages`: unpack it into :func:`~agui_meta.wrap`, then read
+        ``.store`` and ``.ledger``.
+
+    >>> import anyio, agui_meta
+    >>> async def main():
+    ...     events = [
+    ...         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+    ...         {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "Hi",
+    ...          "metadata": {"acme.model": "m-1"}},
+    ...         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ...     ]
+    ...     stages = agui_meta.default_stages()
+    ...     async with agui_meta.wrap(events, *stages) as stream:
+    ...         await stream.drain()
+    ...     return stages.store.messages_wire(), stages.ledger.runs[0].status
+    >>> anyio.run(main)
+    ([{'id': 'm', 'role': 'assistant', 'content': 'Hi', 'metadata': {'acme.model': 'm-1'}}], 'finished')
+    """
+    return DefaultStages(store, verify=verify, ledger=ledger)
