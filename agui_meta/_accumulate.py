@@ -2,7 +2,7 @@
 
 ``accumulate(store)`` is a transducer from :class:`~agui_meta.Event` to :class:`Update`. For
 each event it does what the reference client's ``defaultApplyEvents`` (1.0.0) does to its
-messages and state, then emits ``Update(event, item, done)``:
+messages and state, then emits ``Update(event, item, done, metadata)``:
 
 - ``event`` is the event exactly as received: the same object, its metadata untouched;
 - ``item`` is the item the event built, after the event's metadata was merged into it — the
@@ -15,7 +15,9 @@ messages and state, then emits ``Update(event, item, done)``:
 - ``done`` is true when the event completed the item: TEXT_MESSAGE_END and
   REASONING_MESSAGE_END (the message), TOOL_CALL_END (the call), TOOL_CALL_RESULT (the tool
   message is complete when it arrives), ACTIVITY_SNAPSHOT and ACTIVITY_DELTA (each leaves a
-  complete activity, which a later one may supersede). Otherwise false.
+  complete activity, which a later one may supersede). Otherwise false;
+- ``metadata`` is the item's merged metadata as of this event: exact however late it is read
+  (a merge replaces the item's metadata dict, never modifies it), at no cost.
 
 Metadata is merged key by key, last write wins, never recursively, and values are copied, so a
 later mutation of the event cannot reach the store. An event without metadata costs no copy;
@@ -46,7 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
 from ._events import (
     ActivityDeltaEvent,
@@ -94,16 +96,24 @@ __all__ = ["Accumulate", "Update", "accumulate", "authoritative_activity_types"]
 
 
 class Update(msgspec.Struct, frozen=True, gc=False):
-    """One event and what it built: ``Update(event, item, done)``.
+    """One event and what it built: ``Update(event, item, done, metadata)``.
 
-    ``item`` is ``None`` for an event that builds nothing; otherwise the live store item (a
-    :class:`~agui_meta.MessageItem` or :class:`~agui_meta.ToolCallItem`) right after the
-    event's metadata was merged into it. ``done``: the event completed the item.
+    - ``event``: the event as received (the same object);
+    - ``item``: ``None`` for an event that builds nothing; otherwise the live store item (a
+      :class:`~agui_meta.MessageItem` or :class:`~agui_meta.ToolCallItem`), which later
+      events keep changing. A consumer across an ``await`` may see changes of later events of
+      the same batch already applied; ``item.to_wire()`` in a stage right after accumulate
+      (a transducer, run as each update is emitted) freezes it exactly as of this event;
+    - ``done``: the event completed the item;
+    - ``metadata``: the item's merged metadata exactly as of this event (``UNSET`` when it has
+      none, or when there is no item). Merges never modify a metadata dict, they replace it,
+      so this needs no copy and stays true however far the consumer lags.
     """
 
     event: Event
     item: MessageItem | ToolCallItem | None = None
     done: bool = False
+    metadata: dict[str, Any] | UnsetType = UNSET
 
 
 def _merged(existing: Any, incoming: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +269,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = True
-        return Update(event, item, False)
+        return Update(event, item, False, item.metadata)
 
     def _reasoning_start(self, event: ReasoningMessageStartEvent) -> Update:
         store = self.store
@@ -275,7 +285,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = True
-        return Update(event, item, False)
+        return Update(event, item, False, item.metadata)
 
     def _text_content(
         self, event: TextMessageContentEvent | ReasoningMessageContentEvent
@@ -293,7 +303,7 @@ class Accumulate(Transducer[Event, Update]):
         parts.append(event.delta)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
-        return Update(event, item, False)
+        return Update(event, item, False, item.metadata)
 
     def _text_end(self, event: TextMessageEndEvent | ReasoningMessageEndEvent) -> Update:
         item = self._message(event.message_id)
@@ -305,7 +315,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = False
-        return Update(event, item, True)
+        return Update(event, item, True, item.metadata)
 
     def _tool_start(self, event: ToolCallStartEvent) -> Update:
         store = self.store
@@ -328,7 +338,7 @@ class Accumulate(Transducer[Event, Update]):
                 call.name = event.tool_call_name
             if event.metadata is not UNSET:
                 call.metadata = _merged(call.metadata, event.metadata)
-            return Update(event, call, False)
+            return Update(event, call, False, call.metadata)
 
         parent_id = event.parent_message_id
         owner = store.message(parent_id) if parent_id else None
@@ -353,7 +363,7 @@ class Accumulate(Transducer[Event, Update]):
         store.add_tool_call(owner, call)
         call._open = True
         owner._open_calls += 1
-        return Update(event, call, False)
+        return Update(event, call, False, call.metadata)
 
     def _tool_args(self, event: ToolCallArgsEvent) -> Update:
         call = self._tool_call(event.tool_call_id)
@@ -370,7 +380,7 @@ class Accumulate(Transducer[Event, Update]):
         parts.append(event.delta)
         if event.metadata is not UNSET:
             call.metadata = _merged(call.metadata, event.metadata)
-        return Update(event, call, False)
+        return Update(event, call, False, call.metadata)
 
     def _tool_end(self, event: ToolCallEndEvent) -> Update:
         call = self._tool_call(event.tool_call_id)
@@ -381,7 +391,7 @@ class Accumulate(Transducer[Event, Update]):
         if call._open:
             call._open = False
             call.owner._open_calls -= 1
-        return Update(event, call, True)
+        return Update(event, call, True, call.metadata)
 
     def _tool_result(self, event: ToolCallResultEvent) -> Update:
         store = self.store
@@ -397,7 +407,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(UNSET, event.metadata)
         store.insert_result(item, store.assistant_owner(call_id))
-        return Update(event, item, True)
+        return Update(event, item, True, item.metadata)
 
     def _state_snapshot(self, event: StateSnapshotEvent) -> Update:
         self.store.state = copy_json(event.snapshot)
@@ -471,7 +481,7 @@ class Accumulate(Transducer[Event, Update]):
             return Update(event, None, False)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
-        return Update(event, item, True)
+        return Update(event, item, True, item.metadata)
 
     def _activity_delta(self, event: ActivityDeltaEvent) -> Update:
         store = self.store
@@ -499,13 +509,13 @@ class Accumulate(Transducer[Event, Update]):
                 f"Failed to apply activity patch for '{event.message_id}': {exc}",
                 event,
             )
-            return Update(event, item, True)
+            return Update(event, item, True, item.metadata)
         if item._refs > 1:
             shared, item = item, item.copy()
             store.replace(shared, item)
         item.content = content
         item.fields["activityType"] = event.activity_type
-        return Update(event, item, True)
+        return Update(event, item, True, item.metadata)
 
     def _run_started(self, event: RunStartedEvent) -> Update:
         store = self.store

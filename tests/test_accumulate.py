@@ -1345,6 +1345,31 @@ def _all_events() -> list[Event]:
     ]
 
 
+#: (type, item id, merged metadata, done) for each of the first 20 events of _all_events().
+_EXPECTED = [
+    ("RUN_STARTED", None, UNSET, False),
+    ("STEP_STARTED", None, UNSET, False),
+    ("TEXT_MESSAGE_START", "m", {"a": 1}, False),
+    ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
+    ("TEXT_MESSAGE_CONTENT", "m", {"a": 2, "b": 1}, False),
+    ("TEXT_MESSAGE_END", "m", {"a": 2, "b": 1, "usage": {"t": 3}}, True),
+    ("TOOL_CALL_START", "c", {"c": 1}, False),
+    ("TOOL_CALL_ARGS", "c", {"c": 1}, False),
+    ("TOOL_CALL_END", "c", {"c": 2}, True),
+    ("TOOL_CALL_RESULT", "r", {"r": 1}, True),
+    ("REASONING_START", None, UNSET, False),
+    ("REASONING_MESSAGE_START", "rm", UNSET, False),
+    ("REASONING_MESSAGE_CONTENT", "rm", {"q": 1}, False),
+    ("REASONING_MESSAGE_END", "rm", {"q": 1}, True),
+    ("REASONING_ENCRYPTED_VALUE", None, UNSET, False),
+    ("REASONING_END", None, UNSET, False),
+    ("ACTIVITY_SNAPSHOT", "act", {"x": 1}, True),
+    ("ACTIVITY_DELTA", "act", {"x": 1, "y": 1}, True),
+    ("STATE_SNAPSHOT", None, UNSET, False),
+    ("STATE_DELTA", None, UNSET, False),
+]
+
+
 class TestUpdates:
     def test_one_update_per_event_with_the_event_itself(self) -> None:
         events = _all_events()
@@ -1365,28 +1390,14 @@ class TestUpdates:
         head, _ = connect_chain([accumulate()], record, Context(on_report=lambda r: None))
         for event in _all_events()[:20]:
             head(event)
-        assert seen == [
-            ("RUN_STARTED", None, UNSET, False),
-            ("STEP_STARTED", None, UNSET, False),
-            ("TEXT_MESSAGE_START", "m", {"a": 1}, False),
-            ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
-            ("TEXT_MESSAGE_CONTENT", "m", {"a": 2, "b": 1}, False),
-            ("TEXT_MESSAGE_END", "m", {"a": 2, "b": 1, "usage": {"t": 3}}, True),
-            ("TOOL_CALL_START", "c", {"c": 1}, False),
-            ("TOOL_CALL_ARGS", "c", {"c": 1}, False),
-            ("TOOL_CALL_END", "c", {"c": 2}, True),
-            ("TOOL_CALL_RESULT", "r", {"r": 1}, True),
-            ("REASONING_START", None, UNSET, False),
-            ("REASONING_MESSAGE_START", "rm", UNSET, False),
-            ("REASONING_MESSAGE_CONTENT", "rm", {"q": 1}, False),
-            ("REASONING_MESSAGE_END", "rm", {"q": 1}, True),
-            ("REASONING_ENCRYPTED_VALUE", None, UNSET, False),
-            ("REASONING_END", None, UNSET, False),
-            ("ACTIVITY_SNAPSHOT", "act", {"x": 1}, True),
-            ("ACTIVITY_DELTA", "act", {"x": 1, "y": 1}, True),
-            ("STATE_SNAPSHOT", None, UNSET, False),
-            ("STATE_DELTA", None, UNSET, False),
-        ]
+        assert seen == _EXPECTED
+
+    def test_update_metadata_is_exact_even_when_read_after_the_stream(self) -> None:
+        updates, _, _ = run(_all_events()[:20])
+        assert [
+            (u.event.type, None if u.item is None else u.item.id, u.metadata, u.done)
+            for u in updates
+        ] == _EXPECTED
 
     def test_an_earlier_metadata_object_is_not_changed_by_later_merges(self) -> None:
         updates, _, _ = run(
@@ -1681,3 +1692,56 @@ class TestAgainstTheOracle:
         wire_events = [msgspec.to_builtins(e) for e in _all_events()[:-1]]
         case = _events_case("all-events", wire_events, messages=[_user("u")])
         assert_same_result(run_case(case, verify=False), oracle.run_one(case, False), case)
+
+
+# ---------------------------------------------------------------------------------------------
+# In an async pipeline
+
+
+@pytest.mark.anyio
+async def test_in_an_async_pipeline(anyio_backend: str) -> None:
+    from agui_meta import expand_chunks, verify, wrap
+
+    store = Store()
+    source = [
+        {"type": "RUN_STARTED", **RUN, "metadata": {"run": 1}},
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "Hel", "metadata": {"a": 1}},
+        {"type": "TEXT_MESSAGE_CHUNK", "delta": "lo"},
+        {"type": "TEXT_MESSAGE_CHUNK", "metadata": {"usage": 3}},
+        {"type": "RUN_FINISHED", **RUN, "metadata": {"total": 3}},
+    ]
+    seen = []
+    async with wrap(source, expand_chunks(), verify(), accumulate(store)) as updates:
+        async for update in updates:
+            assert isinstance(update, Update)
+            key = None if update.item is None else update.item.id
+            seen.append((update.event.type, key, update.metadata, update.done))
+    # The chunk's START and CONTENT come from one source item, so by the time the consumer
+    # sees the START's update the content was appended; the metadata is exact nevertheless.
+    assert seen == [
+        ("RUN_STARTED", None, UNSET, False),
+        ("TEXT_MESSAGE_START", "m", {"a": 1}, False),
+        ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
+        ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
+        ("TEXT_MESSAGE_CONTENT", "m", {"a": 1, "usage": 3}, False),
+        ("TEXT_MESSAGE_END", "m", {"a": 1, "usage": 3}, True),
+        ("RUN_FINISHED", None, UNSET, False),
+    ]
+    assert store.messages_wire() == [
+        {"id": "m", "role": "assistant", "content": "Hello", "metadata": {"a": 1, "usage": 3}}
+    ]
+
+
+@pytest.mark.anyio
+async def test_keep_going_reports_a_raw_chunk_and_carries_on(anyio_backend: str) -> None:
+    from agui_meta import wrap
+
+    reports: list[Report] = []
+    source = [
+        ev("TEXT_MESSAGE_CHUNK", messageId="m", delta="x"),
+        ev("TEXT_MESSAGE_START", messageId="n"),
+    ]
+    async with wrap(source, accumulate(), mode="keep_going", on_report=reports.append) as ups:
+        types = [u.event.type async for u in ups]
+    assert types == ["TEXT_MESSAGE_START"]
+    assert [r.code for r in reports] == ["ApplyError"]
