@@ -44,9 +44,9 @@ SERVER_SCRIPT = Path(__file__).resolve().parent / "oracle_server.cjs"
 _STAMP = ".agui-meta-stamp"
 _NPM_TIMEOUT = 900
 
-#: When this variable is set (non-empty, not "0"), tests that need the oracle fail instead of
-#: skipping when it is unavailable (see :func:`oracle_required`), so a CI machine whose Node.js
-#: set-up broke cannot pass by skipping the conformance tests.
+#: When this variable (or ``CI``, which CI runners set) is set (non-empty, not "0"), tests that
+#: need the oracle fail instead of skipping when it is unavailable (see :func:`oracle_required`),
+#: so a CI machine whose Node.js set-up broke cannot pass by skipping the conformance tests.
 REQUIRE_ENV = "AGUI_META_REQUIRE_ORACLE"
 
 
@@ -242,7 +242,8 @@ def run_oracle(cases: list[dict[str, Any]], verify: bool = True) -> list[dict[st
 
 
 def oracle_required() -> bool:
-    return os.environ.get(REQUIRE_ENV, "") not in ("", "0")
+    """Whether a missing oracle fails the tests: on CI (``CI`` set, as CI runners do) or on demand."""
+    return any(os.environ.get(name, "") not in ("", "0", "false") for name in (REQUIRE_ENV, "CI"))
 
 
 # ---------------------------------------------------------------------------------------------
