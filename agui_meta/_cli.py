@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
@@ -80,7 +81,12 @@ def _run_apply(args: argparse.Namespace) -> int:
                 def on_report(report: Report, name: Any = name) -> None:
                     print(f"{name}: {report}", file=sys.stderr)
 
-            result = run_case(case, verify=not args.no_verify, on_report=on_report)
+            try:
+                result = run_case(case, verify=not args.no_verify, on_report=on_report)
+            except Exception as exc:  # noqa: BLE001 - a bug, not bad data: report it, go on
+                traceback.print_exc(file=sys.stderr)
+                result = {"name": case.get("name"), "error": f"internal error: {exc!r}"}
+                status = 1
             out.write(_encode(result) + b"\n")
     out.flush()
     return status

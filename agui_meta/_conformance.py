@@ -50,16 +50,21 @@ def run_case(case: dict[str, Any], *, verify: bool = True, on_report: Any = None
     """
     name = case.get("name")
     try:
-        history = case.get("messages")
+        history = case.get("messages") or []
+        events = case.get("events")
+        if not isinstance(events, list):
+            raise DataError("a case's `events` must be a list", path="$.events")
+        if not isinstance(history, list) or not all(isinstance(m, dict) for m in history):
+            raise DataError("a case's `messages` must be a list of objects", path="$.messages")
         state = case.get("state")
-        store = Store(history or (), {} if _js_falsy(state) else state)
+        store = Store(history, {} if _js_falsy(state) else state)
         stages: list[Transducer[Any, Any]] = [enforce(), expand_chunks()]
         if verify:
             stages.append(verify_stage())
         stages.append(accumulate(store))
         ctx = Context("default", on_report or _ignore)
         head, chain = connect_chain(stages, _discard, ctx)
-        for index, event in enumerate(case.get("events") or ()):
+        for index, event in enumerate(events):
             ctx.index = index
             try:
                 head(event)
