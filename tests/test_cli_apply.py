@@ -102,3 +102,13 @@ def test_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_the_parser_has_the_apply_command() -> None:
     args = build_parser().parse_args(["apply", "x.jsonl", "--no-verify"])
     assert (args.command, args.cases, args.no_verify) == ("apply", "x.jsonl", True)
+
+
+def test_a_malformed_case_gives_an_error_line(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"name": "no-events"}),
+        json.dumps({"name": "bad-history", "events": [], "messages": ["x"]}),
+    ]
+    done = _apply(tmp_path, lines)
+    assert [set(r) for r in _results(done)] == [{"name", "error"}, {"name", "error"}]
+    assert "`events`" in _results(done)[0]["error"]
