@@ -9,11 +9,12 @@ Data structures of :class:`Store`, chosen so that no event costs more as the his
 
 - message order is a doubly linked list of nodes: O(1) append, O(1) insertion after a given
   node, O(1) removal (eviction);
-- ``id -> first node with that id`` and ``tool call id -> first tool call with that id`` are
-  dicts (tool calls have their own key space: a tool call id may equal a message id). "First"
-  is in list order, as the reference's ``Array.find``; ids that occur more than once are
-  remembered so that the rare operations that could change which one is first (an insertion in
-  the middle, a removal) re-derive it, at O(n), only for those ids;
+- ``id -> the message at the first position with that id`` and ``tool call id -> the first
+  tool call with that id`` are dicts (tool calls have their own key space: a tool call id may
+  equal a message id), and :meth:`Store.message` / :meth:`Store.tool_call` are their ``get``.
+  "First" is in list order, as the reference's ``Array.find``; ids that occur more than once
+  are remembered so that the rare operations that could change which one is first (an
+  insertion in the middle, a removal) re-derive it, at O(n), only for those ids;
 - a TOOL_CALL_RESULT goes right after its owner and the tool messages already behind it; each
   owner node caches the last node of that run, so placing a result is O(1) amortised however
   many results the owner already has;
