@@ -1037,6 +1037,75 @@ class TestMessagesSnapshot:
         history = [_user("u1"), _activity("act", {}), _user("u2")]
         assert self.ids(history, _snapshot(_user("u1"), _user("u2"))) == ["u1", "act", "u2"]
 
+    def test_keeps_activity_message_ordering_after_its_anchor(self) -> None:
+        history = [_user("u1"), _activity("act", {}), _user("u2")]
+        snapshot = _snapshot(_user("u1"), _user("u2"), _user("u3"))
+        assert self.ids(history, snapshot) == ["u1", "act", "u2", "u3"]
+
+    def test_preserves_multiple_activities_with_different_anchors(self) -> None:
+        history = [_user("u1"), _activity("a1", {}), _user("u2"), _activity("a2", {})]
+        assert self.ids(history, _snapshot(_user("u1"), _user("u2"))) == ["u1", "a1", "u2", "a2"]
+
+    def test_keeps_activities_in_position_when_new_messages_are_added_by_snapshot(self) -> None:
+        history = [_user("u1"), _activity("act", {})]
+        snapshot = _snapshot(_user("u1"), _user("u2"), _user("u3"))
+        assert self.ids(history, snapshot) == ["u1", "act", "u2", "u3"]
+
+    def test_preserves_both_activity_and_reasoning_messages(self) -> None:
+        history = [
+            _user("u1"),
+            {"id": "r", "role": "reasoning", "content": "t"},
+            _activity("act", {}),
+        ]
+        assert self.ids(history, _snapshot(_user("u1"))) == ["u1", "r", "act"]
+
+    def test_updates_an_id_stable_reasoning_message_with_the_snapshot_version(self) -> None:
+        """1.0: a matching id always takes the snapshot's version, whatever its role."""
+        history = [_user("u"), {"id": "r1", "role": "reasoning", "content": "streamed"}]
+        snapshot = _snapshot(_user("u"), {"id": "r1", "role": "assistant", "content": "canon"})
+        _, store, _ = run([snapshot], Store(history))
+        assert wire(store)[1] == {"id": "r1", "role": "assistant", "content": "canon"}
+
+    def test_replaces_streamed_reasoning_when_the_snapshot_arrives_before_the_assistant(
+        self,
+    ) -> None:
+        history = [_user("u"), {"id": "r-stream", "role": "reasoning", "content": "t"}]
+        snapshot = _snapshot(
+            _user("u"),
+            {"id": "r-canon", "role": "reasoning", "content": "t"},
+            {"id": "a", "role": "assistant", "content": "answer"},
+        )
+        assert self.ids(history, snapshot) == ["u", "r-canon", "a"]
+
+    def test_converges_multi_turn_reasoning_to_one_message_per_turn(self) -> None:
+        store = Store()
+        for turn in (1, 2):
+            run(
+                [
+                    ev("REASONING_MESSAGE_START", messageId=f"rs{turn}", role="reasoning"),
+                    ev("REASONING_MESSAGE_CONTENT", messageId=f"rs{turn}", delta="t"),
+                    ev("REASONING_MESSAGE_END", messageId=f"rs{turn}"),
+                    *text(f"a{turn}", "answer"),
+                ],
+                store,
+            )
+            canon = []
+            for n in range(1, turn + 1):
+                canon += [
+                    {"id": f"rc{n}", "role": "reasoning", "content": "t"},
+                    {"id": f"a{n}", "role": "assistant", "content": "answer"},
+                ]
+            run([_snapshot(*canon)], store)
+        # One reasoning message per turn; the canonical copy follows its answer (local order).
+        assert [m["id"] for m in wire(store)] == ["a1", "rc1", "a2", "rc2"]
+
+    def test_appends_an_activity_message_the_client_does_not_have_yet(self) -> None:
+        assert self.ids([_user("u")], _snapshot(_user("u"), _activity("new", {}))) == ["u", "new"]
+
+    def test_keeps_client_activity_when_the_snapshot_carries_none(self) -> None:
+        history = [_activity("act", {}), _user("u")]
+        assert self.ids(history, _snapshot(_user("u"))) == ["act", "u"]
+
     def test_preserves_activity_at_start_of_messages(self) -> None:
         history = [_activity("act", {}), _user("u1")]
         assert self.ids(history, _snapshot(_user("u1"), _user("u2"))) == ["act", "u1", "u2"]
