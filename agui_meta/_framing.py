@@ -13,7 +13,9 @@ Policies shared by the decoders (``max_frame_size`` and ``unterminated`` are key
   ``bytes`` (so the JSON decoder reads them without a copy) and validated where they are
   framed: ``bytes.isascii()`` (a fast C scan) accepts the common case, and only a non-ASCII
   line is decoded strictly to prove it is UTF-8. A failure raises :class:`FramingError` with
-  the ``offset`` and ``line`` of the offending line.
+  the ``offset`` and ``line`` of the offending line. With ``invalid_utf8="frame"`` (what a
+  keep-going pipeline uses) the decoder raises nothing for it: the frame is returned as
+  received, with ``Frame.error`` set to that error, and decoding carries on with the next one.
 - **Bounded memory.** The bytes held for the frame being read (the SSE data collected so far
   plus the line not finished yet; for JSON lines, the line) never exceed ``max_frame_size``
   (default 10 MiB, the limit of the reference client's SSE buffer). Input that would need more
@@ -38,7 +40,7 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from itertools import repeat
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import msgspec
@@ -54,6 +56,7 @@ __all__ = [
     "Format",
     "Frame",
     "FrameDecoder",
+    "InvalidUtf8",
     "JsonLinesDecoder",
     "SSEDecoder",
     "Unterminated",
@@ -71,6 +74,7 @@ DEFAULT_MAX_FRAME_SIZE = 10 * 1024 * 1024
 
 Format = Literal["sse", "jsonl"]
 Unterminated = Literal["frame", "error"]
+InvalidUtf8 = Literal["raise", "frame"]
 
 _BOM = b"\xef\xbb\xbf"
 _JSON_WS = b" \t\r\n"
@@ -89,6 +93,9 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
     - ``id``: the SSE last event ID when the event was dispatched (``None`` when empty).
     - ``final_unterminated``: the frame was cut off by the end of the stream (SSE: no blank line
       after it; JSON lines: no newline). If its JSON is invalid, the stream was truncated.
+    - ``error``: only from a decoder made with ``invalid_utf8="frame"``: the
+      :class:`FramingError` (never raised itself) saying which line of the frame is not UTF-8.
+      Such a frame's ``data`` is not valid UTF-8 and must not be decoded.
     """
 
     data: bytes
@@ -97,6 +104,7 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
     event: str | None = None
     id: str | None = None
     final_unterminated: bool = False
+    error: FramingError | None = None
 
 
 def _not_utf8(
@@ -118,11 +126,13 @@ def _is_utf8(value: bytes) -> bool:
     return True
 
 
-def _check_options(max_frame_size: int, unterminated: str) -> None:
+def _check_options(max_frame_size: int, unterminated: str, invalid_utf8: str = "raise") -> None:
     if not isinstance(max_frame_size, int) or max_frame_size < 1:
         raise ValueError(f"max_frame_size must be a positive int, got {max_frame_size!r}")
     if unterminated not in ("frame", "error"):
         raise ValueError(f"unterminated must be 'frame' or 'error', got {unterminated!r}")
+    if invalid_utf8 not in ("raise", "frame"):
+        raise ValueError(f"invalid_utf8 must be 'raise' or 'frame', got {invalid_utf8!r}")
 
 
 class _LineDecoder:
@@ -136,17 +146,23 @@ class _LineDecoder:
         "_lineno",
         "_pending",
         "_pos",
+        "_tolerant",
         "_unterminated",
         "max_frame_size",
     )
 
     def __init__(
-        self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, unterminated: Unterminated = "frame"
+        self,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        unterminated: Unterminated = "frame",
+        invalid_utf8: InvalidUtf8 = "raise",
     ) -> None:
-        _check_options(max_frame_size, unterminated)
+        _check_options(max_frame_size, unterminated, invalid_utf8)
         self.max_frame_size = max_frame_size
         self._limit = max_frame_size
         self._unterminated = unterminated
+        self._tolerant = invalid_utf8 == "frame"
         self._pending = bytearray()  # the line not finished yet
         self._pos = 0  # stream offset where the pending line starts
         self._lineno = 1  # its line number
@@ -211,9 +227,13 @@ class SSEDecoder(_LineDecoder):
     :param max_frame_size: the most bytes held for one event (see the module docstring).
     :param unterminated: ``"frame"`` (default) or ``"error"``: what :meth:`close` does with
         data not followed by a blank line.
+    :param invalid_utf8: ``"raise"`` (default) or ``"frame"``: an event with a ``data``,
+        ``event`` or ``id`` value that is not UTF-8 is then still dispatched (with empty
+        ``data`` if it had none), ``Frame.error`` telling the first such line.
     """
 
     __slots__ = (
+        "_bad",
         "_cr",
         "_data",
         "_data_len",
@@ -226,9 +246,16 @@ class SSEDecoder(_LineDecoder):
     )
 
     def __init__(
-        self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, unterminated: Unterminated = "frame"
+        self,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        unterminated: Unterminated = "frame",
+        invalid_utf8: InvalidUtf8 = "raise",
     ) -> None:
-        super().__init__(max_frame_size=max_frame_size, unterminated=unterminated)
+        super().__init__(
+            max_frame_size=max_frame_size, unterminated=unterminated, invalid_utf8=invalid_utf8
+        )
+        self._bad: FramingError | None = None  # the event's first non-UTF-8 line (tolerant)
         #: The reconnection time in milliseconds set by the last valid ``retry`` field.
         self.retry: int | None = None
         #: The last event ID as of the last dispatch (blank line); ``""`` when none.
@@ -278,11 +305,13 @@ class SSEDecoder(_LineDecoder):
             and (chunk.isascii() or _is_utf8(chunk))
         ):
             start = self._start_pos
-            frame = (
-                Frame(chunk[6:-2], self._pos, self._lineno, self._event, self._id)
-                if start < 0
-                else Frame(chunk[6:-2], start, self._start_line, self._event, self._id)
-            )
+            if start < 0:
+                frame = Frame(chunk[6:-2], self._pos, self._lineno, self._event, self._id)
+            else:  # field lines came first (maybe one that is not UTF-8, when tolerant)
+                frame = Frame(
+                    chunk[6:-2], start, self._start_line, self._event, self._id, error=self._bad
+                )
+                self._bad = None
             self._pos += len(chunk)
             self._lineno += 2
             self._event = None
@@ -354,7 +383,7 @@ class SSEDecoder(_LineDecoder):
                 line = bytes(self._pending)
                 self._pending.clear()
                 self._run((line,), (0,), frames)
-            if self._data:
+            if self._data or self._bad is not None:
                 if self._unterminated == "error":
                     raise FramingError(
                         "stream ended in the middle of an SSE event (its data is not "
@@ -365,16 +394,18 @@ class SSEDecoder(_LineDecoder):
                 data = self._data
                 frames.append(
                     Frame(
-                        data[0] if len(data) == 1 else b"\n".join(data),
+                        b"\n".join(data) if len(data) != 1 else data[0],
                         self._start_pos,
                         self._start_line,
                         self._event,
                         self._id,
                         True,
+                        self._bad,
                     )
                 )
                 data.clear()
                 self._data_len = 0
+                self._bad = None
         except FramingError as exc:
             self._error = exc
             raise
@@ -405,6 +436,7 @@ class SSEDecoder(_LineDecoder):
         start_line = self._start_line
         limit = self._limit
         append = frames.append
+        bad = self._bad
         for line, sep in zip(lines, seps, strict=False):
             here = pos
             ln = lineno
@@ -421,9 +453,14 @@ class SSEDecoder(_LineDecoder):
                             event,
                             last_id,
                         )
+                        if bad is None
+                        else Frame(b"\n".join(data), start, start_line, event, last_id, error=bad)
                     )
                     data.clear()
                     data_len = 0
+                elif bad is not None:
+                    append(Frame(b"", start, start_line, event, last_id, error=bad))
+                bad = None
                 event = None
                 start = -1
                 self.last_event_id = last_id or ""
@@ -456,13 +493,19 @@ class SSEDecoder(_LineDecoder):
                             self.retry = int(value)
                     except UnicodeDecodeError as exc:
                         what = "SSE event type" if name == b"event" else "SSE event id"
-                        raise _not_utf8(what, value, exc, here, ln) from None
+                        if not self._tolerant:
+                            raise _not_utf8(what, value, exc, here, ln) from None
+                        if bad is None:
+                            bad = _not_utf8(what, value, exc, here, ln)
                     continue
             if not value.isascii():
                 try:
                     value.decode()
                 except UnicodeDecodeError as exc:
-                    raise _not_utf8("SSE data", value, exc, here, ln) from None
+                    if not self._tolerant:
+                        raise _not_utf8("SSE data", value, exc, here, ln) from None
+                    if bad is None:
+                        bad = _not_utf8("SSE data", value, exc, here, ln)
             data.append(value)
             data_len += len(value) + 1
         self._pos = pos
@@ -472,6 +515,7 @@ class SSEDecoder(_LineDecoder):
         self._id = last_id
         self._start_pos = start
         self._start_line = start_line
+        self._bad = bad
 
 
 class JsonLinesDecoder(_LineDecoder):
@@ -486,6 +530,8 @@ class JsonLinesDecoder(_LineDecoder):
     :param max_frame_size: the longest line accepted, in bytes, counting a CR before the LF.
     :param unterminated: ``"frame"`` (default) or ``"error"``: what :meth:`close` does with a
         non-blank last line that has no newline.
+    :param invalid_utf8: ``"raise"`` (default) or ``"frame"``: a line that is not UTF-8 is then
+        returned as a frame whose ``error`` says so.
     """
 
     __slots__ = ()
@@ -590,7 +636,11 @@ class JsonLinesDecoder(_LineDecoder):
                 try:
                     line.decode()
                 except UnicodeDecodeError as exc:
-                    raise _not_utf8("JSON line", line, exc, here, ln) from None
+                    if not self._tolerant:
+                        raise _not_utf8("JSON line", line, exc, here, ln) from None
+                    error = _not_utf8("JSON line", line, exc, here, ln)
+                    append(Frame(line, here, ln, None, None, final, error))
+                    continue
             append(Frame(line, here, ln, None, None, final) if final else Frame(line, here, ln))
         self._pos = pos
         self._lineno = lineno
@@ -685,16 +735,22 @@ class AutoDecoder:
         "_closed",
         "_delegate",
         "_error",
+        "_invalid_utf8",
         "_unterminated",
         "max_frame_size",
     )
 
     def __init__(
-        self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, unterminated: Unterminated = "frame"
+        self,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        unterminated: Unterminated = "frame",
+        invalid_utf8: InvalidUtf8 = "raise",
     ) -> None:
-        _check_options(max_frame_size, unterminated)
+        _check_options(max_frame_size, unterminated, invalid_utf8)
         self.max_frame_size = max_frame_size
         self._unterminated: Unterminated = unterminated
+        self._invalid_utf8: InvalidUtf8 = invalid_utf8
         self._buf = bytearray()
         self._begin = 0
         self._closed = False
@@ -739,7 +795,11 @@ class AutoDecoder:
             return []
         self._buf.clear()
         cls = SSEDecoder if fmt == "sse" else JsonLinesDecoder
-        self._delegate = cls(max_frame_size=self.max_frame_size, unterminated=self._unterminated)
+        self._delegate = cls(
+            max_frame_size=self.max_frame_size,
+            unterminated=self._unterminated,
+            invalid_utf8=self._invalid_utf8,
+        )
         return self._delegate.feed(buf)
 
     def close(self) -> list[Frame]:
@@ -773,14 +833,20 @@ def make_decoder(
     *,
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     unterminated: Unterminated = "frame",
+    invalid_utf8: InvalidUtf8 = "raise",
 ) -> FrameDecoder:
     """A new decoder for ``format``: ``"sse"``, ``"jsonl"`` or ``"auto"`` (detect it)."""
+    kw: dict[str, Any] = {
+        "max_frame_size": max_frame_size,
+        "unterminated": unterminated,
+        "invalid_utf8": invalid_utf8,
+    }
     if format == "sse":
-        return SSEDecoder(max_frame_size=max_frame_size, unterminated=unterminated)
+        return SSEDecoder(**kw)
     if format == "jsonl":
-        return JsonLinesDecoder(max_frame_size=max_frame_size, unterminated=unterminated)
+        return JsonLinesDecoder(**kw)
     if format == "auto":
-        return AutoDecoder(max_frame_size=max_frame_size, unterminated=unterminated)
+        return AutoDecoder(**kw)
     raise ValueError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
 
 
