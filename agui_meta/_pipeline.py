@@ -37,8 +37,15 @@ from anyio.streams.memory import MemoryObjectSendStream
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
-from ._exceptions import DataError, PipelineClosed, PipelineConsumed, UsageError
-from ._framing import DEFAULT_MAX_FRAME_SIZE, AutoDecoder, FrameDecoder, make_decoder
+from ._exceptions import DataError, FramingError, PipelineClosed, PipelineConsumed, UsageError
+from ._framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    AutoDecoder,
+    Frame,
+    FrameDecoder,
+    InvalidUtf8,
+    make_decoder,
+)
 from ._stage import Context, Mode, ReportHandler, Transducer, connect_chain
 
 __all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
@@ -69,7 +76,11 @@ class _Entry(Transducer[Any, Any]):
     """Splits byte/text chunks into frames, numbers events, isolates per-event data errors.
 
     Every frame or object that enters gets the next event index (``ctx.index``); in keep-going
-    mode a data error raised anywhere downstream in the fused run skips that one event.
+    mode a data error raised anywhere downstream in the fused run skips that one event. A data
+    error raised for a frame gets the frame's byte offset and line as well as its index; a
+    framing error (which ends the stream) gets the index the next frame would have had. In
+    keep-going mode a frame that is not UTF-8 is one bad event, reported and skipped like any
+    other, rather than the end of the stream.
     """
 
     def __init__(self, format: str, max_frame_size: int) -> None:
@@ -81,10 +92,15 @@ class _Entry(Transducer[Any, Any]):
     def _frames(self) -> FrameDecoder:
         if self._framer is None:
             fmt = self._format
+            invalid_utf8: InvalidUtf8 = "frame" if self.ctx.mode == "keep_going" else "raise"
             self._framer = (
-                AutoDecoder(max_frame_size=self._max_frame_size)
+                AutoDecoder(max_frame_size=self._max_frame_size, invalid_utf8=invalid_utf8)
                 if fmt == "auto"
-                else make_decoder(fmt, max_frame_size=self._max_frame_size)  # type: ignore[arg-type]
+                else make_decoder(
+                    fmt,  # type: ignore[arg-type]
+                    max_frame_size=self._max_frame_size,
+                    invalid_utf8=invalid_utf8,
+                )
             )
         return self._framer
 
@@ -95,20 +111,45 @@ class _Entry(Transducer[Any, Any]):
         try:
             self.emit(item)
         except DataError as exc:
+            if type(item) is Frame:
+                exc.locate(offset=item.offset, line=item.line)
             ctx.skip(exc)
+
+    def _deliver(self, frames: list[Frame]) -> None:
+        if self.ctx.mode != "keep_going":  # frames with an error come only in keep-going mode
+            for frame in frames:
+                self._one(frame)
+            return
+        for frame in frames:
+            error = frame.error
+            if error is None:
+                self._one(frame)
+            else:  # report a fresh copy: the frame's own is never raised
+                self.ctx.index = self._count
+                self._count += 1
+                self.ctx.skip(FramingError(error.reason, offset=error.offset, line=error.line))
+
+    def _located(self, exc: DataError) -> DataError:
+        return exc.locate(index=self._count)
 
     def feed(self, item: Any) -> None:
         if isinstance(item, (bytes, bytearray, memoryview, str)) and self._format != "json":
             chunk = item.encode() if isinstance(item, str) else bytes(item)
-            for frame in self._frames().feed(chunk):
-                self._one(frame)
+            try:
+                frames = self._frames().feed(chunk)
+            except FramingError as exc:
+                raise self._located(exc) from None
+            self._deliver(frames)
         else:
             self._one(item)
 
     def close(self) -> None:
         if self._framer is not None:
-            for frame in self._framer.close():
-                self._one(frame)
+            try:
+                frames = self._framer.close()
+            except FramingError as exc:
+                raise self._located(exc) from None
+            self._deliver(frames)
 
 
 class Pipeline(Generic[T]):
