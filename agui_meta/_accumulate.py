@@ -214,8 +214,8 @@ class Accumulate(Transducer[Event, Update]):
 
     # -- helpers
 
-    def _warn(self, code: str, message: str, event: Event) -> None:
-        self.ctx.report(code, message, event_type=event.type)
+    def _warn(self, code: str, message: str, event: Event, path: str | None = None) -> None:
+        self.ctx.report(code, message, event_type=event.type, path=path)
 
     def _release(self, item: MessageItem | ToolCallItem | None) -> None:
         """Evict what a done update completed (``Store(evict_completed=True)``)."""
@@ -230,9 +230,11 @@ class Accumulate(Transducer[Event, Update]):
     def _missing(self, event: Any) -> Update:
         if hasattr(event, "tool_call_id"):
             what = f"message found containing tool call with ID '{event.tool_call_id}'"
+            path = "$.toolCallId"
         else:
             what = f"message found with ID '{event.message_id}'"
-        self._warn("missing-target", f"{event.type}: No {what}", event)
+            path = "$.messageId"
+        self._warn("missing-target", f"{event.type}: No {what}", event, path)
         return Update(event, None, False)
 
     def _collides(self, event: Any, kind: str) -> Update:
@@ -241,6 +243,7 @@ class Accumulate(Transducer[Event, Update]):
             f"{event.type}: Message '{event.message_id}' is an activity message — message ids "
             f"must be unique across activity and {kind} messages",
             event,
+            "$.messageId",
         )
         return Update(event, None, False)
 
@@ -334,6 +337,7 @@ class Accumulate(Transducer[Event, Update]):
                     f"TOOL_CALL_START: tool call '{call_id}' already exists with name "
                     f"'{call.name}' — updating it to '{event.tool_call_name}'",
                     event,
+                    "$.toolCallName",
                 )
                 call.name = event.tool_call_name
             if event.metadata is not UNSET:
@@ -349,6 +353,7 @@ class Accumulate(Transducer[Event, Update]):
                     f"TOOL_CALL_START: parentMessageId '{parent_id}' matches a '{owner.role}' "
                     "message, not assistant — falling back to toolCallId",
                     event,
+                    "$.parentMessageId",
                 )
             new_id = parent_id if parent_id and owner is None else call_id
             was_new = store.message(new_id) is None
@@ -418,7 +423,12 @@ class Accumulate(Transducer[Event, Update]):
         try:
             store.state = apply_patch(store.state, event.delta)
         except PatchError as exc:
-            self._warn("patch-failed", f"Failed to apply state patch: {exc}", event)
+            self._warn(
+                "patch-failed",
+                f"Failed to apply state patch: {exc}",
+                event,
+                f"$.delta[{exc.index}]",
+            )
         return Update(event, None, False)
 
     def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Update:
@@ -493,6 +503,7 @@ class Accumulate(Transducer[Event, Update]):
                 "not-activity",
                 f"ACTIVITY_DELTA: Message '{event.message_id}' is not an activity message",
                 event,
+                "$.messageId",
             )
             return Update(event, None, False)
         # Merged before the patch, so that a failing patch does not lose it.
@@ -508,6 +519,7 @@ class Accumulate(Transducer[Event, Update]):
                 "patch-failed",
                 f"Failed to apply activity patch for '{event.message_id}': {exc}",
                 event,
+                f"$.patch[{exc.index}]",
             )
             return Update(event, item, True, item.metadata)
         if item._refs > 1:
