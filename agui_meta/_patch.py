@@ -401,7 +401,8 @@ def apply_patch(document: Any, operations: Sequence[Any]) -> Any:
     Values taken from the operations are copied, so the result does not alias the patch.
 
     :raises PatchError: an operation failed validation or a ``test`` failed (the reference
-        client warns and keeps the old document).
+        client warns and keeps the old document), or its values are nested too deeply for
+        Python's stack (``TOO_DEEP``; the reference would run out of stack too, much deeper).
     """
     patcher = _Patcher(document)
     for index, op in enumerate(operations):
@@ -409,4 +410,10 @@ def apply_patch(document: Any, operations: Sequence[Any]) -> Any:
             patcher.apply(op, index)
         except TypeError as exc:
             raise PatchError(str(exc), "TYPE_ERROR", index) from None
+        except RecursionError:
+            # A document grown deep by earlier patches: copying or comparing it would need more
+            # stack than Python has. The document is untouched (copy on write), as on any failure.
+            raise PatchError(
+                "the values involved are nested too deeply to copy or compare", "TOO_DEEP", index
+            ) from None
     return patcher.root
