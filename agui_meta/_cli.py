@@ -4,6 +4,9 @@ Each command is a pair of functions registered in :data:`COMMANDS`: one adds its
 and arguments, the other runs it with the parsed namespace and returns the exit status. Add a
 command by writing the two and adding an entry.
 
+- ``replay FILE|-``: show a recorded stream as a conversation, with every item's metadata and
+  the run ledger (see :mod:`agui_meta._replay`);
+- ``validate FILE|-``: list every problem of a recorded stream with its location;
 - ``apply CASES.jsonl [--no-verify]``: run conformance cases (the reference oracle's format)
   through the default pipeline and print one result line per case (see
   :mod:`agui_meta._conformance`).
@@ -19,6 +22,8 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import msgspec
+
+from ._replay import add_replay, add_validate, run_replay, run_validate
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -39,6 +44,12 @@ def _add_apply(commands: Any) -> argparse.ArgumentParser:
             "Read cases, one JSON object a line: {name, events, messages?, state?}. For each, "
             "run enforce, expand_chunks, verify (unless --no-verify) and accumulate, and print "
             "{name, messages, state} (messages in AG-UI wire JSON) or {name, error}."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "example:\n"
+            "  agui-meta apply tests/golden/cases.jsonl > ours.jsonl\n"
+            "  node ../shared/oracle/apply.cjs tests/golden/cases.jsonl > reference.jsonl"
         ),
     )
     parser.add_argument("cases", help="a JSON-lines file of cases ('-' for standard input)")
@@ -98,6 +109,8 @@ COMMANDS: dict[
     tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]],
 ] = {
     "apply": (_add_apply, _run_apply),
+    "replay": (add_replay, run_replay),
+    "validate": (add_validate, run_validate),
 }
 
 
@@ -106,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agui-meta",
         description="Consume AG-UI 1.0 event streams, with every item's metadata merged.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  agui-meta replay examples/streams/travel.sse\n"
+            "  agui-meta validate examples/streams/broken.jsonl\n"
+            "  agui-meta apply tests/golden/cases.jsonl\n\n"
+            "'agui-meta COMMAND --help' tells more about each command."
+        ),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (add, run) in COMMANDS.items():

@@ -1,0 +1,419 @@
+"""Text output of the command line: the conversation, the run ledger and the reports, for people.
+
+Everything here turns finished results (a store, ledger records, reports) into lines of text;
+nothing reads input or runs a pipeline. Colour is ANSI SGR, applied by :class:`Style` only
+when asked to (the command decides: a terminal, ``NO_COLOR``, ``--color``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from ._exceptions import DataError, Report, StrictError
+from ._ledger import RunCancelled, RunInterrupted, RunRecord, RunSuccess
+from ._store import ItemStore, MessageItem, ToolCallItem
+
+__all__ = [
+    "Style",
+    "compact_json",
+    "error_report",
+    "format_report",
+    "metadata_text",
+    "pretty_json",
+    "render_ledger",
+    "render_transcript",
+    "where",
+]
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+#: Longest metadata line (characters, inside the braces), and longest value in it.
+METADATA_WIDTH = 300
+VALUE_WIDTH = 80
+#: Longest pretty-printed JSON block (lines) for tool arguments, results and state.
+JSON_LINES = 40
+#: Longest one-line JSON (activity content).
+ACTIVITY_WIDTH = 300
+
+_ROLE_COLOURS = {
+    "user": "1;36",
+    "assistant": "1;32",
+    "tool": "1;33",
+    "reasoning": "1;35",
+    "activity": "1;34",
+}
+_SEVERITY_COLOURS = {"error": "1;31", "warning": "33", "info": "36"}
+
+
+class Style:
+    """ANSI colours, or none: every method returns its text unchanged when ``color`` is false."""
+
+    __slots__ = ("color",)
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def paint(self, sgr: str, text: str) -> str:
+        return f"\x1b[{sgr}m{text}\x1b[0m" if self.color and text else text
+
+    def bold(self, text: str) -> str:
+        return self.paint("1", text)
+
+    def dim(self, text: str) -> str:
+        return self.paint("2", text)
+
+    def role(self, role: str, text: str) -> str:
+        return self.paint(_ROLE_COLOURS.get(role, "1"), text)
+
+    def severity(self, severity: str, text: str) -> str:
+        return self.paint(_SEVERITY_COLOURS.get(severity, "1"), text)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON for people
+
+
+#: Width that pretty-printed JSON tries to stay within.
+JSON_WIDTH = 88
+#: Values whose compact JSON is longer than this are indented by msgspec, not fitted.
+_FIT_LIMIT = 100_000
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _one_line(value: Any) -> str:
+    """JSON on one line, with a space after ``,`` and ``:`` (UTF-8 kept, integers exact)."""
+    if isinstance(value, dict):
+        items = ", ".join(f"{_encode(str(k)).decode()}: {_one_line(v)}" for k, v in value.items())
+        return "{" + items + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_one_line(v) for v in value) + "]"
+    return _encode(value).decode()
+
+
+def compact_json(value: Any, width: int | None = None) -> str:
+    """One-line JSON, cut to ``width`` characters with ``…``."""
+    text = _one_line(value)
+    return text if width is None else _cut(text, width)
+
+
+def metadata_text(metadata: Mapping[str, Any], width: int = METADATA_WIDTH) -> str:
+    """A metadata object on one line: ``{"key": value, ...}``.
+
+    Each value is cut to :data:`VALUE_WIDTH` characters; keys that do not fit in ``width`` are
+    counted (``… +3 more``) rather than shown.
+    """
+    parts: list[str] = []
+    used = 0
+    for n, (key, value) in enumerate(metadata.items()):
+        part = f"{compact_json(key, VALUE_WIDTH)}: {compact_json(value, VALUE_WIDTH)}"
+        if parts and used + len(part) > width:
+            parts.append(f"… +{len(metadata) - n} more")
+            break
+        parts.append(part)
+        used += len(part) + 2
+    return "{" + ", ".join(parts) + "}"
+
+
+def _fit(value: Any, indent: int, width: int, lead: int = 0) -> list[str]:
+    """``value`` on one line if it fits in ``width``, else one member a line, recursively.
+
+    ``indent`` is the column of the lines this block starts; ``lead`` the length of the text
+    (a key) that comes before its first line.
+    """
+    one = _one_line(value)
+    if indent + lead + len(one) <= width or not isinstance(value, (dict, list)) or not value:
+        return [one]
+    inner = indent + 2
+    lines = ["{" if isinstance(value, dict) else "["]
+    members = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+    for n, (key, member) in enumerate(members):
+        prefix = "" if key is None else f"{_encode(str(key)).decode()}: "
+        sub = _fit(member, inner, width, len(prefix))
+        sub[0] = prefix + sub[0]
+        if n < len(members) - 1:
+            sub[-1] += ","
+        lines.extend("  " + line for line in sub)
+    lines.append("}" if isinstance(value, dict) else "]")
+    return lines
+
+
+def pretty_json(value: Any, max_lines: int = JSON_LINES, width: int = JSON_WIDTH) -> list[str]:
+    """Indented JSON lines: containers that fit in ``width`` stay on one line.
+
+    At most ``max_lines`` lines (then a line saying how many were left out).
+    """
+    encoded = _encode(value)
+    if len(encoded) > _FIT_LIMIT:
+        lines = msgspec.json.format(encoded, indent=2).decode().splitlines()
+    else:
+        lines = _fit(value, 0, width)
+    if len(lines) > max_lines:
+        left = len(lines) - max_lines + 1
+        lines = [*lines[: max_lines - 1], f"… ({left} more lines)"]
+    return lines
+
+
+def _json_or_text(text: Any) -> list[str]:
+    """A string holding a JSON object or array, pretty-printed; any other string as it is."""
+    if isinstance(text, str):
+        stripped = text.lstrip()
+        if stripped[:1] in ("{", "["):
+            try:
+                return pretty_json(_decode(text))
+            except msgspec.DecodeError:
+                pass
+        return text.splitlines() or [""]
+    return pretty_json(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# The conversation
+
+
+def _indent(lines: Iterable[str], by: str) -> Iterator[str]:
+    for line in lines:
+        yield by + line if line else line
+
+
+def _content_lines(item: MessageItem, style: Style) -> list[str]:
+    content = item.content
+    if content is UNSET:
+        return []
+    if item.role == "activity":
+        return [compact_json(content, ACTIVITY_WIDTH)]
+    if item.role == "tool":
+        return _json_or_text(content)
+    if isinstance(content, str):
+        lines = content.splitlines() or [""]
+        if item.role == "reasoning":
+            return [style.dim(line) for line in lines]
+        return lines
+    if isinstance(content, list):
+        return [line for part in content for line in _part_lines(part)]
+    return [compact_json(content, ACTIVITY_WIDTH)]
+
+
+def _part_lines(part: Any) -> list[str]:
+    if not isinstance(part, dict):
+        return [compact_json(part, VALUE_WIDTH)]
+    if part.get("type") == "text":
+        text = part.get("text")
+        return str(text).splitlines() or [""] if isinstance(text, str) else [compact_json(text)]
+    source = part.get("source")
+    what = part.get("type", "part")
+    if isinstance(source, dict):
+        kind = source.get("type")
+        value = source.get("value", "")
+        shown = f"{len(value)} bytes of base64" if kind == "data" else _cut(str(value), VALUE_WIDTH)
+        mime = source.get("mimeType")
+        return [f"[{what}: {shown}{f', {mime}' if mime else ''}]"]
+    return [f"[{what}]"]
+
+
+def _metadata_line(metadata: Any, style: Style) -> list[str]:
+    if metadata is UNSET or metadata is None:
+        return []
+    if not isinstance(metadata, Mapping):  # a history may hold anything
+        return [style.dim("metadata: ") + compact_json(metadata, METADATA_WIDTH)]
+    return [style.dim("metadata: ") + metadata_text(metadata)]
+
+
+def _header(item: MessageItem, store: ItemStore, style: Style) -> str:
+    role = str(item.role) if item.role is not UNSET else "(no role)"
+    parts = [style.role(role, role), style.dim(str(item.id))]
+    if item.role == "activity" and item.activity_type is not UNSET:
+        parts.append(f"({item.activity_type})")
+    if item.name is not UNSET:
+        parts.append(f"name {item.name}")
+    if item.role == "tool" and item.tool_call_id is not UNSET:
+        call = store.tool_call(item.tool_call_id)
+        name = f"{call.name} " if call is not None and isinstance(call.name, str) else ""
+        parts.append(f"result of {name}({item.tool_call_id})")
+    if item.subagent_run_id is not UNSET:
+        parts.append(style.dim(f"[subagent {item.subagent_run_id}]"))
+    return " ".join(parts)
+
+
+def _tool_call_lines(call: ToolCallItem, style: Style) -> Iterator[str]:
+    name = call.name if isinstance(call.name, str) else "(no name)"
+    yield f"{style.bold('tool call')} {name} {style.dim(f'({call.id})')}"
+    arguments = call.arguments
+    if arguments is not UNSET and arguments != "":
+        yield from _indent(_json_or_text(arguments), "  ")
+    if call.encrypted_value is not UNSET:
+        yield "  " + style.dim(f"(encrypted value, {len(str(call.encrypted_value))} characters)")
+    yield from _indent(_metadata_line(call.metadata, style), "  ")
+
+
+def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
+    """The conversation in store order: each message with its tool calls and metadata."""
+    for n, item in enumerate(store.messages()):
+        if n:
+            yield ""
+        yield _header(item, store, style)
+        body = _content_lines(item, style)
+        error = item.fields.get("error")
+        if error is not None:
+            body.append(style.severity("error", f"error: {error}"))
+        if item.encrypted_value is not UNSET:
+            body.append(
+                style.dim(f"(encrypted value, {len(str(item.encrypted_value))} characters)")
+            )
+        body.extend(_metadata_line(item.metadata, style))
+        for call in item.tool_calls or ():
+            body.extend(_tool_call_lines(call, style))
+        yield from _indent(body, "  ")
+
+
+# ---------------------------------------------------------------------------------------------
+# The run ledger
+
+_USAGE_FIELDS = (
+    ("input_tokens", "input"),
+    ("output_tokens", "output"),
+    ("total_tokens", "total"),
+    ("reasoning_tokens", "reasoning"),
+    ("cached_input_tokens", "cached input"),
+    ("cache_write_input_tokens", "cache write"),
+)
+
+
+def _usage_text(entry: Any) -> str:
+    provider = entry.provider if entry.provider is not UNSET else ""
+    model = entry.model if entry.model is not UNSET else ""
+    label = "/".join(x for x in (provider, model) if x) or "(unlabelled)"
+    counts = [
+        f"{name} {getattr(entry, field)}"
+        for field, name in _USAGE_FIELDS
+        if getattr(entry, field) is not UNSET
+    ]
+    return f"{label}: {', '.join(counts) or 'no counts'}"
+
+
+def _outcome_lines(record: RunRecord, style: Style) -> Iterator[str]:
+    outcome = record.outcome
+    if isinstance(outcome, RunSuccess):
+        if outcome.pending_tool_call_ids:
+            yield f"pending tool calls: {', '.join(outcome.pending_tool_call_ids)}"
+    elif isinstance(outcome, RunInterrupted):
+        for interrupt in outcome.interrupts:
+            text = f"interrupt {interrupt.id} ({interrupt.reason})"
+            if interrupt.message is not UNSET:
+                text += f": {interrupt.message}"
+            yield text
+            yield from _indent(_metadata_line(interrupt.metadata, style), "  ")
+    if (
+        isinstance(outcome, (RunSuccess, RunInterrupted, RunCancelled))
+        and outcome.result is not UNSET
+    ):
+        yield f"result: {compact_json(outcome.result, ACTIVITY_WIDTH)}"
+
+
+def _run_header(record: RunRecord, style: Style) -> str:
+    run_id = record.run_id if record.run_id is not UNSET else "(events outside a run)"
+    parts = [style.bold(f"run {run_id}")]
+    if record.thread_id is not UNSET:
+        parts.append(style.dim(f"thread {record.thread_id}"))
+    status = record.status
+    colour = {"finished": "32", "error": "1;31", "incomplete": "33"}.get(status, "1")
+    parts.append(style.paint(colour, status))
+    if record.outcome is not UNSET:
+        parts.append(f"({record.outcome.type})")
+    return " ".join(parts)
+
+
+def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
+    """Each run: ids, status, outcome, usage (summed per provider and model), run metadata."""
+    for n, record in enumerate(runs):
+        if n:
+            yield ""
+        yield _run_header(record, style)
+        body: list[str] = []
+        if record.error_message is not UNSET:
+            code = f" ({record.error_code})" if record.error_code is not UNSET else ""
+            body.append(style.severity("error", f"error: {record.error_message}{code}"))
+        body.extend(_outcome_lines(record, style))
+        for entry in record.aggregated_usage:
+            body.append(f"usage {_usage_text(entry)}")
+        for label, metadata in (
+            ("started", record.started_metadata),
+            ("finished", record.finished_metadata),
+            ("error", record.error_metadata),
+        ):
+            if metadata is not UNSET:
+                body.append(style.dim(f"{label} metadata: ") + metadata_text(metadata))
+        for step in record.steps:
+            owner = f" [subagent {step.subagent_run_id}]" if step.subagent_run_id else ""
+            body.append(f"step {step.name}{owner}: {step.status}")
+        for sub in record.subagents:
+            name = f"{sub.name} " if sub.name is not UNSET else ""
+            outcome = f" ({sub.outcome})" if sub.outcome is not UNSET else ""
+            body.append(
+                f"subagent {name}{style.dim(f'({sub.subagent_run_id})')}: {sub.status}{outcome}"
+            )
+            for label, metadata in (
+                ("started", sub.started_metadata),
+                ("finished", sub.finished_metadata),
+                ("error", sub.error_metadata),
+            ):
+                if metadata is not UNSET:
+                    body.append("  " + style.dim(f"{label} metadata: ") + metadata_text(metadata))
+        for custom in record.custom_events:
+            meta = f" {metadata_text(custom.metadata)}" if custom.metadata is not UNSET else ""
+            body.append(f"custom event {custom.name} (event {custom.index}){meta}")
+        if record.raw_events:
+            body.append(f"raw events: {len(record.raw_events)}")
+        yield from _indent(body, "  ")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports and errors
+
+
+def where(file: str, report: Report) -> str:
+    """``FILE:line:byte: event N`` with whichever parts are known."""
+    head = file
+    if report.line is not None:
+        head += f":{report.line}"
+        if report.offset is not None:
+            head += f":{report.offset}"
+    elif report.offset is not None:
+        head += f": byte {report.offset}"
+    return head if report.index is None else f"{head}: event {report.index}"
+
+
+def format_report(file: str, report: Report, style: Style, severity: str | None = None) -> str:
+    """``FILE:line:byte: event N: severity: [code] message (at $.path)``."""
+    severity = severity or report.severity
+    text = f"[{report.code}] {report.message}"
+    if report.path is not None and f"`{report.path}`" not in report.message:
+        text += f" (at {report.path})"
+    return f"{where(file, report)}: {style.severity(severity, severity)}: {text}"
+
+
+def error_report(exc: DataError) -> Report:
+    """A data error as a report of severity ``"error"``.
+
+    Its code is the verifier's rule, the code of the report strict mode raised, or the class.
+    """
+    if isinstance(exc, StrictError):
+        code, message = exc.report.code, exc.report.message
+    else:
+        code, message = getattr(exc, "rule", None) or type(exc).__name__, exc.reason
+    return Report(
+        code=code,
+        message=message,
+        severity="error",
+        index=exc.index,
+        offset=exc.offset,
+        line=exc.line,
+        path=exc.path,
+    )

@@ -1,0 +1,505 @@
+"""The ``replay`` and ``validate`` commands (and the command line around them).
+
+Expectations come from the reference client (the conversation of a recorded stream), from the
+streams' own events (usage, run metadata) and from the defects planted in ``broken.jsonl``
+(``DEFECTS`` of the generator), never from a previous run of these commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agui_meta._cli import build_parser, main
+from tests import example_streams
+from tests.example_streams import STREAMS
+from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
+
+TIMEOUT = 60
+ESC = "\x1b["
+
+
+def cli(
+    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m agui_meta ARGS``, with pipes (so neither output is a terminal)."""
+    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    environment.update(env or {})
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_meta", *args],
+        cwd=REPO_ROOT,
+        input=stdin,
+        capture_output=True,
+        timeout=TIMEOUT,
+        env=environment,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        done.args,
+        done.returncode,
+        done.stdout.decode("utf-8"),
+        done.stderr.decode("utf-8"),
+    )
+
+
+def stream(name: str) -> str:
+    return str(STREAMS / name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the transcript back
+
+
+def section(text: str, title: str) -> list[str]:
+    """The lines of the ``--- title ... ---`` section (up to the next section)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"--- {title}"))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("--- ")), len(lines))
+    return lines[start + 1 : end]
+
+
+def parse_transcript(lines: list[str]) -> list[dict[str, Any]]:
+    """Messages as the transcript shows them: header, body, metadata, tool calls."""
+    messages: list[dict[str, Any]] = []
+    call: dict[str, Any] | None = None
+    for n, line in enumerate(lines):
+        if not line:  # inside a message when the next line is still indented
+            if n + 1 < len(lines) and lines[n + 1].startswith(" ") and messages:
+                (call or messages[-1])["body"].append("")
+            continue
+        if not line.startswith(" "):
+            messages.append({"header": line, "body": [], "metadata": None, "calls": []})
+            call = None
+        elif line.startswith("  tool call "):
+            call = {"header": line[2:], "body": [], "metadata": None}
+            messages[-1]["calls"].append(call)
+        elif call is not None and line.startswith("    metadata: "):
+            call["metadata"] = json.loads(line.removeprefix("    metadata: "))
+        elif call is not None:
+            call["body"].append(line.removeprefix("    "))
+        elif line.startswith("  metadata: "):
+            messages[-1]["metadata"] = json.loads(line.removeprefix("  metadata: "))
+        else:
+            messages[-1]["body"].append(line.removeprefix("  "))
+    return messages
+
+
+def assert_shows(shown: dict[str, Any], expected: dict[str, Any]) -> None:
+    """One message of the transcript against the reference's wire message."""
+    header = shown["header"]
+    assert header.startswith(f"{expected['role']} {expected['id']}"), header
+    if "subagentRunId" in expected:
+        assert f"[subagent {expected['subagentRunId']}]" in header
+    assert shown["metadata"] == expected.get("metadata")
+    content = expected.get("content")
+    body = "\n".join(shown["body"])
+    if expected["role"] == "tool":
+        assert json.loads(body) == json.loads(content)
+        assert f"({expected['toolCallId']})" in header
+    elif expected["role"] == "activity":
+        assert json.loads(body) == content
+        assert f"({expected['activityType']})" in header
+    elif content is None:
+        assert body == ""
+    else:
+        assert body == content
+    calls = expected.get("toolCalls", [])
+    assert len(shown["calls"]) == len(calls)
+    for got, want in zip(shown["calls"], calls, strict=True):
+        assert got["header"] == f"tool call {want['function']['name']} ({want['id']})"
+        assert json.loads("\n".join(got["body"])) == json.loads(want["function"]["arguments"])
+        assert got["metadata"] == want.get("metadata")
+
+
+def run_finished(name: str) -> list[dict[str, Any]]:
+    return [e for e in example_streams.events(name) if e["type"] == "RUN_FINISHED"]
+
+
+# ---------------------------------------------------------------------------------------------
+# replay
+
+
+@pytest.mark.parametrize("name", sorted(example_streams.GOOD))
+def test_replay_shows_the_conversation_the_reference_builds(
+    name: str, oracle: OracleServer
+) -> None:
+    expected = oracle.run_one(example_streams.case(name))
+    done = cli("replay", stream(name))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    shown = parse_transcript(section(done.stdout, "conversation"))
+    assert len(shown) == len(expected["messages"])
+    for got, want in zip(shown, expected["messages"], strict=True):
+        assert_shows(got, want)
+    if expected["state"]:
+        assert json.loads("\n".join(section(done.stdout, "state"))) == expected["state"]
+
+
+@pytest.mark.parametrize("name", sorted(example_streams.GOOD))
+def test_replay_shows_the_run_ledger(name: str) -> None:
+    done = cli("replay", stream(name))
+    runs = "\n".join(section(done.stdout, "runs"))
+    for event in run_finished(name):
+        block = runs.split(f"run {event['runId']} thread {event['threadId']} finished")[1]
+        block = block.split("\nrun ")[0]
+        outcome = event.get("outcome", {"type": "success"})["type"]
+        assert block.startswith(f" ({outcome})")
+        for usage in event["usage"]:  # one entry per model in these streams: sums are the entries
+            line = next(
+                x for x in block.splitlines() if f"usage {usage['provider']}/{usage['model']}:" in x
+            )
+            assert f"input {usage['inputTokens']}," in line
+            assert f"output {usage['outputTokens']}," in line
+            assert f"total {usage['totalTokens']}" in line
+        finished = next(x for x in block.splitlines() if "finished metadata: " in x)
+        assert json.loads(finished.split("finished metadata: ")[1]) == event["metadata"]
+    assert done.stdout.rstrip().endswith("0 errors, 0 warnings")
+
+
+def test_replay_interrupt_and_subagent_in_the_ledger() -> None:
+    done = cli("replay", stream("support.jsonl"))
+    runs = section(done.stdout, "runs")
+    interrupt = next(e for e in run_finished("support.jsonl") if "outcome" in e)
+    first = interrupt["outcome"]["interrupts"][0]
+    line = runs.index(f"  interrupt {first['id']} ({first['reason']}): {first['message']}")
+    assert json.loads(runs[line + 1].split("metadata: ")[1]) == first["metadata"]
+    assert "  subagent returns-specialist (sa-returns): finished (success)" in runs
+
+
+def test_replay_json_is_the_store_and_the_ledger(oracle: OracleServer) -> None:
+    case = example_streams.case("support.jsonl")
+    done = cli("replay", "--json", stream("support.jsonl"))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result) == {"messages", "state", "ledger", "reports"}
+    assert_same_result(
+        {"name": case["name"], "messages": result["messages"], "state": result["state"]},
+        oracle.run_one(case),
+        case,
+    )
+    finished = run_finished("support.jsonl")
+    runs = result["ledger"]["runs"]
+    assert [r["runId"] for r in runs] == [e["runId"] for e in finished]
+    assert [r["usage"] for r in runs] == [e["usage"] for e in finished]
+    assert [r["finishedMetadata"] for r in runs] == [e["metadata"] for e in finished]
+    assert result["reports"] == []
+
+
+def test_replay_reads_standard_input() -> None:
+    data = (STREAMS / "travel.sse").read_bytes()
+    from_stdin = cli("replay", "-", stdin=data)
+    from_file = cli("replay", stream("travel.sse"))
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    assert from_stdin.stdout == from_file.stdout
+
+
+def test_no_colour_when_piped_colour_when_asked() -> None:
+    plain = cli("replay", stream("travel.sse"))
+    assert ESC not in plain.stdout
+    coloured = cli("replay", "--color", stream("travel.sse"))
+    assert ESC not in coloured.stderr
+    assert "\x1b[1;36muser\x1b[0m" in coloured.stdout  # the role label
+    assert "\x1b[2mmetadata: \x1b[0m" in coloured.stdout
+    # Without the escapes, the same text.
+    assert _strip_ansi(coloured.stdout) == plain.stdout
+    assert ESC not in cli("replay", "--no-color", stream("travel.sse")).stdout
+
+
+def _strip_ansi(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def test_reasoning_is_dimmed() -> None:
+    done = cli("replay", "--color", stream("travel.sse"))
+    reasoning = next(
+        e for e in example_streams.events("travel.sse") if e["type"] == "REASONING_MESSAGE_CONTENT"
+    )
+    line = next(x for x in done.stdout.splitlines() if reasoning["delta"] in x)
+    assert line.startswith("  \x1b[2m")
+
+
+def _pty_run(args: list[str], env: dict[str, str], stream_name: str) -> tuple[int, bytes]:
+    """Run the command with ``stream_name`` ("stdout" or "stderr") on a pseudo-terminal."""
+    pty = pytest.importorskip("pty")
+    import select
+
+    master, slave = pty.openpty()
+    targets = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream_name: slave}
+    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    environment.update(env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_meta", *args],
+        cwd=REPO_ROOT,
+        stdout=targets["stdout"],
+        stderr=targets["stderr"],
+        env=environment,
+    )
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], TIMEOUT)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the other side closed (Linux reports EIO)
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        status = proc.wait(timeout=TIMEOUT)
+    return status, out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_colour_on_a_terminal_unless_no_color() -> None:
+    status, out = _pty_run(["replay", stream("support.jsonl")], {"TERM": "xterm"}, "stdout")
+    assert status == 0
+    assert ESC.encode() in out
+    status, out = _pty_run(
+        ["replay", stream("support.jsonl")], {"TERM": "xterm", "NO_COLOR": "1"}, "stdout"
+    )
+    assert status == 0
+    assert ESC.encode() not in out and b"user u-1" in out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_progress_on_a_terminal_for_large_inputs(tmp_path: Path) -> None:
+    # Valid over and over: each RUN_STARTED starts afresh; ~1.3 MB.
+    big = tmp_path / "big.sse"
+    big.write_bytes((STREAMS / "travel.sse").read_bytes() * 100)
+    status, err = _pty_run(["replay", str(big)], {}, "stderr")
+    assert status == 0
+    text = err.decode()
+    assert f"reading {big}: " in text and " MB (" in text and " events" in text
+    assert text.endswith("\r\x1b[K")  # the indicator is erased at the end
+    # Not on a pipe, and not for small inputs.
+    assert cli("replay", str(big)).stderr == ""
+    status, err = _pty_run(["replay", stream("travel.sse")], {}, "stderr")
+    assert status == 0 and err == b""
+
+
+def test_strict_stops_at_the_first_warning() -> None:
+    done = cli("replay", "--strict", stream("broken.jsonl"))
+    assert done.returncode == 1
+    assert done.stdout == ""
+    line = _line_offset(2)
+    assert done.stderr.startswith(f"agui-meta: {stream('broken.jsonl')}:2:{line}: event 1: error: ")
+    assert "[unknown-field]" in done.stderr and "(at $.colour)" in done.stderr
+
+
+def _line_offset(line: int) -> int:
+    """The byte offset where ``line`` (1-based) of broken.jsonl begins."""
+    data = (STREAMS / "broken.jsonl").read_bytes()
+    return sum(len(x) + 1 for x in data.split(b"\n")[: line - 1])
+
+
+def test_a_data_error_is_one_line_with_its_location() -> None:
+    done = cli("replay", stream("broken.jsonl"))
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    # The first error of the stream: line 4, a content event for a message never started.
+    assert done.stderr.startswith(
+        f"agui-meta: {stream('broken.jsonl')}:4:{_line_offset(4)}: event 3: error: [text.not-open] "
+    )
+
+
+def test_keep_going_shows_what_it_could_and_every_problem() -> None:
+    done = cli("replay", "--keep-going", stream("broken.jsonl"))
+    assert done.returncode == 1
+    shown = parse_transcript(section(done.stdout, "conversation"))
+    assert shown[0]["header"] == "assistant m-1"
+    assert shown[0]["body"] == ["Hello"]
+    # Line 2's metadata, unprefixed key included, merged with line 9's END.
+    assert shown[0]["metadata"] == {
+        "provider": "openai",
+        "acme.model": "gpt-4.1",
+        "acme.finish_reason": "stop",
+    }
+    reports = section(done.stdout, "reports")
+    errors = [x for x in reports if ": error: " in x]
+    assert [int(x.split(":")[1]) for x in errors] == [4, 5, 6, 7, 12]
+    assert any(":8:" in x and "[unknown-event-type]" in x for x in reports)
+    assert "run run-x thread thread-broken incomplete" in section(done.stdout, "runs")
+
+
+def test_keep_going_json_lists_the_reports_with_locations() -> None:
+    done = cli("replay", "--keep-going", "--json", stream("broken.jsonl"))
+    assert done.returncode == 1
+    reports = json.loads(done.stdout)["reports"]
+    errors = [r for r in reports if r["severity"] == "error"]
+    assert [r["line"] for r in errors] == [4, 5, 6, 7, 12]
+    assert [r["offset"] for r in errors] == [_line_offset(n) for n in (4, 5, 6, 7, 12)]
+    assert errors[0]["code"] == "text.not-open" and errors[0]["index"] == 3
+    assert errors[1]["path"] == "$.metadata"
+
+
+def test_huge_metadata_is_cut_to_one_line(tmp_path: Path) -> None:
+    run = {"threadId": "t", "runId": "r"}
+    huge = {"acme.blob": "x" * 10_000, **{f"acme.k{i}": i for i in range(100)}}
+    events = [
+        {"type": "RUN_STARTED", **run},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "metadata": huge},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {"type": "RUN_FINISHED", **run},
+    ]
+    path = tmp_path / "huge.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    done = cli("replay", str(path))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("  metadata: "))
+    assert len(line) < 400
+    assert '"acme.blob": "xxx' in line and "…" in line and "more}" in line
+
+
+def test_framing_errors_have_a_location(tmp_path: Path) -> None:
+    good = b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
+    bad = b'data: {"type":"RAW","event":"\xff"}\n\n'
+    path = tmp_path / "bad.sse"
+    path.write_bytes(good + bad)
+    done = cli("replay", str(path))
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"agui-meta: {path}:3:{len(good)}: event 1: error: [FramingError]"
+    )
+    assert "UTF-8" in done.stderr
+    checked = cli("validate", str(path))
+    assert checked.returncode == 1
+    assert f"{path}:3:{len(good)}: event 1: error: [FramingError]" in checked.stdout
+    assert checked.stdout.splitlines()[-1].endswith("1 event checked, 1 error, 1 warning")
+
+
+# ---------------------------------------------------------------------------------------------
+# validate
+
+
+def test_validate_lists_every_planted_defect() -> None:
+    done = cli("validate", stream("broken.jsonl"))
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    path = stream("broken.jsonl")
+    located = [x for x in lines[:-1] if x.startswith(f"{path}:")]
+    by_line: dict[int, list[str]] = {}
+    for x in located:
+        rest = x[len(path) + 1 :]
+        if rest[0].isdigit():
+            number, offset = rest.split(":")[:2]
+            assert int(offset) == _line_offset(int(number))
+            by_line.setdefault(int(number), []).append(x)
+    assert set(by_line) == set(example_streams.generator().DEFECTS)
+    assert [": error: " in x for x in by_line[2]] == [False, False]
+    assert "[unknown-field]" in by_line[2][0] and "(at $.colour)" in by_line[2][0]
+    assert "[unprefixed-metadata-key]" in by_line[2][1]
+    assert "(at $.metadata.provider)" in by_line[2][1]
+    for number in (4, 5, 6, 7, 12):
+        assert len(by_line[number]) == 1 and ": error: " in by_line[number][0]
+    assert ": warning: [unknown-event-type]" in by_line[8][0]
+    assert "(at $.delta)" in by_line[6][0]
+    # The end of the stream: the run and the tool call left open.
+    assert lines[-2].startswith(f"{path}: warning: [stream-ended-open]")
+    assert "call-2" in lines[-2]
+    assert lines[-1] == f"{path}: invalid: 12 events checked, 5 errors, 4 warnings"
+
+
+@pytest.mark.parametrize("name", sorted(example_streams.GOOD))
+def test_validate_a_good_stream(name: str) -> None:
+    done = cli("validate", stream(name))
+    assert done.returncode == 0, done.stdout
+    count = len(example_streams.events(name))
+    assert done.stdout == f"{stream(name)}: valid: {count} events checked, 0 errors, 0 warnings\n"
+
+
+def test_validate_warnings_pass_unless_strict(tmp_path: Path) -> None:
+    run = {"threadId": "t", "runId": "r"}
+    events = [
+        {"type": "RUN_STARTED", **run, "metadata": {"latency": 3}},
+        {"type": "RUN_FINISHED", **run},
+    ]
+    path = tmp_path / "warn.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    done = cli("validate", str(path))
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == [
+        (
+            f"{path}:1:0: event 0: warning: [unprefixed-metadata-key] metadata key 'latency' has "
+            "no vendor prefix: producers SHOULD prefix the keys they create (for example "
+            "'vendor.latency'); 'ag-ui' is reserved for the protocol (at $.metadata.latency)"
+        ),
+        f"{path}: valid: 2 events checked, 0 errors, 1 warning",
+    ]
+    assert cli("validate", "--strict", str(path)).returncode == 1
+
+
+def test_validate_an_empty_stream(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    done = cli("validate", str(path))
+    assert done.returncode == 0
+    assert "[stream-ended-empty]" in done.stdout
+    assert done.stdout.splitlines()[-1].endswith("0 events checked, 0 errors, 1 warning")
+
+
+def test_validate_reads_standard_input() -> None:
+    data = (STREAMS / "broken.jsonl").read_bytes()
+    done = cli("validate", "-", stdin=data)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[-1] == "-: invalid: 12 events checked, 5 errors, 4 warnings"
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+
+
+@pytest.mark.parametrize("command", ["replay", "validate"])
+def test_unreadable_input_is_a_usage_error(command: str, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.sse"
+    done = cli(command, str(missing))
+    assert done.returncode == 2
+    assert done.stderr == f"agui-meta: cannot read {missing}: No such file or directory\n"
+    assert cli(command, str(tmp_path)).returncode == 2
+
+
+def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["replay"], ["replay", "x", "--keep-going", "--strict"], ["nope"], []):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+    assert "usage: agui-meta" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["replay", "validate", "apply"])
+def test_help_shows_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "example" in text and f"\n  agui-meta {command} " in text
+    overview = build_parser().format_help()
+    assert "examples:" in overview and f"\n  agui-meta {command} " in overview
+
+
+def test_apply_still_works(tmp_path: Path, oracle: OracleServer) -> None:
+    case = example_streams.case("travel.sse")
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    done = cli("apply", str(path))
+    assert done.returncode == 0, done.stderr
+    (result,) = [json.loads(x) for x in done.stdout.splitlines()]
+    assert_same_result(result, oracle.run_one(case), case)
+
+
+def test_in_process_main(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", stream("travel.sse")]) == 0
+    assert capsys.readouterr().out.endswith("0 errors, 0 warnings\n")
