@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Union
 
 import msgspec
@@ -652,7 +652,9 @@ class EventDecoder:
     :class:`~agui_meta.Event` (re-validated: msgspec does not validate on construction), an
     ``ag_ui.core`` pydantic model, or a :class:`~agui_meta.Frame` (whose ``offset``/``line``
     then appear in errors and reports). It returns the event, or ``None`` when the event is
-    dropped (an unknown ``type``, reported).
+    dropped (an unknown ``type``, reported). A ``dict`` is taken to be decoded JSON: the values
+    in opaque positions (metadata values, state, ``value`` …) are used as given, neither copied
+    nor checked to be JSON; the dict itself is never modified.
 
     Problems the reference client only warns about are reported through the context given to
     :meth:`decode` (a pipeline's), or else through the decoder's own context built from ``mode``
@@ -661,17 +663,18 @@ class EventDecoder:
     decoder's own context in ``"keep_going"`` mode they are reported and ``decode`` returns
     ``None`` instead.
 
-    One decoder per stream: it holds the ids of the retired ``THINKING_*`` events it translates,
-    and counts the events it decodes (the ``index`` in errors and reports, unless the context
-    given knows the index).
+    The event index in errors and reports is the context's ``index`` (a pipeline sets it for
+    every event; :meth:`decode_iter` sets it on the decoder's own context). :meth:`decode` alone
+    does not count: counting would cost as much as the rest of its work on a valid frame.
+
+    One decoder per stream: it holds the ids of the retired ``THINKING_*`` events it translates.
     """
 
-    __slots__ = ("_compat", "_count", "_ctx")
+    __slots__ = ("_compat", "_ctx")
 
     def __init__(self, *, mode: Mode = "default", on_report: ReportHandler | None = None) -> None:
         self._ctx = Context(mode, on_report)
         self._compat = _Compat()
-        self._count = 0
 
     @property
     def context(self) -> Context:
@@ -679,33 +682,47 @@ class EventDecoder:
         return self._ctx
 
     def reset(self) -> None:
-        """Start a new stream: forget the ``THINKING_*`` translation state and the event count."""
+        """Start a new stream: forget the ``THINKING_*`` translation state."""
         self._compat = _Compat()
-        self._count = 0
 
     def decode(self, data: Any, ctx: Context | None = None) -> Event | None:
         """Decode one event; ``None`` when it is dropped. See the class docstring."""
-        index = self._count
-        self._count = index + 1
         if type(data) is bytes:
             try:
                 return _TYPED_DECODE(data)
             except _MsgspecError:
-                return self._slow(data, ctx, index, None)
-        return self._other(data, ctx, index)
+                return self._slow(data, ctx, None)
+        return self._other(data, ctx)
+
+    def decode_iter(self, items: Iterable[Any]) -> Iterator[Event]:
+        """Decode a stream of items, yielding its events (dropped ones skipped).
+
+        Errors and reports name each item's 0-based index in ``items``; in ``"keep_going"``
+        mode a malformed item is reported and skipped.
+        """
+        ctx = self._ctx
+        decode = self.decode
+        try:
+            for index, item in enumerate(items):
+                ctx.index = index
+                event = decode(item)
+                if event is not None:
+                    yield event
+        finally:
+            ctx.index = -1
 
     # -- everything but the fast path ----------------------------------------------------------
 
-    def _other(self, data: Any, ctx: Context | None, index: int | None) -> Event | None:
+    def _other(self, data: Any, ctx: Context | None) -> Event | None:
         """Decode what is not plain ``bytes`` (Frames, dicts, Events, text, models)."""
         if type(data) is Frame or (not isinstance(data, (bytes, str, dict)) and _is_frame(data)):
             buf = data.data
             try:
                 return _TYPED_DECODE(buf)
             except _MsgspecError:
-                return self._slow(buf, ctx, index, data)
+                return self._slow(buf, ctx, data)
             except TypeError:  # not a buffer
-                return self._slow(_BadInput(buf, "frame data"), ctx, index, data)
+                return self._slow(_BadInput(buf, "frame data"), ctx, data)
         if type(data) is dict:
             etype = data.get("type")
             cls = EVENT_TYPES.get(etype) if type(etype) is str else None
@@ -714,44 +731,42 @@ class EventDecoder:
                     return msgspec.convert(data, cls)
                 except _MsgspecError:
                     pass
-            return self._slow(data, ctx, index, None)
+            return self._slow(data, ctx, None)
         if isinstance(data, Event):
             # msgspec does not validate on construction: re-validate through the wire form.
             try:
                 encoded = _ENCODE(data)
             except (TypeError, ValueError, OverflowError) as exc:
-                return self._slow(_BadInput(exc, "event"), ctx, index, None)
+                return self._slow(_BadInput(exc, "event"), ctx, None)
             try:
                 _TYPED_DECODE(encoded)
             except _MsgspecError:
-                return self._slow(encoded, ctx, index, None)
+                return self._slow(encoded, ctx, None)
             return data
         if isinstance(data, (str, bytes, bytearray, memoryview)):
             try:
                 return _TYPED_DECODE(data)
             except _MsgspecError:
-                return self._slow(data, ctx, index, None)
+                return self._slow(data, ctx, None)
         dump = getattr(data, "model_dump_json", None)
         if callable(dump):  # an ag_ui.core (pydantic) model: through its wire JSON
             try:
                 text = dump(by_alias=True)
             except (ValueError, TypeError) as exc:  # PydanticSerializationError is a ValueError
-                return self._slow(_BadInput(exc, "model"), ctx, index, None)
+                return self._slow(_BadInput(exc, "model"), ctx, None)
             try:
                 return _TYPED_DECODE(text)
             except _MsgspecError:
-                return self._slow(text, ctx, index, None)
-        return self._slow(data, ctx, index, None)
+                return self._slow(text, ctx, None)
+        return self._slow(data, ctx, None)
 
-    def _slow(self, data: Any, ctx: Context | None, index: int | None, frame: Any) -> Event | None:
+    def _slow(self, data: Any, ctx: Context | None, frame: Any) -> Event | None:
         """The slow path, with the location attached to errors; keeps going when asked to."""
         own = ctx is None
         if own:
             ctx = self._ctx
-            ctx.index = -1 if index is None else index
         assert ctx is not None
-        if ctx.index >= 0:
-            index = ctx.index
+        index = ctx.index if ctx.index >= 0 else None
         try:
             return self._enforce(data, ctx, index, frame)
         except DataError as exc:
@@ -764,9 +779,6 @@ class EventDecoder:
                 ctx.skip(exc)
                 return None
             raise
-        finally:
-            if own:
-                ctx.index = -1
 
     def _enforce(self, data: Any, ctx: Context, index: int | None, frame: Any) -> Event | None:
         if type(data) is _BadInput:
@@ -871,7 +883,7 @@ def decode_event(data: Any) -> Event | None:
             return _TYPED_DECODE(data)
         except _MsgspecError:
             pass
-    return EventDecoder()._other(data, None, None)
+    return EventDecoder()._other(data, None)
 
 
 _MESSAGE_DECODE: Final = msgspec.json.Decoder(Message).decode
@@ -950,18 +962,18 @@ class Enforce(Transducer[Any, Event]):
             try:
                 event = _TYPED_DECODE(item.data)
             except _MsgspecError:
-                event = self._slow(item.data, self.ctx, None, item)
+                event = self._slow(item.data, self.ctx, item)
                 if event is None:
                     return
         elif type(item) is bytes:
             try:
                 event = _TYPED_DECODE(item)
             except _MsgspecError:
-                event = self._slow(item, self.ctx, None, None)
+                event = self._slow(item, self.ctx, None)
                 if event is None:
                     return
         else:
-            event = self._other(item, self.ctx, None)
+            event = self._other(item, self.ctx)
             if event is None:
                 return
         self.emit(event)

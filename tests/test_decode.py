@@ -47,11 +47,13 @@ def decode_all(
 ) -> tuple[list[dict[str, Any] | None], list[Report]]:
     """Decode a stream with one decoder; the events as wire JSON (None when dropped), reports."""
     reports: list[Report] = []
-    decoder = EventDecoder(mode=mode, on_report=reports.append)
+    decoder = EventDecoder()
+    ctx = agui_meta.Context(mode, reports.append)  # as in a pipeline: the context's index
     out: list[dict[str, Any] | None] = []
-    for event in events:
+    for index, event in enumerate(events):
         data = json.dumps(event).encode() if isinstance(event, dict) else event
-        decoded = decoder.decode(data)
+        ctx.index = index
+        decoded = decoder.decode(data, ctx)
         out.append(None if decoded is None else json.loads(encode_event(decoded)))
     return out, reports
 
@@ -122,10 +124,9 @@ def test_unknown_properties_are_removed_with_their_paths() -> None:
 def test_a_report_says_where_and_what() -> None:
     reports: list[Report] = []
     decoder = EventDecoder(on_report=reports.append)
-    decoder.decode(b'{"type":"TEXT_MESSAGE_END","messageId":"m"}')
     frame = Frame(b'{"type":"TEXT_MESSAGE_END","messageId":"m","a b":1}', offset=120, line=7)
-    event = decoder.decode(frame)
-    assert event == agui_meta.TextMessageEndEvent(message_id="m")
+    events = list(decoder.decode_iter([b'{"type":"TEXT_MESSAGE_END","messageId":"m"}', frame]))
+    assert events == [agui_meta.TextMessageEndEvent(message_id="m")] * 2
     (report,) = reports
     assert report.code == "unknown-field"
     assert report.severity == "warning"
@@ -145,7 +146,7 @@ def test_without_a_callback_reports_are_warnings() -> None:
 def test_strict_mode_turns_a_report_into_an_error() -> None:
     decoder = EventDecoder(mode="strict")
     with pytest.raises(StrictError) as info:
-        decoder.decode(b'{"type":"TEXT_MESSAGE_END","messageId":"m","extra":1}')
+        list(decoder.decode_iter([b'{"type":"TEXT_MESSAGE_END","messageId":"m","extra":1}']))
     assert info.value.report.code == "unknown-field"
     assert info.value.path == "$.extra"
     assert info.value.index == 0
@@ -343,7 +344,6 @@ def test_a_frame_without_a_string_type_is_an_error(frame: bytes) -> None:
     with pytest.raises(DecodeError, match="carries no event type") as info:
         EventDecoder().decode(frame)
     assert info.value.path == "$.type"
-    assert info.value.index == 0
 
 
 @pytest.mark.parametrize("event", [{"x": 1}, {"type": 5}, {"type": ""}, {"type": None}])
@@ -817,10 +817,12 @@ def test_malformed_fields_are_decode_errors_with_their_path(
 
 
 def test_errors_name_the_index_and_the_frame() -> None:
-    decoder = EventDecoder()
-    decoder.decode(b'{"type":"TEXT_MESSAGE_END","messageId":"m"}')
+    stream = [
+        b'{"type":"TEXT_MESSAGE_END","messageId":"m"}',
+        Frame(b'{"type":"TEXT_MESSAGE_END","messageId":1}', offset=42, line=3),
+    ]
     with pytest.raises(DecodeError) as info:
-        decoder.decode(Frame(b'{"type":"TEXT_MESSAGE_END","messageId":1}', offset=42, line=3))
+        list(EventDecoder().decode_iter(stream))
     error = info.value
     assert (error.index, error.offset, error.line, error.path) == (1, 42, 3, "$.messageId")
     assert "event 1" in str(error) and "line 3" in str(error) and "byte 42" in str(error)
@@ -858,9 +860,12 @@ def test_keep_going_with_the_decoders_own_context_skips_the_event() -> None:
     reports: list[Report] = []
     decoder = EventDecoder(mode="keep_going", on_report=reports.append)
     assert decoder.decode(b'{"type":"TEXT_MESSAGE_END"}') is None
-    assert decoder.decode(b'{"type":"TEXT_MESSAGE_END","messageId":"m"}') is not None
+    stream = [b"[]", b'{"type":"TEXT_MESSAGE_END","messageId":"m"}', b"{"]
+    assert list(decoder.decode_iter(stream)) == [agui_meta.TextMessageEndEvent(message_id="m")]
     assert [(r.code, r.severity, r.index, r.path) for r in reports] == [
-        ("DecodeError", "error", 0, "$.messageId")
+        ("DecodeError", "error", None, "$.messageId"),  # decode() alone does not count
+        ("DecodeError", "error", 0, "$"),
+        ("DecodeError", "error", 2, None),
     ]
 
 
@@ -1028,7 +1033,12 @@ TYPES = st.sampled_from(
 )
 ROLES = st.sampled_from(["user", "assistant", "tool", "activity", "reasoning", "bot", "binary"])
 EVENTISH = st.recursive(
-    st.none() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4) | ROLES | TYPES,
+    st.none()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4)
+    | ROLES
+    | TYPES,
     lambda children: (
         st.lists(children, max_size=3) | st.dictionaries(FIELD_NAMES, children, max_size=5)
     ),

@@ -177,9 +177,9 @@ def test_metadata_that_is_not_an_object_is_a_metadata_error(
 ) -> None:
     for data in (json.dumps(event).encode(), event):
         decoder = EventDecoder(on_report=lambda report: None)
-        decoder.decode(b'{"type":"TEXT_MESSAGE_END","messageId":"x"}')
+        stream = [b'{"type":"TEXT_MESSAGE_END","messageId":"x"}', data]
         with pytest.raises(MetadataError) as info:
-            decoder.decode(data)
+            list(decoder.decode_iter(stream))
         error = info.value
         assert error.path == path
         assert error.index == 1
@@ -202,7 +202,8 @@ def test_python_built_events_are_checked_too(bad: Any) -> None:
 def test_a_null_metadata_is_never_read_as_absent_even_in_keep_going_mode() -> None:
     reports: list[Report] = []
     decoder = EventDecoder(mode="keep_going", on_report=reports.append)
-    assert decoder.decode(b'{"type":"TEXT_MESSAGE_END","messageId":"m","metadata":null}') is None
+    stream = [b'{"type":"TEXT_MESSAGE_END","messageId":"m","metadata":null}']
+    assert list(decoder.decode_iter(stream)) == []
     assert [(r.code, r.severity, r.path, r.index) for r in reports] == [
         ("MetadataError", "error", "$.metadata", 0)
     ]
