@@ -481,6 +481,8 @@ DEFECTS = {
     8: "an unknown event type",
     12: "RUN_FINISHED while a tool call is still open",
 }
+#: The lines of DEFECTS that are errors (the others are warnings).
+ERROR_LINES = (4, 5, 6, 7, 12)
 
 
 def broken(seed: int) -> list[str]:
