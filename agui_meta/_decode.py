@@ -54,7 +54,9 @@ _TYPED_DECODE: Final = _TYPED.decode
 _GENERIC_DECODE: Final = msgspec.json.Decoder().decode
 _ENCODER: Final = msgspec.json.Encoder()
 _ENCODE: Final = _ENCODER.encode
-_MsgspecError: Final = msgspec.DecodeError  # ValidationError is a subclass
+#: What a msgspec decode raises on bad input (ValidationError is a DecodeError); msgspec raises
+#: RecursionError for JSON nested deeper than it recurses.
+_MsgspecError: Final = (msgspec.DecodeError, RecursionError)
 
 _MISSING: Final[Any] = object()
 _DROP: Final[Any] = object()
@@ -67,6 +69,15 @@ _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 #: A path under construction: ``None`` for the root, else ``(parent, key_or_index)``.
 _Path = Union[tuple[Any, Union[str, int]], None]
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A value as short JSON text for a message (cut at ``limit`` characters)."""
+    try:
+        text = msgspec.json.encode(value).decode()
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def json_path(*segments: str | int) -> str:
@@ -209,7 +220,7 @@ _EVENT_NODES: Final[dict[str, _Obj]] = {
 # The strip walk
 
 #: Report codes of what enforcement strips (their messages get the event type appended).
-_STRIP_CODES: Final = frozenset(("unknown-field", "unknown-variant", "unknown-event-type"))
+_STRIP_CODES: Final = frozenset(("unknown-field", "unknown-variant"))
 
 
 class _Findings:
@@ -237,9 +248,7 @@ def _walk(value: Any, node: _Node, path: _Path, out: _Findings) -> Any:
         member = node.members.get(tag) if type(tag) is str else None  # type: ignore[union-attr]
         if member is None:
             out.drop_reason = (
-                f"no `{field}`"
-                if tag is _MISSING
-                else f"unrecognised `{field}` {msgspec.json.encode(tag).decode()}"
+                f"no `{field}`" if tag is _MISSING else f"unrecognised `{field}` {_show(tag)}"
             )
             return _DROP
         return _walk_obj(value, member, path, out)
@@ -275,11 +284,7 @@ def _walk(value: Any, node: _Node, path: _Path, out: _Findings) -> Any:
         if type(op) is dict:
             name = op.get("op", _MISSING)
             if not (type(name) is str and name in PATCH_OPS):
-                reason = (
-                    "no `op`"
-                    if name is _MISSING
-                    else f"unrecognised `op` {msgspec.json.encode(name).decode()}"
-                )
+                reason = "no `op`" if name is _MISSING else f"unrecognised `op` {_show(name)}"
                 out.add("unknown-variant", (path, i), f"removed a JSON Patch operation ({reason})")
                 changed = True
                 continue
@@ -555,8 +560,7 @@ class _Compat:
                 out.add(
                     "legacy-shape",
                     (None, "title"),
-                    f"dropped THINKING_START.title {msgspec.json.encode(title).decode()}: "
-                    "REASONING_START has no title",
+                    f"dropped THINKING_START.title {_show(title)}: REASONING_START has no title",
                 )
             event["type"] = "REASONING_START"
             event["messageId"] = self.reasoning_id
@@ -736,7 +740,7 @@ class EventDecoder:
             # msgspec does not validate on construction: re-validate through the wire form.
             try:
                 encoded = _ENCODE(data)
-            except (TypeError, ValueError, OverflowError) as exc:
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
                 return self._slow(_BadInput(exc, "event"), ctx, None)
             try:
                 _TYPED_DECODE(encoded)
@@ -752,7 +756,7 @@ class EventDecoder:
         if callable(dump):  # an ag_ui.core (pydantic) model: through its wire JSON
             try:
                 text = dump(by_alias=True)
-            except (ValueError, TypeError) as exc:  # PydanticSerializationError is a ValueError
+            except (ValueError, TypeError, RecursionError) as exc:  # pydantic's are ValueErrors
                 return self._slow(_BadInput(exc, "model"), ctx, None)
             try:
                 return _TYPED_DECODE(text)
@@ -808,15 +812,14 @@ class EventDecoder:
         node = _EVENT_NODES.get(event["type"]) if typed else None
         if node is None:
             etype = event.get("type")
-            name = etype if type(etype) is str else msgspec.json.encode(etype).decode()
             out.add(
                 "unknown-event-type",
                 (None, "type"),
-                f"dropped an event of unknown type {name!r}"
+                f"dropped an event of unknown type {_show(etype)}"
                 if typed
-                else f"dropped an event without a string type ({name})",
+                else f"dropped an event without a string type (`type` is {_show(etype)})",
             )
-            self._deliver(ctx, out, name, index, frame)
+            self._deliver(ctx, out, etype if isinstance(etype, str) else _show(etype), index, frame)
             return None
         etype = event["type"]
         stripped = _walk_obj(event, node, None, out)

@@ -1140,3 +1140,33 @@ def test_stripped_snapshots_match_the_reference(oracle: Any) -> None:
         assert ours[1] is not None
         assert "messages" in reference, reference
         assert ours[1]["messages"] == reference["messages"]
+
+
+def test_json_nested_deeper_than_msgspec_recurses_is_a_decode_error() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for wire in (
+        b'{"type":"CUSTOM","name":"n","value":' + deep + b"}",
+        b'{"type":"CUSTOM","name":"n","extra":1,"value":' + deep + b"}",
+    ):
+        with pytest.raises(DecodeError, match="invalid JSON"):
+            EventDecoder().decode(wire)
+    value: list[Any] = []
+    inner = value
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]
+    with pytest.raises(DecodeError, match="cannot be serialised"):
+        EventDecoder().decode(agui_meta.CustomEvent(name="n", value=value))
+    # as a dict, an opaque value is used as given; a deep value where a tag is read is shown short
+    reports: list[Report] = []
+    assert EventDecoder(on_report=reports.append).decode({"type": value}) is None
+    assert reports[0].message == "dropped an event without a string type (`type` is <list>)"
+
+
+def test_long_values_are_cut_short_in_messages() -> None:
+    reports: list[Report] = []
+    decoded = EventDecoder(on_report=reports.append).decode(
+        snapshot({"id": "a", "role": "x" * 10_000})
+    )
+    assert decoded == agui_meta.MessagesSnapshotEvent(messages=[])
+    assert len(reports[0].message) < 200
