@@ -7,9 +7,9 @@ Two paths:
 - **Slow path**, taken only when the fast path fails. The frame is decoded to plain JSON and
   handled in the reference client's order:
 
-  1. the *compatibility boundary* (client ``middleware/compatibility-boundary.ts``): the legacy
-     ``null`` s released producers sent read as absent, legacy ``binary`` content parts become
-     media parts, and the retired ``THINKING_*`` events become ``REASONING_*`` events
+  1. the *compatibility boundary* (client ``middleware/compatibility-boundary.ts``): the
+     legacy nulls released producers sent read as absent, legacy ``binary`` content parts
+     become media parts, and the retired ``THINKING_*`` events become ``REASONING_*`` events
      (stateful: the ids live in the :class:`EventDecoder`, one per stream);
   2. *enforcement* (client ``enforce/enforce.ts``, ``strip.ts``): an event of unknown ``type`` is
      dropped; unknown properties and unrecognised union members (a role, a part type, a source
@@ -37,6 +37,7 @@ import msgspec.inspect as mi
 from ._events import EVENT_TYPES, MESSAGE_TYPES, PATCH_OPS, AnyEvent, Event, Message
 from ._exceptions import DataError, DecodeError, FramingError, MetadataError, Report
 from ._framing import Frame
+from ._metadata import key_path
 from ._stage import Context, Mode, ReportHandler, Transducer
 
 __all__ = [
@@ -65,8 +66,6 @@ _DROP: Final[Any] = object()
 # ---------------------------------------------------------------------------------------------
 # JSON paths
 
-_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-
 #: A path under construction: ``None`` for the root, else ``(parent, key_or_index)``.
 _Path = Union[tuple[Any, Union[str, int]], None]
 
@@ -86,15 +85,10 @@ def json_path(*segments: str | int) -> str:
     Property names that are identifiers are written ``.name``, others as a JSON string in
     brackets; array indices as ``[i]``.
     """
-    parts = ["$"]
+    path = "$"
     for seg in segments:
-        if isinstance(seg, int):
-            parts.append(f"[{seg}]")
-        elif _IDENT.fullmatch(seg):
-            parts.append(f".{seg}")
-        else:
-            parts.append(f"[{msgspec.json.encode(seg).decode()}]")
-    return "".join(parts)
+        path = f"{path}[{seg}]" if isinstance(seg, int) else key_path(path, seg)
+    return path
 
 
 def _render(path: _Path) -> str:
