@@ -21,6 +21,19 @@ Two paths:
 
 The schema the slow path walks is derived once, at import, from the Structs in ``_events``
 (``msgspec.inspect``); there is no hand-kept list of fields.
+
+Where this differs from the reference client, and why:
+
+- A *frame* (bytes, text, :class:`~agui_meta.Frame`) that is not a JSON object or has no
+  non-empty string ``type`` is a DecodeError, as in the reference's HTTP transport; an
+  in-memory event (a ``dict``) without one is dropped with a report, as its enforcement does.
+- ``RUN_STARTED.input.tools``/``context`` are not filled in with ``[]`` (the reference's schema
+  default): decoding then encoding gives back the same JSON.
+- Metadata keys named ``__proto__`` and integers beyond 2**53 are kept exactly (the
+  specification), where JavaScript loses them.
+- Strings with lone UTF-16 surrogates and JSON nested deeper than msgspec recurses are
+  DecodeErrors; JavaScript accepts both.
+- One error is raised, for the first problem msgspec meets, where zod lists every issue.
 """
 
 from __future__ import annotations
