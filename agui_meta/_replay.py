@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any, Literal, TextIO
 
 import anyio
@@ -129,7 +129,9 @@ class _Input:
         """How many frames were read so far."""
         return len(self._lines)
 
-    def frames(self, on_framing_error: Callable[[Report], None] | None) -> Iterator[Frame]:
+    def frames(
+        self, on_framing_error: Callable[[Report], None] | None
+    ) -> Generator[Frame, None, None]:
         """The frames, in order. A framing error ends them: raised, or handed to the callback."""
         decoder = make_decoder(self.format)
         lines, offsets, progress = self._lines, self._offsets, self._progress
@@ -205,8 +207,11 @@ def _run_stream(
 
     async def run() -> None:
         frames = source.frames(deliver if mode == "keep_going" else None)
-        async with wrap(frames, *first, *stages, mode=mode, on_report=deliver) as stream:
-            await stream.drain()
+        try:
+            async with wrap(frames, *first, *stages, mode=mode, on_report=deliver) as stream:
+                await stream.drain()
+        finally:
+            frames.close()  # erases the progress indicator before anything is printed
 
     error = None
     try:
