@@ -299,34 +299,48 @@ def _walk(value: Any, node: _Node, path: _Path, out: _Findings) -> Any:
     return result if changed else value
 
 
+def _before(value: dict[Any, Any], stop: Any) -> dict[Any, Any]:
+    """The items of ``value`` before the key ``stop`` (a copy, started at the first change)."""
+    result = {}
+    for key, child in value.items():
+        if key is stop:
+            break
+        result[key] = child
+    return result
+
+
 def _walk_obj(value: Any, node: _Obj, path: _Path, out: _Findings) -> Any:
     if type(value) is not dict:
         return value
     fields = node.fields
-    result: dict[Any, Any] = {}
-    changed = False
+    result: dict[Any, Any] | None = None  # copied on the first change only
     for key, child in value.items():
         spec = fields.get(key, _MISSING)
+        if spec is None:  # a known scalar or opaque value
+            if result is not None:
+                result[key] = child
+            continue
         if spec is _MISSING:
             out.add("unknown-field", (path, key), f"removed unknown property `{key}`")
-            changed = True
+            if result is None:
+                result = _before(value, key)
             continue
-        if spec is not None:
-            mark = len(out.items)
-            new = _walk(child, spec, (path, key), out)
-            if new is _DROP:
-                del out.items[mark:]
-                if key in node.required:
-                    out.drop_reason = f"its required `{key}` is unrecognised: {out.drop_reason}"
-                    return _DROP
-                out.add("unknown-variant", (path, key), f"removed `{key}` ({out.drop_reason})")
-                changed = True
-                continue
-            if new is not child:
-                changed = True
-                child = new
-        result[key] = child
-    return result if changed else value
+        mark = len(out.items)
+        new = _walk(child, spec, (path, key), out)
+        if new is _DROP:
+            del out.items[mark:]
+            if key in node.required:
+                out.drop_reason = f"its required `{key}` is unrecognised: {out.drop_reason}"
+                return _DROP
+            out.add("unknown-variant", (path, key), f"removed `{key}` ({out.drop_reason})")
+            if result is None:
+                result = _before(value, key)
+            continue
+        if new is not child and result is None:
+            result = _before(value, key)
+        if result is not None:
+            result[key] = new
+    return value if result is None else result
 
 
 # ---------------------------------------------------------------------------------------------
