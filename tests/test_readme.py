@@ -17,7 +17,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
 
 
 def test_the_ten_line_example_runs_and_prints_items_with_metadata(
