@@ -31,8 +31,8 @@ Where this differs from the reference client, and why:
   default): decoding then encoding gives back the same JSON.
 - Metadata keys named ``__proto__`` and integers beyond 2**53 are kept exactly (the
   specification), where JavaScript loses them.
-- Strings with lone UTF-16 surrogates and JSON nested deeper than msgspec recurses are
-  DecodeErrors; JavaScript accepts both.
+- Strings with lone UTF-16 surrogates and JSON text nested deeper than :data:`MAX_NESTING`
+  are DecodeErrors; JavaScript accepts both.
 - One error is raised, for the first problem msgspec meets, where zod lists every issue.
 """
 
@@ -42,10 +42,12 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate
 from typing import Any, Final, Union
 
 import msgspec
 import msgspec.inspect as mi
+from msgspec import UNSET
 
 from ._events import EVENT_TYPES, MESSAGE_TYPES, PATCH_OPS, AnyEvent, Event, Message
 from ._exceptions import DataError, DecodeError, FramingError, MetadataError, Report
@@ -54,6 +56,7 @@ from ._metadata import key_path
 from ._stage import Context, Mode, ReportHandler, Transducer
 
 __all__ = [
+    "MAX_NESTING",
     "Enforce",
     "EventDecoder",
     "decode_event",
@@ -74,6 +77,96 @@ _MsgspecError: Final = (msgspec.DecodeError, RecursionError)
 
 _MISSING: Final[Any] = object()
 _DROP: Final[Any] = object()
+
+
+# ---------------------------------------------------------------------------------------------
+# Nesting depth
+
+#: The deepest nesting of objects and arrays JSON text may hold (the event object itself is
+#: level 1); deeper text is a DecodeError. msgspec's own limit is Python's recursion limit less
+#: the stack in use, so values just under it would decode and then break whatever recurses
+#: over them next (copying metadata into the store, comparing in a patch, the caller's own
+#: code). With this bound, everything that gets in can be copied, compared and encoded with
+#: stack to spare. (serde_json's default limit is the same 128.)
+MAX_NESTING: Final = 128
+#: Text shorter than this cannot nest deeper than MAX_NESTING: such frames cost no check.
+_DEEP_FROM: Final = 2 * MAX_NESTING
+#: Events whose fields are all strings, apart from ``metadata`` and ``rawEvent``: without those
+#: two, nothing in them nests, however long the frame (the bulk of a stream: content deltas).
+_FLAT: Final = frozenset(
+    EVENT_TYPES[name]
+    for name in (
+        "TEXT_MESSAGE_CONTENT",
+        "TOOL_CALL_ARGS",
+        "REASONING_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CHUNK",
+        "TOOL_CALL_CHUNK",
+        "REASONING_MESSAGE_CHUNK",
+    )
+)
+_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_TOKEN: Final = re.compile(rb'("(?:[^"\\]|\\.)*")(\s*:)?|[\[\]{}]', re.DOTALL)
+_NOT_BRACKETS: Final = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEP: Final = tuple(1 if c in b"[{" else -1 if c in b"]}" else 0 for c in range(256))
+
+
+def _as_bytes(data: Any) -> bytes:
+    if type(data) is bytes:
+        return data
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+
+
+def _too_deep(data: Any) -> bool:
+    """Whether JSON text nests objects and arrays deeper than MAX_NESTING (strings skipped).
+
+    Two byte counts for the common case (they cost about what decoding costs, hence
+    :func:`_may_nest`); for text with more brackets than the limit, one regular-expression
+    pass that drops strings and a running sum over the brackets left.
+    """
+    data = _as_bytes(data)
+    if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_NESTING
+
+
+def _nesting_error(data: Any) -> DecodeError:
+    """The error for text :func:`_too_deep` refused, with the top-level member holding it."""
+    depth = 0
+    key: str | None = None
+    data = _as_bytes(data)
+    for m in _JSON_TOKEN.finditer(data):
+        if m.group(1) is not None:
+            if depth == 1 and m.group(2):
+                try:
+                    key = msgspec.json.decode(m.group(1))
+                except msgspec.DecodeError:
+                    key = None
+            continue
+        if data[m.start()] in b"[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                break
+        else:
+            depth -= 1
+    return DecodeError(
+        f"a value is nested more than {MAX_NESTING} levels deep (the event object is level 1)",
+        path="$" if key is None else json_path(key),
+    )
+
+
+def _may_nest(event: Any) -> bool:
+    """Whether a decoded event has a field that can nest (not a string-only content event)."""
+    return type(event) not in _FLAT or event.metadata is not UNSET or event.raw_event is not UNSET
+
+
+def _typed_decode(data: Any) -> Event:
+    """The fast typed decode, refusing text nested too deeply (with a msgspec error: the slow
+    path then says where)."""
+    event: Event = _TYPED_DECODE(data)
+    if len(data) > _DEEP_FROM and _may_nest(event) and _too_deep(data):
+        raise msgspec.DecodeError("nested too deeply")
+    return event
 
 
 # ---------------------------------------------------------------------------------------------
@@ -714,7 +807,7 @@ class EventDecoder:
         """Decode one event; ``None`` when it is dropped. See the class docstring."""
         if type(data) is bytes:
             try:
-                return _TYPED_DECODE(data)
+                return _typed_decode(data)
             except _MsgspecError:
                 return self._slow(data, ctx, None)
         return self._other(data, ctx)
@@ -743,7 +836,7 @@ class EventDecoder:
         if type(data) is Frame or (not isinstance(data, (bytes, str, dict)) and _is_frame(data)):
             buf = data.data
             try:
-                return _TYPED_DECODE(buf)
+                return _typed_decode(buf)
             except _MsgspecError:
                 return self._slow(buf, ctx, data)
             except TypeError:  # not a buffer
@@ -764,13 +857,13 @@ class EventDecoder:
             except (TypeError, ValueError, OverflowError, RecursionError) as exc:
                 return self._slow(_BadInput(exc, "event"), ctx, None)
             try:
-                _TYPED_DECODE(encoded)
+                _typed_decode(encoded)
             except _MsgspecError:
                 return self._slow(encoded, ctx, None)
             return data
         if isinstance(data, (str, bytes, bytearray, memoryview)):
             try:
-                return _TYPED_DECODE(data)
+                return _typed_decode(data)
             except _MsgspecError:
                 return self._slow(data, ctx, None)
         dump = getattr(data, "model_dump_json", None)
@@ -780,7 +873,7 @@ class EventDecoder:
             except (ValueError, TypeError, RecursionError) as exc:  # pydantic's are ValueErrors
                 return self._slow(_BadInput(exc, "model"), ctx, None)
             try:
-                return _TYPED_DECODE(text)
+                return _typed_decode(text)
             except _MsgspecError:
                 return self._slow(text, ctx, None)
         return self._slow(data, ctx, None)
@@ -810,6 +903,8 @@ class EventDecoder:
             data.fail()
         framed = isinstance(data, (bytes, str, bytearray, memoryview))
         if framed:
+            if len(data) > _DEEP_FROM and _too_deep(data):
+                raise _nesting_error(data)
             try:
                 value = _GENERIC_DECODE(data)
             except _MsgspecError as exc:
@@ -904,7 +999,7 @@ def decode_event(data: Any) -> Event | None:
     """
     if type(data) is bytes:
         try:
-            return _TYPED_DECODE(data)
+            return _typed_decode(data)
         except _MsgspecError:
             pass
     return EventDecoder()._other(data, None)
@@ -931,6 +1026,8 @@ def decode_message(data: Any) -> Message:
     UserMessage(id='m', subagent_run_id=UNSET, metadata=UNSET, content='hi', name=UNSET, encrypted_value=UNSET)
     """
     if isinstance(data, (bytes, str)):
+        if len(data) > _DEEP_FROM and _too_deep(data):
+            raise _nesting_error(data)
         try:
             return _MESSAGE_DECODE(data)
         except _MsgspecError:
@@ -983,15 +1080,20 @@ class Enforce(Transducer[Any, Event]):
     def feed(self, item: Any) -> None:
         event: Event | None
         if type(item) is Frame:
+            data = item.data
             try:
-                event = _TYPED_DECODE(item.data)
+                event = _TYPED_DECODE(data)
             except _MsgspecError:
-                event = self._slow(item.data, self.ctx, item)
+                event = self._slow(data, self.ctx, item)
                 if event is None:
+                    return
+            else:
+                if len(data) > _DEEP_FROM and _may_nest(event) and _too_deep(data):
+                    self._slow(data, self.ctx, item)  # raises the error, with where
                     return
         elif type(item) is bytes:
             try:
-                event = _TYPED_DECODE(item)
+                event = _typed_decode(item)
             except _MsgspecError:
                 event = self._slow(item, self.ctx, None)
                 if event is None:
