@@ -125,8 +125,8 @@ def metadata_text(metadata: Mapping[str, Any], width: int = METADATA_WIDTH) -> s
 def _fit(value: Any, indent: int, width: int, lead: int = 0) -> list[str]:
     """``value`` on one line if it fits in ``width``, else one member a line, recursively.
 
-    ``indent`` is the column of the lines this block starts; ``lead`` the length of the text
-    (a key) that comes before its first line.
+    ``indent`` is the column of the lines this block starts; ``lead`` the number of characters
+    that share its line (a key before it, a comma after it).
     """
     one = _one_line(value)
     if indent + lead + len(one) <= width or not isinstance(value, (dict, list)) or not value:
@@ -136,10 +136,10 @@ def _fit(value: Any, indent: int, width: int, lead: int = 0) -> list[str]:
     members = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
     for n, (key, member) in enumerate(members):
         prefix = "" if key is None else f"{_encode(str(key)).decode()}: "
-        sub = _fit(member, inner, width, len(prefix))
+        comma = "," if n < len(members) - 1 else ""
+        sub = _fit(member, inner, width, len(prefix) + len(comma))
         sub[0] = prefix + sub[0]
-        if n < len(members) - 1:
-            sub[-1] += ","
+        sub[-1] += comma
         lines.extend("  " + line for line in sub)
     lines.append("}" if isinstance(value, dict) else "]")
     return lines
