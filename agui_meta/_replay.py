@@ -223,10 +223,17 @@ def _run_stream(
     return source, stages, error
 
 
-def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help=_FILE_HELP)
     parser.add_argument(
         "--format", choices=("auto", "sse", "jsonl"), default="auto", help=_FORMAT_HELP
+    )
+    parser.add_argument(
+        "--color",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="colour the output (default: when standard output is a terminal and NO_COLOR is "
+        "not set)",
     )
 
 
@@ -284,7 +291,7 @@ def add_replay(commands: Any) -> argparse.ArgumentParser:
             "  agui-meta replay --keep-going examples/streams/broken.jsonl"
         ),
     )
-    _add_input_arguments(parser)
+    _add_common_arguments(parser)
     parser.add_argument(
         "--json",
         action="store_true",
@@ -300,13 +307,6 @@ def add_replay(commands: Any) -> argparse.ArgumentParser:
         "--strict",
         action="store_true",
         help="stop at the first report, warnings included",
-    )
-    parser.add_argument(
-        "--color",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="colour the output (default: when standard output is a terminal and NO_COLOR is "
-        "not set)",
     )
     return parser
 
@@ -415,16 +415,9 @@ def add_validate(commands: Any) -> argparse.ArgumentParser:
             "  cat recording.jsonl | agui-meta validate -"
         ),
     )
-    _add_input_arguments(parser)
+    _add_common_arguments(parser)
     parser.add_argument(
         "--strict", action="store_true", help="count warnings as errors (exit status 1)"
-    )
-    parser.add_argument(
-        "--color",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="colour the output (default: when standard output is a terminal and NO_COLOR is "
-        "not set)",
     )
     return parser
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -213,8 +214,6 @@ def test_no_colour_when_piped_colour_when_asked() -> None:
 
 
 def _strip_ansi(text: str) -> str:
-    import re
-
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
