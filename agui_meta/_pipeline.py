@@ -121,13 +121,19 @@ class _Entry(Transducer[Any, Any]):
                 self._one(frame)
             return
         for frame in frames:
-            error = frame.error
-            if error is None:
+            if frame.error is None:
                 self._one(frame)
-            else:  # report a fresh copy: the frame's own is never raised
-                self.ctx.index = self._count
-                self._count += 1
-                self.ctx.skip(FramingError(error.reason, offset=error.offset, line=error.line))
+            else:
+                self._bad_frame(frame)
+
+    def _bad_frame(self, frame: Frame) -> None:
+        """A frame that is not UTF-8: one bad event (raised unless in keep-going mode)."""
+        error = frame.error
+        assert error is not None
+        self.ctx.index = self._count
+        self._count += 1
+        # Report a fresh copy: the frame's own is never raised.
+        self.ctx.skip(FramingError(error.reason, offset=error.offset, line=error.line))
 
     def _located(self, exc: DataError) -> DataError:
         return exc.locate(index=self._count)
@@ -140,6 +146,8 @@ class _Entry(Transducer[Any, Any]):
             except FramingError as exc:
                 raise self._located(exc) from None
             self._deliver(frames)
+        elif type(item) is Frame and item.error is not None:  # a frame decoded by the caller
+            self._bad_frame(item)
         else:
             self._one(item)
 
