@@ -133,7 +133,10 @@ class _Input:
         self, on_framing_error: Callable[[Report], None] | None
     ) -> Generator[Frame, None, None]:
         """The frames, in order. A framing error ends them: raised, or handed to the callback."""
-        decoder = make_decoder(self.format)
+        # In keep-going mode a frame that is not UTF-8 comes with its error set, and the
+        # pipeline skips it as one bad event; otherwise the decoder raises.
+        tolerant = on_framing_error is not None
+        decoder = make_decoder(self.format, invalid_utf8="frame" if tolerant else "raise")
         lines, offsets, progress = self._lines, self._offsets, self._progress
         read, done = self._file.read, 0
         try:

@@ -367,18 +367,62 @@ def test_huge_metadata_is_cut_to_one_line(tmp_path: Path) -> None:
 def test_framing_errors_have_a_location(tmp_path: Path) -> None:
     good = b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
     bad = b'data: {"type":"RAW","event":"\xff"}\n\n'
+    end = b'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n'
     path = tmp_path / "bad.sse"
-    path.write_bytes(good + bad)
+    path.write_bytes(good + bad + end)
+    where = f"{path}:3:{len(good)}: event 1: error: [FramingError]"
     done = cli("replay", str(path))
     assert done.returncode == 1
-    assert done.stderr.startswith(
-        f"agui-meta: {path}:3:{len(good)}: event 1: error: [FramingError]"
-    )
-    assert "UTF-8" in done.stderr
+    assert done.stderr.startswith(f"agui-meta: {where}") and "UTF-8" in done.stderr
+    # Keep-going: a frame that is not UTF-8 costs only itself.
     checked = cli("validate", str(path))
     assert checked.returncode == 1
-    assert f"{path}:3:{len(good)}: event 1: error: [FramingError]" in checked.stdout
-    assert checked.stdout.splitlines()[-1].endswith("1 event checked, 1 error, 1 warning")
+    assert checked.stdout.splitlines()[0].startswith(where)
+    assert checked.stdout.splitlines()[1:] == [
+        f"{path}: invalid: 3 events checked, 1 error, 0 warnings"
+    ]
+
+
+def test_a_stream_that_cannot_be_framed_stops_with_its_location(tmp_path: Path) -> None:
+    path = tmp_path / "neither.txt"
+    path.write_bytes(b"hello, world\n")
+    done = cli("validate", str(path))
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0].startswith(f"{path}:1:0: event 0: error: [FramingError]")
+    assert "cannot tell the stream's format" in done.stdout
+    replayed = cli("replay", str(path))
+    assert replayed.returncode == 1
+    assert replayed.stderr.startswith(f"agui-meta: {path}:1:0: event 0: error: [FramingError]")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["default", "keep_going"])
+async def test_frames_decoded_by_the_caller_with_an_error(mode: str) -> None:
+    """wrap() treats a non-UTF-8 Frame it is given like one it decoded itself."""
+    import agui_meta
+    from agui_meta._framing import make_decoder
+
+    data = (
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n'
+        b'{"type":"RAW","event":"\xff"}\n'
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n'
+    )
+    offset = data.index(b'{"type":"RAW"')
+    decoder = make_decoder("jsonl", invalid_utf8="frame")
+    frames = decoder.feed(data) + decoder.close()
+    reports: list[agui_meta.Report] = []
+    stream = agui_meta.wrap(frames, mode=mode, on_report=reports.append)  # type: ignore[arg-type]
+    if mode == "default":
+        with pytest.raises(agui_meta.FramingError) as info:
+            async with stream:
+                await stream.drain()
+        assert (info.value.index, info.value.line, info.value.offset) == (1, 2, offset)
+        return
+    async with stream:
+        types = [event.type async for event in stream]
+    assert types == ["RUN_STARTED", "RUN_FINISHED"]
+    (report,) = reports
+    assert (report.code, report.index, report.line, report.offset) == ("FramingError", 1, 2, offset)
 
 
 # ---------------------------------------------------------------------------------------------
