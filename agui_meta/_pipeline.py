@@ -452,8 +452,9 @@ def wrap(
     from the first bytes; ``"sse"`` and ``"jsonl"`` force one; ``"json"`` takes every
     ``bytes``/``str`` item as one whole JSON event). ``mode`` is ``"default"`` (the reference
     client's behaviour), ``"strict"`` (every report raises) or ``"keep_going"`` (data errors
-    are reported and the event skipped). ``on_report`` receives every :class:`Report`; without
-    it reports are issued as :class:`AguiWarning`.
+    are reported and the event skipped; only a frame over ``max_frame_size`` and a byte stream
+    whose format cannot be told still raise, as nothing after them can be read). ``on_report``
+    receives every :class:`Report`; without it reports are issued as :class:`AguiWarning`.
 
     >>> import anyio, agui_meta
     >>> async def main():
