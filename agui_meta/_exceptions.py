@@ -87,6 +87,23 @@ class DataError(AguiMetaError, ValueError):
             self.line = line
         return self
 
+    @property
+    def code(self) -> str:
+        """A stable identifier of the problem, as a :class:`Report` would carry it."""
+        return type(self).__name__
+
+    def to_report(self) -> Report:
+        """This error as a report of severity ``"error"`` (what keep-going mode delivers)."""
+        return Report(
+            code=self.code,
+            message=self.reason,
+            severity="error",
+            index=self.index,
+            offset=self.offset,
+            line=self.line,
+            path=self.path,
+        )
+
     def __str__(self) -> str:
         where = []
         if self.index is not None:
@@ -126,6 +143,10 @@ class VerifyError(DataError):
         self.rule = rule
         super().__init__(message, **where)
 
+    @property
+    def code(self) -> str:
+        return self.rule
+
 
 class ApplyError(DataError):
     """An event that the accumulator cannot apply (a ``*_CHUNK`` that was never expanded)."""
@@ -133,6 +154,10 @@ class ApplyError(DataError):
 
 class StrictError(DataError):
     """A :class:`Report` raised as an error because the pipeline runs in strict mode."""
+
+    @property
+    def code(self) -> str:
+        return self.report.code
 
     def __init__(self, report: Report) -> None:
         self.report = report

@@ -13,14 +13,13 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from ._exceptions import DataError, Report, StrictError
+from ._exceptions import Report
 from ._ledger import RunCancelled, RunInterrupted, RunRecord, RunSuccess
 from ._store import ItemStore, MessageItem, ToolCallItem
 
 __all__ = [
     "Style",
     "compact_json",
-    "error_report",
     "format_report",
     "metadata_text",
     "pretty_json",
@@ -397,23 +396,3 @@ def format_report(file: str, report: Report, style: Style, severity: str | None 
     if report.path is not None and f"`{report.path}`" not in report.message:
         text += f" (at {report.path})"
     return f"{where(file, report)}: {style.severity(severity, severity)}: {text}"
-
-
-def error_report(exc: DataError) -> Report:
-    """A data error as a report of severity ``"error"``.
-
-    Its code is the verifier's rule, the code of the report strict mode raised, or the class.
-    """
-    if isinstance(exc, StrictError):
-        code, message = exc.report.code, exc.report.message
-    else:
-        code, message = getattr(exc, "rule", None) or type(exc).__name__, exc.reason
-    return Report(
-        code=code,
-        message=message,
-        severity="error",
-        index=exc.index,
-        offset=exc.offset,
-        line=exc.line,
-        path=exc.path,
-    )

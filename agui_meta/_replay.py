@@ -30,7 +30,6 @@ from ._lint import lint_metadata
 from ._pipeline import wrap
 from ._render import (
     Style,
-    error_report,
     format_report,
     pretty_json,
     render_ledger,
@@ -159,7 +158,7 @@ class _Input:
             exc.locate(index=len(lines))
             if on_framing_error is None:
                 raise
-            on_framing_error(error_report(exc))
+            on_framing_error(exc.to_report())
         finally:
             if progress is not None:
                 progress.close()
@@ -220,7 +219,7 @@ def _run_stream(
     try:
         anyio.run(run)
     except DataError as exc:
-        error = source.locate(error_report(exc))
+        error = source.locate(exc.to_report())
     finally:
         source.close()
     return source, stages, error

@@ -99,17 +99,7 @@ class Context:
         error.locate(index=self.index if self.index >= 0 else None)
         if self.mode != "keep_going":
             raise error
-        self.deliver(
-            Report(
-                code=getattr(error, "rule", None) or type(error).__name__,
-                message=error.reason,
-                severity="error",
-                index=error.index,
-                offset=error.offset,
-                line=error.line,
-                path=error.path,
-            )
-        )
+        self.deliver(error.to_report())
 
 
 class Transducer(Generic[In, Out]):

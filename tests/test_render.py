@@ -12,7 +12,6 @@ from agui_meta import Report, VerifyError
 from agui_meta._render import (
     Style,
     compact_json,
-    error_report,
     format_report,
     metadata_text,
     pretty_json,
@@ -118,7 +117,7 @@ def test_format_report() -> None:
 
 def test_error_report_of_a_verify_error() -> None:
     error = VerifyError("out of order", rule="run.first-event", index=0)
-    report = error_report(error)
+    report = error.to_report()
     assert (report.code, report.message, report.severity, report.index) == (
         "run.first-event",
         "out of order",
