@@ -565,11 +565,16 @@ async def section_history(
     """
     rows: list[dict[str, Any]] = []
     w_body = generated(body)
+    # agui-meta at every history length, interleaved in the same rounds.
+    log(f"history: {', '.join(f'{h:,}' for h in histories)} messages, {body:,} events")
+    ours = {
+        h: Contender("agui-meta", pipeline_history(w_body, wl.history_messages(h, 1)), body)
+        for h in histories
+    }
+    await measure(list(ours.values()), rounds)
     ref_last: tuple[int, float] | None = None
     for h in histories:
-        log(f"history: {h:,} messages, {body:,} events")
-        history = wl.history_messages(h, 1)
-        cs = [Contender("agui-meta", pipeline_history(w_body, history), body)]
+        cs: list[Contender] = []
         note = ""
         ref_body = body
         if oracle.bench is None:
@@ -611,13 +616,15 @@ async def section_history(
                             warmup=False,
                         )
                     )
-        await measure(cs, rounds)
-        row: dict[str, Any] = {"history": h, "body_events": body, "agui-meta": cs[0].record()}
+        if cs:
+            log(f"history: reference, {h:,} messages, {ref_body:,} events")
+            await measure(cs, rounds)
+        row: dict[str, Any] = {"history": h, "body_events": body, "agui-meta": ours[h].record()}
         if note:
             row["reference"] = {"available": False, "why": note}
-        elif len(cs) > 1 and cs[1].times:
-            total = statistics.median(cs[1].times)
-            alone = statistics.median(cs[2].times) if len(cs) > 2 and cs[2].times else 0.0
+        elif cs and cs[0].times:
+            total = statistics.median(cs[0].times)
+            alone = statistics.median(cs[1].times) if len(cs) > 1 and cs[1].times else 0.0
             per_event = max(total - alone, 0.0) / ref_body
             row["reference"] = {
                 "available": True,
@@ -710,6 +717,12 @@ def _fmt_ratio(x: float | None) -> str:
     return "—" if x is None else f"{x:,.2f}x" if x < 100 else f"{x:,.0f}x"
 
 
+def _cpu_us(c: dict[str, Any]) -> str:
+    if not c.get("available") or "cpu_median_s" not in c:
+        return "—"
+    return f"{c['cpu_median_s'] / c['events'] * 1e6:.2f}"
+
+
 def table(record: dict[str, Any]) -> str:
     lines: list[str] = []
     for key in ("main", "chunked", "input"):
@@ -758,8 +771,10 @@ def table(record: dict[str, Any]) -> str:
     sc = record.get("scaling")
     if sc:
         lines.append("\n### Per-event cost against stream length (µs/event, SSE bytes)\n")
-        lines.append("| events | floor | agui-meta | reference | agui-meta vs reference |")
-        lines.append("|---:|---:|---:|---:|---:|")
+        lines.append(
+            "| events | floor | agui-meta | agui-meta (CPU) | reference | agui-meta vs reference |"
+        )
+        lines.append("|---:|---:|---:|---:|---:|---:|")
         for row in sc["rows"]:
             cells = []
             for name in ("floor", "agui-meta", "reference"):
@@ -770,6 +785,7 @@ def table(record: dict[str, Any]) -> str:
                     else ("skipped" if c and "skipped" in c.get("why", "") else "—")
                 )
             a, ref = row.get("agui-meta", {}), row.get("reference", {})
+            cells.insert(2, _cpu_us(a))
             both = a.get("available") and ref.get("available")
             cells.append(_fmt_ratio(ref["us_per_event"] / a["us_per_event"]) if both else "—")
             lines.append(f"| {row['events']:,} | " + " | ".join(cells) + " |")
@@ -781,8 +797,10 @@ def table(record: dict[str, Any]) -> str:
     hs = record.get("history")
     if hs:
         lines.append("\n### Per-event cost against history length (µs/event)\n")
-        lines.append("| messages held | agui-meta | reference | reference body | ratio |")
-        lines.append("|---:|---:|---:|---:|---:|")
+        lines.append(
+            "| messages held | agui-meta | agui-meta (CPU) | reference | reference body | ratio |"
+        )
+        lines.append("|---:|---:|---:|---:|---:|---:|")
         for row in hs["rows"]:
             a = row["agui-meta"]
             ref = row.get("reference", {})
@@ -793,7 +811,9 @@ def table(record: dict[str, Any]) -> str:
                 )
             else:
                 cells = "skipped | — | —"
-            lines.append(f"| {row['history']:,} | {a['us_per_event']:.2f} | {cells} |")
+            lines.append(
+                f"| {row['history']:,} | {a['us_per_event']:.2f} | {_cpu_us(a)} | {cells} |"
+            )
     mem = record.get("memory")
     if mem:
         lines.append("\n### Peak memory, full pipeline streaming a file (64 KiB reads)\n")
