@@ -37,7 +37,14 @@ from anyio.streams.memory import MemoryObjectSendStream
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
-from ._exceptions import DataError, FramingError, PipelineClosed, PipelineConsumed, UsageError
+from ._exceptions import (
+    DataError,
+    FramingError,
+    PipelineClosed,
+    PipelineConsumed,
+    Report,
+    UsageError,
+)
 from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
     AutoDecoder,
@@ -203,7 +210,7 @@ class Pipeline(Generic[T]):
         self._iterators: list[Any] = []
         self._output: AsyncIterator[list[Any]] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._send: MemoryObjectSendStream[list[Any]] | None = None
+        self._send: MemoryObjectSendStream[tuple[int, list[Any]]] | None = None
 
     @property
     def reports(self) -> list[Any]:
@@ -233,18 +240,22 @@ class Pipeline(Generic[T]):
         if hasattr(self._source, "__aiter__"):
             self._source_iterator = self._track(cast(AsyncIterable[Any], self._source).__aiter__())
         first, *rest = self._segments
-        source_batches = self._track(self._source_batches(cast(list[Any], first)))
         if self._prefetch:
+            # The prefetch task numbers the events it works ahead on in a context of its own;
+            # each batch travels with its index, which the consumer's side takes on when it
+            # receives the batch (one shared index would be the prefetch task's, ahead).
+            ahead = _TaskContext(self.context)
+            source_batches = self._track(self._source_batches(cast(list[Any], first), ahead))
             tg = anyio.create_task_group()
             await tg.__aenter__()
             self._task_group = tg
-            send, receive = anyio.create_memory_object_stream[list[Any]](self._prefetch)
+            send, receive = anyio.create_memory_object_stream[tuple[int, list[Any]]](self._prefetch)
             self._send = send
-            tg.start_soon(self._pump, source_batches, send)
-            batches: AsyncIterator[list[Any]] = receive.__aiter__()
+            tg.start_soon(self._pump, source_batches, send, ahead)
             self._iterators.append(receive)
+            batches: AsyncIterator[list[Any]] = self._track(self._received(receive))
         else:
-            batches = source_batches
+            batches = self._track(self._source_batches(cast(list[Any], first), self.context))
         for segment in rest:
             if isinstance(segment, list):
                 batches = self._track(self._fused(batches, segment))
@@ -325,9 +336,10 @@ class Pipeline(Generic[T]):
 
     # -- segments ----------------------------------------------------------------------------
 
-    async def _source_batches(self, chain: list[Transducer[Any, Any]]) -> AsyncIterator[list[Any]]:
+    async def _source_batches(
+        self, chain: list[Transducer[Any, Any]], ctx: Context
+    ) -> AsyncIterator[list[Any]]:
         out: list[Any] = []
-        ctx = self.context
         head, chain = connect_chain(chain, out.append, ctx)
         source = self._source
         try:
@@ -409,14 +421,34 @@ class Pipeline(Generic[T]):
     async def _pump(
         self,
         batches: AsyncIterator[list[Any]],
-        send: anyio.abc.ObjectSendStream[list[Any]],
+        send: anyio.abc.ObjectSendStream[tuple[int, list[Any]]],
+        ctx: Context,
     ) -> None:
         # Only a source that really ended closes the stream (the consumer then sees its end).
         # On failure or cancellation it stays open: the task group cancels the consumer and
         # __aexit__ raises the real error, so a broken source never looks like a short one.
         async for batch in batches:
-            await send.send(batch)
+            await send.send((ctx.index, batch))
         await send.aclose()
+
+    async def _received(
+        self, receive: anyio.abc.ObjectReceiveStream[tuple[int, list[Any]]]
+    ) -> AsyncIterator[list[Any]]:
+        ctx = self.context
+        async for index, batch in receive:
+            ctx.index = index
+            yield batch
+
+
+class _TaskContext(Context):
+    """The context of the prefetch task: an event index of its own, the pipeline's reports."""
+
+    def __init__(self, pipeline: Context) -> None:
+        super().__init__(pipeline.mode, pipeline.on_report, max_reports=pipeline.max_reports)
+        self._pipeline = pipeline
+
+    def deliver(self, report: Report) -> None:
+        self._pipeline.deliver(report)
 
 
 def _where(ctx: Context) -> str:
