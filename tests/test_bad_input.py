@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import anyio
 import pytest
 
 import agui_meta
@@ -1463,3 +1464,43 @@ async def test_a_tool_result_for_an_unknown_call_is_appended_as_the_reference_do
         {"id": "m", "role": "assistant", "content": "x"},
         {"id": "t1", "role": "tool", "content": "ok", "toolCallId": "nope"},
     ]
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+async def test_the_index_is_right_behind_an_async_stage_with_prefetch(prefetch: int) -> None:
+    """With prefetch the source's side works ahead; an error past an async stage still names
+    the event it is about, not the one the prefetch task reached."""
+    entries: list[Entry] = [
+        RUN,
+        *({"type": "CUSTOM", "name": str(i), "value": i} for i in range(4)),
+        {"type": "TEXT_MESSAGE_END", "messageId": "zz"},  # event 5: not open
+        *({"type": "CUSTOM", "name": "later", "value": i} for i in range(10)),
+    ]
+    data, starts = render(entries, "jsonl")
+    chunks = [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
+
+    async def passthrough(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for event in events:
+            yield event
+
+    for mode in ("default", "keep_going"):
+        reports: list[Report] = []
+        error: DataError | None = None
+        try:
+            async with agui_meta.wrap(
+                chunks,
+                passthrough,
+                expand_chunks(),
+                verify(),
+                accumulate(agui_meta.Store()),
+                mode=mode,
+                prefetch=prefetch,
+                on_report=reports.append,
+            ) as stream:
+                async for _ in stream:
+                    for _ in range(3):  # let the prefetch task run as far ahead as it can
+                        await anyio.lowlevel.checkpoint()
+        except DataError as exc:
+            error = exc
+        [problem] = [error] if mode == "default" else reports
+        assert problem is not None and problem.index == 5, (mode, problem)
