@@ -210,7 +210,7 @@ class Pipeline(Generic[T]):
         self._iterators: list[Any] = []
         self._output: AsyncIterator[list[Any]] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._send: MemoryObjectSendStream[tuple[int, list[Any]]] | None = None
+        self._send: MemoryObjectSendStream[Any] | None = None
 
     @property
     def reports(self) -> list[Any]:
@@ -241,19 +241,22 @@ class Pipeline(Generic[T]):
             self._source_iterator = self._track(cast(AsyncIterable[Any], self._source).__aiter__())
         first, *rest = self._segments
         if self._prefetch:
-            # The prefetch task numbers the events it works ahead on in a context of its own;
-            # each batch travels with its index, which the consumer's side takes on when it
-            # receives the batch (one shared index would be the prefetch task's, ahead).
+            # The prefetch task numbers the events it works ahead on in a context of its own.
+            # When stages follow on the consumer's side, each batch travels with its index,
+            # which that side takes on as it receives the batch (one shared index would be the
+            # prefetch task's, ahead).
             ahead = _TaskContext(self.context)
             source_batches = self._track(self._source_batches(cast(list[Any], first), ahead))
             tg = anyio.create_task_group()
             await tg.__aenter__()
             self._task_group = tg
-            send, receive = anyio.create_memory_object_stream[tuple[int, list[Any]]](self._prefetch)
+            send, receive = anyio.create_memory_object_stream[Any](self._prefetch)
             self._send = send
-            tg.start_soon(self._pump, source_batches, send, ahead)
+            tg.start_soon(self._pump, source_batches, send, ahead if rest else None)
             self._iterators.append(receive)
-            batches: AsyncIterator[list[Any]] = self._track(self._received(receive))
+            batches: AsyncIterator[list[Any]] = (
+                self._track(self._received(receive)) if rest else receive.__aiter__()
+            )
         else:
             batches = self._track(self._source_batches(cast(list[Any], first), self.context))
         for segment in rest:
@@ -421,18 +424,22 @@ class Pipeline(Generic[T]):
     async def _pump(
         self,
         batches: AsyncIterator[list[Any]],
-        send: anyio.abc.ObjectSendStream[tuple[int, list[Any]]],
-        ctx: Context,
+        send: anyio.abc.ObjectSendStream[Any],
+        indexed: Context | None,
     ) -> None:
         # Only a source that really ended closes the stream (the consumer then sees its end).
         # On failure or cancellation it stays open: the task group cancels the consumer and
         # __aexit__ raises the real error, so a broken source never looks like a short one.
-        async for batch in batches:
-            await send.send((ctx.index, batch))
+        if indexed is None:
+            async for batch in batches:
+                await send.send(batch)
+        else:
+            async for batch in batches:
+                await send.send((indexed.index, batch))
         await send.aclose()
 
     async def _received(
-        self, receive: anyio.abc.ObjectReceiveStream[tuple[int, list[Any]]]
+        self, receive: anyio.abc.ObjectReceiveStream[Any]
     ) -> AsyncIterator[list[Any]]:
         ctx = self.context
         async for index, batch in receive:
