@@ -24,6 +24,7 @@ with`` block.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from types import TracebackType
@@ -178,7 +179,7 @@ class Pipeline(Generic[T]):
 
     def __init__(
         self,
-        source: AsyncIterable[Any] | Iterable[Any],
+        source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
         stages: tuple[Stage, ...],
         *,
         mode: Mode,
@@ -202,6 +203,8 @@ class Pipeline(Generic[T]):
         self.context = Context(mode, on_report)
         if isinstance(source, (bytes, bytearray, memoryview, str)):
             source = [source]  # one whole stream given at once
+        elif isinstance(source, os.PathLike):
+            source = _read_file(source)  # framed like any byte stream
         self._source = source
         self._source_iterator: AsyncIterator[Any] | None = None
         self._segments = self._plan([_Entry(format, max_frame_size), Enforce(), *stages])
@@ -458,6 +461,13 @@ class _TaskContext(Context):
         self._pipeline.deliver(report)
 
 
+async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
+    """The bytes of a file, read with anyio in chunks; the file is closed when this ends."""
+    async with await anyio.open_file(path, "rb") as file:
+        while chunk := await file.read(chunk_size):
+            yield chunk
+
+
 def _where(ctx: Context) -> str:
     return (
         f"agui-meta: raised while processing event {ctx.index}"
@@ -476,7 +486,7 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def wrap(
-    source: AsyncIterable[Any] | Iterable[Any],
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
     *stages: Stage,
     mode: Mode = "default",
     on_report: ReportHandler | None = None,
@@ -487,7 +497,8 @@ def wrap(
     """Wrap a source of AG-UI events in a pipeline of stages.
 
     ``source`` may be an async or a sync iterable of events, dicts, ``ag_ui.core`` models, or
-    ``bytes``/``str`` chunks of an SSE or JSON-lines stream (``format="auto"`` detects which
+    ``bytes``/``str`` chunks of an SSE or JSON-lines stream, or a file's path (a
+    :class:`pathlib.Path`: a plain ``str`` is data, not a path) (``format="auto"`` detects which
     from the first bytes; ``"sse"`` and ``"jsonl"`` force one; ``"json"`` takes every
     ``bytes``/``str`` item as one whole JSON event). ``mode`` is ``"default"`` (the reference
     client's behaviour), ``"strict"`` (every report raises) or ``"keep_going"`` (data errors

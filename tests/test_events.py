@@ -542,3 +542,14 @@ def test_snapshot_messages_are_typed() -> None:
         "DocumentPart",
         "DocumentPart",
     ]
+
+
+def test_every_event_round_trips_through_sse_and_json_lines() -> None:
+    """decode(encode(x)) == x for every event, through both byte encodings and their decoders."""
+    events = [agui_meta.decode_event(case) for case in ALL_CASES]
+    sse = b"".join(agui_meta.encode_sse(agui_meta.encode_event(e)) for e in events)
+    jsonl = b"".join(agui_meta.encode_jsonl(agui_meta.encode_event(e)) for e in events)
+    for blob, decoder in [(sse, agui_meta.SSEDecoder()), (jsonl, agui_meta.JsonLinesDecoder())]:
+        frames = [f for i in range(0, len(blob), 97) for f in decoder.feed(blob[i : i + 97])]
+        frames += decoder.close()
+        assert [agui_meta.decode_event(f) for f in frames] == events

@@ -461,3 +461,13 @@ async def test_no_task_outlives_the_pipeline() -> None:
             break
     after = {t.id for t in anyio.get_running_tasks()}
     assert after <= before
+
+
+async def test_a_path_is_read_as_a_file(tmp_path: Any) -> None:
+    path = tmp_path / "stream.sse"
+    path.write_bytes(sse(STREAM))
+    got = await collect(path)
+    assert [e.type for e in got] == [e["type"] for e in STREAM]
+    # a plain str is data, not a path
+    with pytest.raises(agui_meta.FramingError):
+        await collect(str(path))
