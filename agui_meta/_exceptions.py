@@ -44,6 +44,22 @@ __all__ = [
 ]
 
 
+def _where(
+    index: int | None, line: int | None, offset: int | None, path: str | None, text: str
+) -> str:
+    """`` (event 3, line 4, byte 120, at `$.x`)``: the known parts of a location, or ``""``."""
+    parts = []
+    if index is not None:
+        parts.append(f"event {index}")
+    if line is not None:
+        parts.append(f"line {line}")
+    if offset is not None:
+        parts.append(f"byte {offset}")
+    if path is not None and f"`{path}`" not in text:  # a message that names its path already
+        parts.append(f"at `{path}`")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 class AguiMetaError(Exception):
     """Base class of every error agui-meta raises on purpose."""
 
@@ -105,16 +121,7 @@ class DataError(AguiMetaError, ValueError):
         )
 
     def __str__(self) -> str:
-        where = []
-        if self.index is not None:
-            where.append(f"event {self.index}")
-        if self.line is not None:
-            where.append(f"line {self.line}")
-        if self.offset is not None:
-            where.append(f"byte {self.offset}")
-        if self.path is not None and f"`{self.path}`" not in self.reason:
-            where.append(f"at `{self.path}`")
-        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+        return self.reason + _where(self.index, self.line, self.offset, self.path, self.reason)
 
 
 class DecodeError(DataError):
@@ -220,14 +227,5 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     event_type: str | None = None
 
     def __str__(self) -> str:
-        where = []
-        if self.index is not None:
-            where.append(f"event {self.index}")
-        if self.line is not None:
-            where.append(f"line {self.line}")
-        if self.offset is not None:
-            where.append(f"byte {self.offset}")
-        if self.path is not None and f"`{self.path}`" not in self.message:
-            where.append(f"at `{self.path}`")
-        suffix = f" ({', '.join(where)})" if where else ""
-        return f"[{self.code}] {self.message}{suffix}"
+        where = _where(self.index, self.line, self.offset, self.path, self.message)
+        return f"[{self.code}] {self.message}{where}"
