@@ -714,7 +714,11 @@ def machine() -> dict[str, Any]:
 
 
 def _fmt_ratio(x: float | None) -> str:
-    return "—" if x is None else f"{x:,.2f}x" if x < 100 else f"{x:,.0f}x"
+    if x is None:
+        return "—"
+    if x < 0.1:
+        return f"{x:.2g}x"
+    return f"{x:,.2f}x" if x < 100 else f"{x:,.0f}x"
 
 
 def _cpu_us(c: dict[str, Any]) -> str:
@@ -908,7 +912,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--big-sizes", help="lengths for agui-meta only (default 1,000,000)")
     p.add_argument("--histories", help="history lengths, comma-separated (default 0,1000,10000)")
     p.add_argument("--memory-sizes", help="stream lengths for memory (default 100000,1000000)")
-    p.add_argument("--rounds", type=int, help="measured rounds (default 7; --quick 2)")
+    p.add_argument("--rounds", type=int, help="measured rounds (default 15; --quick 2)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--sections",
@@ -931,7 +935,7 @@ def _ints(text: str | None, default: list[int]) -> list[int]:
 
 async def amain(a: argparse.Namespace) -> dict[str, Any]:
     quick = a.quick
-    rounds = a.rounds or (2 if quick else 7)
+    rounds = a.rounds or (2 if quick else 15)
     ref_rounds = 1 if quick else 3
     if a.sections is not None:
         sections = set(a.sections.split(","))
