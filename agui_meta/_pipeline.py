@@ -68,16 +68,25 @@ Stage = Union[Transducer[Any, Any], AsyncStage]
 _SYNC_CHECKPOINT_EVERY = 256
 
 
-def _note(exc: BaseException, text: str) -> None:
-    """Attach where an error happened, without changing its type or wrapping it."""
-    if sys.version_info >= (3, 11):
-        if text not in getattr(exc, "__notes__", ()):
-            exc.add_note(text)
+def _note(exc: BaseException, ctx: Context) -> None:
+    """Attach where an error happened, without changing its type or wrapping it.
+
+    ``exc.agui_event_index`` is the index of the event being processed (``None`` at the end of
+    the stream); on Python 3.11+ a note says the same in words, shown in the traceback.
+    """
+    if hasattr(exc, "agui_event_index"):
+        return  # noted by the stage nearest to where it was raised
+    index = ctx.index if ctx.index >= 0 else None
     try:
-        if getattr(exc, "agui_event_index", None) is None:
-            exc.agui_event_index = text  # type: ignore[attr-defined]
+        exc.agui_event_index = index  # type: ignore[attr-defined]
     except AttributeError:  # exceptions with __slots__
-        pass
+        return
+    if sys.version_info >= (3, 11):
+        exc.add_note(
+            f"agui-meta: raised while processing event {index}"
+            if index is not None
+            else "agui-meta: raised at the end of the stream"
+        )
 
 
 class _Entry(Transducer[Any, Any]):
@@ -372,7 +381,7 @@ class Pipeline(Generic[T]):
                 yield out
         except BaseException as exc:
             if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
-                _note(exc, _where(ctx))
+                _note(exc, ctx)
             raise
 
     async def _fused(
@@ -402,7 +411,7 @@ class Pipeline(Generic[T]):
                 yield out
         except BaseException as exc:
             if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
-                _note(exc, _where(ctx))
+                _note(exc, ctx)
             raise
 
     def _async_stage(
@@ -421,7 +430,7 @@ class Pipeline(Generic[T]):
                 yield [item]
         except BaseException as exc:
             if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
-                _note(exc, _where(self.context))
+                _note(exc, self.context)
             raise
 
     async def _pump(
@@ -466,14 +475,6 @@ async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIt
     async with await anyio.open_file(path, "rb") as file:
         while chunk := await file.read(chunk_size):
             yield chunk
-
-
-def _where(ctx: Context) -> str:
-    return (
-        f"agui-meta: raised while processing event {ctx.index}"
-        if ctx.index >= 0
-        else "agui-meta: raised at the end of the stream"
-    )
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
