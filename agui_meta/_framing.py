@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
-from itertools import repeat
+from itertools import accumulate, repeat
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
@@ -344,6 +344,22 @@ class SSEDecoder(_LineDecoder):
                     if sep == 1 and cr >= 0:
                         self._cr = True
                     return frames
+            # The chunk now starts at a line start. Fast path for runs of blocks of exactly one
+            # "data: <payload>" line (see _run_simple), taken between events.
+            if b"\r" not in chunk:
+                if self._start_pos >= 0 or not chunk.startswith(b"data: "):
+                    # An event (or comments) in progress: finish it line by line up to its
+                    # blank line, if a "data: " line follows that.
+                    end = 1 if chunk[0] == 10 else chunk.find(b"\n\n") + 2  # 1 if none
+                    if (end > 1 or chunk[0] == 10) and chunk.startswith(b"data: ", end):
+                        lines = chunk[:end].split(b"\n")
+                        lines.pop()
+                        self._run(lines, repeat(1), frames)
+                        chunk = chunk[end:]
+                if self._start_pos < 0 and chunk.startswith(b"data: "):
+                    chunk = self._run_simple(chunk, frames)
+                    if not chunk:
+                        return frames
             if b"\r" in chunk:
                 lines = chunk.splitlines()
                 seps: Iterable[int] = [
@@ -415,6 +431,45 @@ class SSEDecoder(_LineDecoder):
         if self._data_len + len(self._pending) + len(tail) > self._limit:
             raise self._too_big(self._pos, self._lineno)
         self._pending += tail
+
+    def _run_simple(self, chunk: bytes, frames: list[Frame]) -> bytes:
+        """Dispatch the leading ``data: <payload>\\n\\n`` blocks of ``chunk`` at once.
+
+        Called between events (no data, no field line, no partial line held) with a chunk that
+        holds no CR and starts with ``data: ``. It applies only when all of the chunk up to its
+        last ``\\n\\n`` is such blocks, each payload free of LF, of valid UTF-8 and within
+        ``max_frame_size``: these are then exactly the frames :meth:`_run` would give, line by
+        line. Returns the rest of the chunk (all of it when the fast path does not apply).
+        """
+        end = chunk.rfind(b"\n\n") + 2
+        if end < 8:
+            return chunk
+        inner = chunk[6 : end - 2]
+        payloads = inner.split(b"\n\ndata: ")
+        count = len(payloads)
+        # The separators hold two LFs each and the last blank line two more: any other LF
+        # would start a line that is not "data: ..." or a second line in a block.
+        if chunk.count(b"\n", 0, end) != 2 * count:
+            return chunk
+        limit = self._limit
+        if end > limit and max(map(len, payloads)) + 6 > limit:
+            return chunk  # let _run report the line over the limit
+        if not inner.isascii() and not _is_utf8(inner):
+            return chunk  # let _run report the line that is not UTF-8
+        lineno = self._lineno
+        last_id = self._id
+        frames += map(
+            Frame,
+            payloads,
+            accumulate(map((8).__add__, map(len, payloads)), initial=self._pos),
+            range(lineno, lineno + 2 * count, 2),
+            repeat(None, count),
+            repeat(last_id, count),
+        )
+        self._pos += end
+        self._lineno = lineno + 2 * count
+        self.last_event_id = last_id or ""
+        return chunk[end:]
 
     def _too_big(self, offset: int, line: int) -> FramingError:
         return FramingError(
