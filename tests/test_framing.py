@@ -9,18 +9,21 @@ test input itself.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_meta._exceptions import FramingError, UsageError
 from agui_meta._framing import (
+    DEFAULT_MAX_FRAME_SIZE,
     AutoDecoder,
     Frame,
     FrameDecoder,
@@ -627,6 +630,271 @@ class TestSSEProperties:
             for frame in whole[0]:
                 frame.data.decode("utf-8")  # frames are always valid UTF-8
                 assert len(frame.data) <= limit
+
+
+# -- SSE: the fast path for runs of "data: <json>" blocks ------------------------------------------
+
+
+class _LineByLine(SSEDecoder):
+    """The decoder without its many-blocks fast path (``_run_simple``): the general path only."""
+
+    __slots__ = ()
+
+    def _run_simple(self, chunk: bytes, frames: list[Frame]) -> bytes:
+        return chunk
+
+
+Where = tuple[int | None, int | None, str]
+FullOutcome = tuple[list[Frame], Where | None, str, list[Where | None]]
+
+
+def where(exc: FramingError | None) -> Where | None:
+    return None if exc is None else (exc.offset, exc.line, str(exc))
+
+
+def run_full(decoder: SSEDecoder, parts: Sequence[bytes]) -> FullOutcome:
+    """Like :func:`run`, also with the error message, ``last_event_id`` at the end and the
+    frames' ``error`` (exceptions compare by identity: these are compared by content)."""
+    frames: list[Frame] = []
+    error = None
+    try:
+        for part in parts:
+            frames += decoder.feed(part)
+        frames += decoder.close()
+    except FramingError as exc:
+        error = where(exc)
+    errors = [where(f.error) for f in frames]
+    frames = [msgspec.structs.replace(f, error=None) for f in frames]
+    return frames, error, decoder.last_event_id, errors
+
+
+def same_as_general_path(parts: Sequence[bytes], **kw: Any) -> FullOutcome:
+    """Decode ``parts``; assert it matches the general path (byte by byte, and whole chunks)."""
+    outcome = run_full(SSEDecoder(**kw), parts)
+    stream = b"".join(parts)
+    # A one-byte chunk never takes a fast path: both need a chunk starting with "data: ".
+    assert run_full(SSEDecoder(**kw), [stream[i : i + 1] for i in range(len(stream))]) == outcome
+    assert run_full(_LineByLine(**kw), parts) == outcome
+    assert run_full(_LineByLine(**kw), [stream]) == outcome
+    return outcome
+
+
+def blocks(*payloads: bytes) -> bytes:
+    return b"".join(b"data: " + p + b"\n\n" for p in payloads)
+
+
+PAYLOADS = [b'{"a":%d}' % i for i in range(20)]
+
+
+class TestSSEFastPath:
+    # the longest line, 'data: {"a":10}', is 14 bytes: that limit is enough
+    @pytest.mark.parametrize("limit", [14, DEFAULT_MAX_FRAME_SIZE])
+    def test_many_simple_blocks_take_the_fast_path(
+        self, monkeypatch: pytest.MonkeyPatch, limit: int
+    ) -> None:
+        stream = blocks(*PAYLOADS)
+
+        def general(*args: object) -> None:
+            raise AssertionError("the general path ran")
+
+        monkeypatch.setattr(SSEDecoder, "_run", general)
+        decoder = SSEDecoder(max_frame_size=limit)
+        frames = decoder.feed(stream) + decoder.close()
+        # offsets and lines computed from the input: each block is its own 2 lines
+        expected, pos = [], 0
+        for i, p in enumerate(PAYLOADS):
+            expected.append(Frame(p, pos, 2 * i + 1))
+            pos += len(p) + 8
+        assert frames == expected
+        assert decoder.offset == len(stream)
+
+    @pytest.mark.parametrize("first", [b"", b": ping\n\n", b"event: e\ndata: x\n\n"])
+    def test_a_run_after_a_cut_takes_the_fast_path(
+        self, monkeypatch: pytest.MonkeyPatch, first: bytes
+    ) -> None:
+        stream = first + blocks(*PAYLOADS)
+        general = SSEDecoder._run
+        lines_run: list[int] = []
+
+        def counting(
+            self: SSEDecoder, lines: Iterable[bytes], seps: Iterable[int], frames: list[Frame]
+        ) -> None:
+            lines = list(lines)
+            lines_run.append(len(lines))
+            general(self, lines, seps, frames)
+
+        monkeypatch.setattr(SSEDecoder, "_run", counting)
+        expected = run(SSEDecoder(), [stream[i : i + 1] for i in range(len(stream))])
+        for cut in range(len(first) + 1, len(first) + 20):
+            lines_run.clear()
+            assert run(SSEDecoder(), [stream[:cut], stream[cut:]]) == expected
+            # the second chunk: at most the rest of the first block line by line
+            assert sum(lines_run) <= 3 + first.count(b"\n"), cut
+
+    def test_many_simple_blocks(self) -> None:
+        stream = blocks(*PAYLOADS)
+        frames, error, *_ = same_as_general_path([stream])
+        assert error is None
+        assert data(frames) == PAYLOADS
+        assert (frames, None) == model_sse(stream)
+
+    def test_empty_and_odd_payloads(self) -> None:
+        odd = [b"", b"data: x", b" ", b":", b"\0", "é\u2028".encode(), b"event: y", b"{}"]
+        stream = blocks(*odd)
+        frames, error, *_ = same_as_general_path([stream])
+        assert error is None
+        assert data(frames) == odd
+        assert (frames, None) == model_sse(stream)
+
+    @pytest.mark.parametrize(
+        "middle",
+        [
+            b"event: e\ndata: x\n\n",
+            b"id: 7\ndata: x\n\n",
+            b"id: 8\n\n",
+            b"data: x\ndata: y\n\n",
+            b"data:x\n\n",
+            b"data\n\n",
+            b": keep-alive\n\n",
+            b": keep-alive\n",
+            b"\n",
+            b"\n\n\n",
+            b"data: x\r\n\r\n",
+            b"data: x\r\r",
+            b"data: x\n\r",
+            b"retry: 5\n\n",
+            b"xdata: 1\n\n",
+            b"data: \xff\n\n",
+            b"event: \xff\ndata: x\n\n",
+        ],
+    )
+    def test_other_blocks_between_runs(self, middle: bytes) -> None:
+        stream = blocks(*PAYLOADS[:5]) + middle + blocks(*PAYLOADS[5:10])
+        for parts in ([stream], split(stream, [len(stream) // 2])):
+            for mode in ("raise", "frame"):
+                same_as_general_path(parts, invalid_utf8=mode)
+        assert run(SSEDecoder(), [stream]) == model_sse(stream)
+
+    def test_id_before_a_run_is_carried(self) -> None:
+        stream = b"id: 7\n\n" + blocks(*PAYLOADS[:3])
+        frames, error, last_id, _ = same_as_general_path([b"id: 7\n\n", blocks(*PAYLOADS[:3])])
+        assert error is None
+        assert [f.id for f in frames] == ["7"] * 3
+        assert last_id == "7"
+        assert (frames, None) == model_sse(stream)
+
+    def test_every_split_point(self) -> None:
+        stream = blocks(*PAYLOADS[:4]) + b"event: e\ndata: x\n\n" + blocks(*PAYLOADS[4:6])
+        expected = same_as_general_path([stream])
+        for i in range(len(stream) + 1):
+            assert same_as_general_path([stream[:i], stream[i:]]) == expected
+            for j in range(i, len(stream) + 1, 7):
+                assert same_as_general_path([stream[:i], stream[i:j], stream[j:]]) == expected
+
+    def test_partial_block_continued_in_the_next_chunk(self) -> None:
+        stream = blocks(*PAYLOADS[:6])
+        cut = stream.index(b"data: ", 30) + 9
+        frames, error, *_ = same_as_general_path([stream[:cut], stream[cut:]])
+        assert error is None
+        assert data(frames) == PAYLOADS[:6]
+        for tail in (b"data: x\n", b"data: x", b"data: ", b"da", b"data: x\n\r"):
+            same_as_general_path([blocks(*PAYLOADS[:3]) + tail, b"\n" + blocks(b"1")])
+
+    def test_unterminated_last_block(self) -> None:
+        stream = blocks(*PAYLOADS[:3]) + b"data: end"
+        for mode in ("frame", "error"):
+            frames, error, *_ = same_as_general_path([stream], unterminated=mode)
+            assert data(frames) == [*PAYLOADS[:3], b"end"][: 3 if mode == "error" else 4]
+            assert (error is None) == (mode == "frame")
+
+    def test_after_bom_and_split_crlf(self) -> None:
+        same_as_general_path([BOM + blocks(*PAYLOADS[:3])])
+        same_as_general_path([BOM[:2], BOM[2:] + blocks(*PAYLOADS[:3])])
+        same_as_general_path([b"data: a\r", b"\n\r\n" + blocks(*PAYLOADS[:3])])
+        same_as_general_path([b"data: a\r\n\r", b"\n" + blocks(*PAYLOADS[:3])])
+
+    @pytest.mark.parametrize("limit", [8, 13, 14, 15, 20, 40, 200])
+    def test_max_frame_size_inside_a_run(self, limit: int) -> None:
+        payloads = [b"12345678", b"123", b"1234567890123", b"1"]  # lines of 14, 9, 19, 7 bytes
+        for stream in (blocks(*payloads), blocks(*payloads) + b"data: 12345678901234"):
+            frames, error, *_ = same_as_general_path([stream], max_frame_size=limit)
+            assert run(SSEDecoder(max_frame_size=limit), [stream])[0] == frames
+        frames, error, *_ = same_as_general_path([blocks(*payloads)], max_frame_size=15)
+        assert data(frames) == payloads[:2]
+        assert error is not None
+        assert error[:2] == at(blocks(*payloads), b"data: 1234567890123")
+
+    def test_whole_run_over_the_limit_but_every_line_within(self) -> None:
+        stream = blocks(*PAYLOADS)
+        frames, error, *_ = same_as_general_path([stream], max_frame_size=20)
+        assert error is None
+        assert data(frames) == PAYLOADS
+
+    @pytest.mark.parametrize("mode", ["raise", "frame"])
+    def test_invalid_utf8_inside_a_run(self, mode: str) -> None:
+        payloads = [*PAYLOADS[:3], "é".encode(), b'{"x":"\xc3"}', *PAYLOADS[3:5]]
+        stream = blocks(*payloads)
+        frames, error, _, errors = same_as_general_path([stream], invalid_utf8=mode)
+        bad_at = at(stream, b'data: {"x":"\xc3')
+        if mode == "raise":
+            assert data(frames) == payloads[:4]
+            assert error is not None
+            assert error[:2] == bad_at
+        else:
+            assert error is None
+            assert data(frames) == payloads
+            assert [e and e[:2] for e in errors] == [None] * 4 + [bad_at] + [None] * 2
+
+    def test_non_ascii_run_takes_the_fast_path(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        payloads = ["é".encode(), "日本".encode(), b"x", "\U0001f600".encode()]
+
+        def general(*args: object) -> None:
+            raise AssertionError("the general path ran")
+
+        monkeypatch.setattr(SSEDecoder, "_run", general)
+        decoder = SSEDecoder()
+        assert data(decoder.feed(blocks(*payloads))) == payloads
+
+
+block_kinds = st.sampled_from(
+    [
+        *(blocks(p) for p in PAYLOADS[:3]),
+        blocks(b""),
+        blocks("é".encode()),
+        blocks(b"\xff"),
+        b"data: x\ndata: y\n\n",
+        b"event: e\n",
+        b"id: 1\n",
+        b"id: \xfe\n",
+        b": c\n",
+        b"data:x\n",
+        b"\n",
+        b"\r",
+        b"\r\n",
+        b"data: ",
+        b"data: x\n",
+        b"x",
+        BOM,
+    ]
+)
+
+
+class TestSSEFastPathProperties:
+    @settings(max_examples=400, deadline=None)
+    @given(
+        cuts_of(st.lists(block_kinds, max_size=30).map(b"".join)),
+        st.sampled_from([3, 9, 16, 1000]),
+        st.sampled_from(["raise", "frame"]),
+    )
+    def test_same_as_the_general_path(
+        self, case: tuple[bytes, list[int]], limit: int, mode: str
+    ) -> None:
+        stream, cuts = case
+        parts = split(stream, cuts)
+        kw: dict[str, Any] = {"max_frame_size": limit, "invalid_utf8": mode}
+        same_as_general_path(parts, **kw)
+        if limit == 1000 and mode == "raise":
+            assert run(SSEDecoder(), parts) == model_sse(stream)
 
 
 # -- JSON lines ------------------------------------------------------------------------------------
