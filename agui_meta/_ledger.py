@@ -437,15 +437,13 @@ class Ledger(Transducer[T, T]):
 
     def feed(self, item: T) -> None:
         self.emit(item)
-        # The common case (a content event, bare or wrapped): two lookups and a count.
-        cls = type(item)
-        kind = _PLAIN.get(cls)
+        # The common case (a content event, bare or wrapped in a known wrapper such as
+        # Update): one set test, one lookup and a count.
+        event: Any = item.event if type(item) in self._wrappers else item  # type: ignore[attr-defined]
+        kind = _PLAIN.get(type(event))
         if kind is None:
-            event: Any = item.event if cls in self._wrappers else item  # type: ignore[attr-defined]
-            kind = _PLAIN.get(type(event))
-            if kind is None:
-                self._observe(item, event)
-                return
+            self._observe(item, event)
+            return
         counts = self._counts
         if counts is None:
             counts = self._open().event_counts
