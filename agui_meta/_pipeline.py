@@ -133,9 +133,18 @@ class _Entry(Transducer[Any, Any]):
             ctx.skip(exc)
 
     def _deliver(self, frames: list[Frame]) -> None:
-        if self.ctx.mode != "keep_going":  # frames with an error come only in keep-going mode
+        ctx = self.ctx
+        if ctx.mode != "keep_going":  # frames with an error come only in keep-going mode
+            # _one() inlined for frames: one Python call less per event on the common path.
+            emit = self.emit
             for frame in frames:
-                self._one(frame)
+                ctx.index = self._count
+                self._count += 1
+                try:
+                    emit(frame)
+                except DataError as exc:
+                    exc.locate(offset=frame.offset, line=frame.line)
+                    ctx.skip(exc)
             return
         for frame in frames:
             if frame.error is None:
