@@ -1004,6 +1004,114 @@ class TestJsonLines:
         assert got == (expected, error)
 
 
+# -- JSON lines: the fast path for chunks of "{...}" lines -----------------------------------------
+
+
+class _JsonLineByLine(JsonLinesDecoder):
+    """The JSON-lines decoder without its fast path: the general path only."""
+
+    __slots__ = ()
+
+    def _run_simple(self, chunk: bytes, lines: list[bytes], end: int, frames: list[Frame]) -> bool:
+        return False
+
+
+JsonlOutcome = tuple[list[Frame], Where | None, list[Where | None]]
+
+
+def jsonl_full(decoder: JsonLinesDecoder, parts: Sequence[bytes]) -> JsonlOutcome:
+    frames: list[Frame] = []
+    error = None
+    try:
+        for part in parts:
+            frames += decoder.feed(part)
+        frames += decoder.close()
+    except FramingError as exc:
+        error = where(exc)
+    errors = [where(f.error) for f in frames]
+    return [msgspec.structs.replace(f, error=None) for f in frames], error, errors
+
+
+def jsonl_same_as_general_path(parts: Sequence[bytes], **kw: Any) -> JsonlOutcome:
+    outcome = jsonl_full(JsonLinesDecoder(**kw), parts)
+    stream = b"".join(parts)
+    # A one-byte chunk has no complete line, or only an empty one: never the fast path.
+    assert jsonl_full(JsonLinesDecoder(**kw), [stream[i : i + 1] for i in range(len(stream))]) == (
+        outcome
+    )
+    assert jsonl_full(_JsonLineByLine(**kw), parts) == outcome
+    assert jsonl_full(_JsonLineByLine(**kw), [stream]) == outcome
+    return outcome
+
+
+JSON_LINES = b"".join(b'{"a":%d}\n' % i for i in range(20))
+
+
+class TestJsonLinesFastPath:
+    @pytest.mark.parametrize("limit", [8, DEFAULT_MAX_FRAME_SIZE])  # '{"a":10}' is 8 bytes
+    def test_takes_the_fast_path(self, monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+        def general(*args: object) -> None:
+            raise AssertionError("the general path ran")
+
+        monkeypatch.setattr(JsonLinesDecoder, "_run", general)
+        decoder = JsonLinesDecoder(max_frame_size=limit)
+        frames = decoder.feed(JSON_LINES + '{"é"}\n'.encode())
+        expected, pos = [], 0
+        for number, line in enumerate(JSON_LINES.split(b"\n")[:-1], 1):
+            expected.append(Frame(line, pos, number))
+            pos += len(line) + 1
+        assert frames == [*expected, Frame('{"é"}'.encode(), pos, 21)]
+
+    @pytest.mark.parametrize(
+        "middle",
+        [b"[1]\n", b"\n", b" \n", b" {}\n", b"{}\r\n", b'{"\xff"}\n', b"{", b"{}\r", b"x\n"],
+    )
+    @pytest.mark.parametrize("mode", ["raise", "frame"])
+    def test_other_lines(self, middle: bytes, mode: str) -> None:
+        stream = JSON_LINES[:40] + middle + JSON_LINES[40:]
+        for cut in range(0, len(stream) + 1, 5):
+            jsonl_same_as_general_path([stream[:cut], stream[cut:]], invalid_utf8=mode)
+
+    @pytest.mark.parametrize("limit", [7, 8, 9])
+    def test_max_frame_size(self, limit: int) -> None:
+        stream = b'{"a":1}\n{"b":12}\n{}\n'
+        frames, error, _ = jsonl_same_as_general_path([stream], max_frame_size=limit)
+        if limit < 8:
+            assert data(frames) == [b'{"a":1}']
+            assert error is not None
+            assert error[:2] == (8, 2)
+        else:
+            assert error is None
+
+    def test_invalid_utf8_location(self) -> None:
+        stream = JSON_LINES[:16] + b'{"\xc3"}\n' + JSON_LINES[16:]
+        _, error, _ = jsonl_same_as_general_path([stream])
+        assert error is not None
+        assert error[:2] == (16, 3)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        cuts_of(
+            st.lists(
+                st.sampled_from(
+                    [
+                        *(b'{"a":1}\n', b"{}\n", b"[1]\n", b" {}\n", b"\n", b"\r\n", b"{", b"}"),
+                        *(b'{"\xff"}\n', '{"é"}\n'.encode(), BOM),
+                    ]
+                ),
+                max_size=30,
+            ).map(b"".join)
+        ),
+        st.sampled_from([2, 7, 1000]),
+        st.sampled_from(["raise", "frame"]),
+    )
+    def test_same_as_the_general_path(
+        self, case: tuple[bytes, list[int]], limit: int, mode: str
+    ) -> None:
+        stream, cuts = case
+        jsonl_same_as_general_path(split(stream, cuts), max_frame_size=limit, invalid_utf8=mode)
+
+
 # -- detection -------------------------------------------------------------------------------------
 
 
