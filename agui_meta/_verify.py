@@ -589,6 +589,9 @@ class Verify(Transducer[Event, Event]):
         self._reasoning_open(ev, self._reasoning_messages)
 
     def _reasoning_message_continue(self, ev: ReasoningMessageContentEvent) -> None:
+        # The common case (an untagged delta of an open message) needs no second call.
+        if ev.subagent_run_id is UNSET and ev.message_id in self._reasoning_messages:
+            return
         self._reasoning_continue(ev, self._reasoning_messages)
 
     def _reasoning_message_end(self, ev: ReasoningMessageEndEvent) -> None:
