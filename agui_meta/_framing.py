@@ -625,9 +625,7 @@ class JsonLinesDecoder(_LineDecoder):
                 self._run((head,), frames, True)
             lines = chunk.split(b"\n")
             tail = lines.pop()
-            crlf = b"\r" in chunk
-            if crlf or not self._run_simple(chunk, lines, len(chunk) - len(tail), frames):
-                self._run(lines, frames, crlf)
+            self._run(lines, frames, b"\r" in chunk)
             if tail:
                 self._hold(tail)
         except FramingError as exc:
@@ -664,32 +662,6 @@ class JsonLinesDecoder(_LineDecoder):
         if len(self._pending) + len(tail) > self._limit:
             raise self._too_long(self._pos, self._lineno)
         self._pending += tail
-
-    def _run_simple(self, chunk: bytes, lines: list[bytes], end: int, frames: list[Frame]) -> bool:
-        """Fast path: turn ``lines``, the complete lines of ``chunk`` (``end`` bytes with their
-        LFs; no CR in the chunk), into frames at once, when each starts with ``{`` (so none is
-        blank), none is over ``max_frame_size`` and all are UTF-8: then these are exactly the
-        frames :meth:`_run` gives line by line. Returns whether it did.
-        """
-        count = len(lines)
-        # Every line starts with "{": the first one, and one after each LF but the last.
-        if not count or not chunk.startswith(b"{") or chunk.count(b"\n{", 0, end - 1) != count - 1:
-            return False
-        limit = self._limit
-        if end > limit and max(map(len, lines)) > limit:
-            return False  # let _run report the line over the limit
-        if not chunk.isascii() and not _is_utf8(chunk[:end]):
-            return False  # let _run report the line that is not UTF-8
-        lineno = self._lineno
-        frames += map(
-            Frame,
-            lines,
-            accumulate(map((1).__add__, map(len, lines)), initial=self._pos),
-            range(lineno, lineno + count),
-        )
-        self._pos += end
-        self._lineno = lineno + count
-        return True
 
     def _too_long(self, offset: int, line: int) -> FramingError:
         return FramingError(
