@@ -74,6 +74,8 @@ def _note(exc: BaseException, ctx: Context) -> None:
     ``exc.agui_event_index`` is the index of the event being processed (``None`` at the end of
     the stream); on Python 3.11+ a note says the same in words, shown in the traceback.
     """
+    if isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
+        return  # closing and cancelling are not errors of an event
     if hasattr(exc, "agui_event_index"):
         return  # noted by the stage nearest to where it was raised
     index = ctx.index if ctx.index >= 0 else None
@@ -389,8 +391,7 @@ class Pipeline(Generic[T]):
             if out:
                 yield out
         except BaseException as exc:
-            if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
-                _note(exc, ctx)
+            _note(exc, ctx)
             raise
 
     async def _fused(
@@ -419,8 +420,7 @@ class Pipeline(Generic[T]):
             if out:
                 yield out
         except BaseException as exc:
-            if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
-                _note(exc, ctx)
+            _note(exc, ctx)
             raise
 
     def _async_stage(
@@ -438,8 +438,7 @@ class Pipeline(Generic[T]):
             async for item in produced:
                 yield [item]
         except BaseException as exc:
-            if not isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())):
-                _note(exc, self.context)
+            _note(exc, self.context)
             raise
 
     async def _pump(
