@@ -26,7 +26,7 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._exceptions import DataError, UsageError
-from ._stage import Context, Transducer, connect_chain
+from ._stage import Context, Transducer, close_chain, connect_chain
 
 __all__ = [
     "Agent",
@@ -133,9 +133,7 @@ async def transduce(
                 out.clear()
                 for x in batch:
                     yield x
-        context.index = -1
-        for t in chain:
-            t.close()
+        close_chain(chain, context)
         for x in out:
             yield x
     finally:

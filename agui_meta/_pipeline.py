@@ -54,7 +54,7 @@ from ._framing import (
     InvalidUtf8,
     make_decoder,
 )
-from ._stage import Context, Mode, ReportHandler, Transducer, connect_chain
+from ._stage import Context, Mode, ReportHandler, Transducer, close_chain, connect_chain
 
 __all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
 
@@ -385,6 +385,8 @@ class Pipeline(Generic[T]):
                         yield batch
                     if n % _SYNC_CHECKPOINT_EVERY == 0:
                         await checkpoint()
+            # Not close_chain(): a framing error at the end of the stream (an event cut off
+            # or too large) ends it in every mode, keep-going included.
             ctx.index = -1
             for t in chain:
                 t.close()
@@ -411,12 +413,7 @@ class Pipeline(Generic[T]):
                     batch = out[:]
                     out.clear()
                     yield batch
-            ctx.index = -1
-            for t in chain:
-                try:
-                    t.close()
-                except DataError as exc:
-                    ctx.skip(exc)
+            close_chain(chain, ctx)
             if out:
                 yield out
         except BaseException as exc:

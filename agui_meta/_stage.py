@@ -19,7 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ._exceptions import AguiWarning, DataError, Report, Severity, StrictError
 
-__all__ = ["Context", "Mode", "ReportHandler", "Transducer", "run_sync"]
+__all__ = ["Context", "Mode", "ReportHandler", "Transducer", "close_chain", "run_sync"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -143,6 +143,16 @@ def connect_chain(
     return emit, chain
 
 
+def close_chain(chain: Iterable[Transducer[Any, Any]], ctx: Context) -> None:
+    """End of stream: close each transducer in order (a data error is skipped in keep-going mode)."""
+    ctx.index = -1
+    for t in chain:
+        try:
+            t.close()
+        except DataError as exc:
+            ctx.skip(exc)
+
+
 def run_sync(
     transducers: Iterable[Transducer[Any, Any]],
     items: Iterable[Any],
@@ -161,10 +171,5 @@ def run_sync(
             head(item)
         except DataError as exc:
             ctx.skip(exc)
-    ctx.index = -1
-    for t in chain:
-        try:
-            t.close()
-        except DataError as exc:
-            ctx.skip(exc)
+    close_chain(chain, ctx)
     return out
