@@ -135,11 +135,17 @@ class Transducer(Generic[In, Out]):
 def connect_chain(
     transducers: Iterable[Transducer[Any, Any]], sink: Callable[[Any], None], ctx: Context
 ) -> tuple[Callable[[Any], None], list[Transducer[Any, Any]]]:
-    """Connect transducers first-to-last into ``sink``; returns the head's feed and the list."""
+    """Connect transducers first-to-last into ``sink``; returns the head's feed and the list.
+
+    A run of built-in stages that :mod:`agui_meta._fuse` knows is fed through its fused feed.
+    """
+    from ._fuse import fuse  # the built-in stages import this module
+
     chain = list(transducers)
     emit = sink
-    for t in reversed(chain):
-        emit = t.connect(emit, ctx)
+    for i in range(len(chain) - 1, -1, -1):
+        emit = chain[i].connect(emit, ctx)
+        emit = fuse(chain, i) or emit
     return emit, chain
 
 
