@@ -138,15 +138,19 @@ class _Entry(Transducer[Any, Any]):
         ctx = self.ctx
         if ctx.mode != "keep_going":  # frames with an error come only in keep-going mode
             # _one() inlined for frames: one Python call less per event on the common path.
+            # Outside keep-going mode a data error ends the stream: one try for the batch.
             emit = self.emit
-            for frame in frames:
-                ctx.index = self._count
-                self._count += 1
-                try:
+            index = self._count
+            try:
+                for frame in frames:
+                    ctx.index = index
+                    index += 1
                     emit(frame)
-                except DataError as exc:
-                    exc.locate(offset=frame.offset, line=frame.line)
-                    ctx.skip(exc)
+            except DataError as exc:
+                exc.locate(offset=frame.offset, line=frame.line)
+                ctx.skip(exc)
+            finally:
+                self._count = index
             return
         for frame in frames:
             if frame.error is None:
