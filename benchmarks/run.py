@@ -948,7 +948,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
         log(f"reference: {oracle.why}")
     record: dict[str, Any] = {
         "machine": machine(),
-        "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),
+        "command": _command(sys.argv[1:]),
         "settings": {"rounds": rounds, "chunk_bytes": CHUNK, "reference_cap_s": REFERENCE_CAP_S},
         "reference": oracle.why or "available",
     }
@@ -986,6 +986,19 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
         record["memory"] = section_memory(sizes, [max(sizes)])
     record["targets"] = targets(record)
     return record
+
+
+def _command(argv: list[str]) -> str:
+    """The command line to record: where the record was written left out, and an input file
+    by its name only (so a record holds no path of the machine it ran on)."""
+    out = ["python -m benchmarks.run"]
+    args = iter(argv)
+    for arg in args:
+        if arg == "--json":
+            next(args, None)
+        elif not arg.startswith("--json="):
+            out.append(Path(arg).name if out[-1] == "--input" else arg)
+    return " ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:

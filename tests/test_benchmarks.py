@@ -109,3 +109,8 @@ def test_input_file(tmp_path: Path, fmt: str) -> None:
     ref = contenders["reference: @ag-ui/client 1.0.0 (Node.js), JSONL"]
     assert not ref["available"]
     assert "--no-reference" in ref["why"]
+
+
+def test_the_recorded_command_holds_no_path_of_the_machine() -> None:
+    argv = ["--json", "/tmp/out.json", "--input", "/home/me/s.sse", "--json=/x.json", "--quick"]
+    assert run._command(argv) == "python -m benchmarks.run --input s.sse --quick"
