@@ -6,13 +6,14 @@ No timing is asserted (speed is measured by ``python -m benchmarks.run``, never 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import msgspec
 import pytest
 
 import agui_meta
-from benchmarks import run, workload
+from benchmarks import instructions, run, workload
 
 
 def test_workload_is_exact_seeded_and_valid() -> None:
@@ -114,3 +115,38 @@ def test_input_file(tmp_path: Path, fmt: str) -> None:
 def test_the_recorded_command_holds_no_path_of_the_machine() -> None:
     argv = ["--json", "/tmp/out.json", "--input", "/home/me/s.sse", "--json=/x.json", "--quick"]
     assert run._command(argv) == "python -m benchmarks.run --input s.sse --quick"
+
+
+def test_instructions_per_event_subtract_the_setup() -> None:
+    slopes = {"setup": 1000, "floor": 4000, "full": 17000}
+
+    def fake(config: str, n: int) -> int:
+        return 5_000_000 + slopes[config] * n
+
+    figures = instructions.per_event(["floor", "full"], 100, 300, fake, log=lambda _: None)
+    assert figures == {"floor": 3000, "full": 16000}
+    assert "| msgspec decode of the frames (the floor) | 3,000 | 19% |" in instructions.table(
+        figures
+    )
+
+
+def test_instructions_children_run_every_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGUI_META_BENCH_EVENTS", "200")
+    monkeypatch.setenv("AGUI_META_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(run, "_cache", run._cache)  # restored after the children moved it
+    for config in instructions.CONFIGS:
+        instructions._child(config, 150)
+    assert (tmp_path / "w200-s1.sse").is_file()
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instructions_are_counted_by_callgrind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGUI_META_BENCH_EVENTS", "200")
+    monkeypatch.setenv("AGUI_META_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(run, "_cache", tmp_path)
+    run.generated(200)
+    assert instructions.count("setup", 10) > 1_000_000

@@ -1,0 +1,180 @@
+"""Machine instructions per event, counted with callgrind: figures no neighbour can disturb.
+
+    python -m benchmarks.instructions                 # the table of benchmarks/README.md
+    python -m benchmarks.instructions --configs full,full-unfused
+
+Each configuration runs in a fresh interpreter under ``valgrind --tool=callgrind`` twice, on
+the first ``--base`` and the first ``--events`` events of the generated workload (seed 1), and
+its cost per event is the difference of the two totals divided by the difference in events,
+less the same figure for ``setup`` (which prepares every input and runs nothing), so imports,
+interpreter start-up and input preparation cancel out. callgrind counts instructions, not
+time: the same code, inputs and interpreter give the same count whatever else the machine is
+doing. Needs ``valgrind`` on the PATH (Debian's package); about 15 seconds per configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: Configuration -> what it measures, in table order. Levels add one stage each, as the
+#: stage-by-stage contenders of ``benchmarks.run`` do.
+CONFIGS: dict[str, str] = {
+    "setup": "preparing the inputs (subtracted from every other row)",
+    "floor": "msgspec decode of the frames (the floor)",
+    "framing-sse": "SSE framing (`SSEDecoder`), 16 KiB chunks",
+    "framing-jsonl": "JSON-lines framing, 16 KiB chunks",
+    "sdk": "Python SDK parse (`ag_ui.core` + pydantic)",
+    "decode": "`wrap()` from SSE bytes: framing, decoding, the entry stage, `drain()`",
+    "expand_chunks": "+ `expand_chunks`",
+    "verify": "+ `verify`",
+    "accumulate": "+ `accumulate` (from here on, the fused fast path)",
+    "full": "+ `ledger`: the full pipeline",
+    "full-unfused": "the full pipeline without the fused fast path",
+}
+_LEVEL = {"decode": 0, "expand_chunks": 1, "verify": 2, "accumulate": 3, "full": 4}
+_COLLECTED = re.compile(rb"Collected\s*:\s*([\d,]+)")
+
+
+def _child(config: str, n: int) -> None:
+    """Run one configuration on the first ``n`` events (inside valgrind)."""
+    import anyio
+    import msgspec
+
+    import agui_meta
+    from agui_meta import _fuse
+    from agui_meta._framing import make_decoder
+    from benchmarks import run
+    from benchmarks._stages import stages
+
+    if "AGUI_META_BENCH_CACHE" in os.environ:
+        run._cache = Path(os.environ["AGUI_META_BENCH_CACHE"])
+    w = run.generated(int(os.environ.get("AGUI_META_BENCH_EVENTS", "10000")))
+    frames = w.frames[:n]
+    sse = b"".join(b"data: " + f + b"\n\n" for f in frames)
+    jsonl = b"".join(f + b"\n" for f in frames)
+    sse_chunks = [sse[i : i + run.CHUNK] for i in range(0, len(sse), run.CHUNK)]
+    jsonl_chunks = [jsonl[i : i + run.CHUNK] for i in range(0, len(jsonl), run.CHUNK)]
+
+    if config == "setup":
+        return
+    if config == "floor":
+        decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
+        for f in frames:
+            decode(f)
+    elif config.startswith("framing-"):
+        fmt = config.removeprefix("framing-")
+        framer = make_decoder(fmt)  # type: ignore[arg-type]
+        for chunk in sse_chunks if fmt == "sse" else jsonl_chunks:
+            framer.feed(chunk)
+        framer.close()
+    elif config == "sdk":
+        import pydantic
+        from ag_ui.core import Event
+
+        validate = pydantic.TypeAdapter(Event).validate_json
+        for f in frames:
+            validate(f)
+    else:
+        _fuse.ENABLED = config != "full-unfused"
+        chain = stages(_LEVEL.get(config, 4), store=agui_meta.Store())
+
+        reports: list[agui_meta.Report] = []
+
+        async def main() -> None:
+            async with agui_meta.wrap(sse_chunks, *chain, on_report=reports.append) as stream:
+                await stream.drain()
+
+        anyio.run(main)
+
+
+def count(config: str, n: int, *, valgrind: str = "valgrind") -> int:
+    """Instructions of one run of ``config`` on ``n`` events, whole process."""
+    done = subprocess.run(
+        [
+            valgrind,
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            "-m",
+            "benchmarks.instructions",
+            "--child",
+            config,
+            str(n),
+        ],
+        capture_output=True,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(
+            f"callgrind run of {config!r} on {n} events failed:\n{done.stderr.decode()[-2000:]}"
+        )
+    return int(found.group(1).replace(b",", b""))
+
+
+def per_event(
+    configs: list[str],
+    base: int,
+    events: int,
+    counter: Callable[[str, int], int] = count,
+    log: Callable[[str], Any] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> dict[str, int]:
+    """Instructions per event of each configuration, the set-up subtracted."""
+    raw: dict[str, float] = {}
+    for config in ["setup", *[c for c in configs if c != "setup"]]:
+        log(f"callgrind: {config}")
+        raw[config] = (counter(config, events) - counter(config, base)) / (events - base)
+    return {c: round(raw[c] - raw["setup"]) for c in configs if c != "setup"}
+
+
+def table(figures: dict[str, int]) -> str:
+    """The figures as a markdown table, with each pipeline row's share of the full pipeline."""
+    full = figures.get("full")
+    lines = ["| configuration | instructions/event | of the full pipeline |", "|---|---:|---:|"]
+    for config, value in figures.items():
+        share = f"{value / full:.0%}" if full else "—"
+        lines.append(f"| {CONFIGS[config]} | {value:,} | {share} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__)
+    p.add_argument("--configs", help="comma-separated, from: " + ", ".join(CONFIGS))
+    p.add_argument("--events", type=int, default=10_000, help="events of the long run")
+    p.add_argument("--base", type=int, default=2_000, help="events of the short run")
+    p.add_argument("--cache", help="workload cache directory (default: benchmarks/results/cache)")
+    p.add_argument("--child", nargs=2, metavar=("CONFIG", "N"), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.child:
+        _child(a.child[0], int(a.child[1]))
+        return 0
+    configs = a.configs.split(",") if a.configs else [c for c in CONFIGS if c != "setup"]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        p.error(f"unknown configurations: {', '.join(unknown)}")
+    if not 0 < a.base < a.events:
+        p.error("--base must be positive and smaller than --events")
+    if shutil.which("valgrind") is None:
+        p.error("valgrind is not on the PATH (Debian: apt-get install valgrind)")
+    from benchmarks import run
+
+    if a.cache:
+        run._cache = Path(a.cache)
+        os.environ["AGUI_META_BENCH_CACHE"] = str(Path(a.cache).resolve())
+    run.generated(a.events)  # written to the cache now, not inside a measured run
+    os.environ["AGUI_META_BENCH_EVENTS"] = str(a.events)
+    print(table(per_event(configs, a.base, a.events)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
