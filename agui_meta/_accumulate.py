@@ -256,35 +256,32 @@ class Accumulate(Transducer[Event, Update]):
         raise ApplyError(f"{event.type} must be transformed before being applied")
 
     def _text_start(self, event: TextMessageStartEvent) -> Update:
+        role = "assistant" if event.role is UNSET else event.role
+        return self._start(event, role, event.name, "text")
+
+    def _reasoning_start(self, event: ReasoningMessageStartEvent) -> Update:
+        return self._start(event, "reasoning", UNSET, "reasoning")
+
+    def _start(
+        self,
+        event: TextMessageStartEvent | ReasoningMessageStartEvent,
+        role: str,
+        name: str | UnsetType,
+        kind: str,
+    ) -> Update:
+        """Open (or reopen) a streamed text or reasoning message."""
         store = self.store
         item = store.message(event.message_id)
         if item is None:
             fields: dict[str, Any] = {}
-            if event.name is not UNSET:
-                fields["name"] = event.name
+            if name is not UNSET:
+                fields["name"] = name
             if event.subagent_run_id is not UNSET:
                 fields["subagentRunId"] = event.subagent_run_id
-            role = "assistant" if event.role is UNSET else event.role
             item = MessageItem(event.message_id, role, "", fields=fields)
             store.append(item)
         elif item.role == "activity":
-            return self._collides(event, "text")
-        if event.metadata is not UNSET:
-            item.metadata = _merged(item.metadata, event.metadata)
-        item._streaming = True
-        return Update(event, item, False, item.metadata)
-
-    def _reasoning_start(self, event: ReasoningMessageStartEvent) -> Update:
-        store = self.store
-        item = store.message(event.message_id)
-        if item is None:
-            fields: dict[str, Any] = {}
-            if event.subagent_run_id is not UNSET:
-                fields["subagentRunId"] = event.subagent_run_id
-            item = MessageItem(event.message_id, "reasoning", "", fields=fields)
-            store.append(item)
-        elif item.role == "activity":
-            return self._collides(event, "reasoning")
+            return self._collides(event, kind)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = True
