@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-
 __all__ = ["DOCUMENT_DEPTH", "PatchError", "apply_patch", "js_equal"]
 
 #: The most levels of containers a patched document may hold: a snapshot's value sits at level 2
