@@ -48,7 +48,7 @@ from agui_meta import (
     expand_chunks,
     verify,
 )
-from agui_meta._decode import MAX_NESTING
+from agui_meta._fastdecode import MAX_NESTING
 from tests.oracle import OracleServer, assert_same_result
 
 pytestmark = pytest.mark.anyio
