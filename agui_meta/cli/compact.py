@@ -15,6 +15,7 @@ import sys
 from .._compact import compact_events
 from .._decode import encode_event
 from .._exceptions import DataError, Report
+from .._stage import Mode
 from ._command import Commands
 from ._render import Style, format_report
 from ._stream import InputError, StreamInput, add_stream_arguments
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     def show(report: Report) -> None:
         sys.stderr.write(format_report(args.file, source.locate(report), style) + "\n")
 
-    mode = "keep_going" if args.keep_going else "default"
+    mode: Mode = "keep_going" if args.keep_going else "default"
     try:
         frames = source.frames(show if args.keep_going else None)
         events = compact_events(frames, mode=mode, on_report=show)
