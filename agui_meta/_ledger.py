@@ -888,9 +888,7 @@ class Ledger(Transducer[T, T]):
             event.metadata if item is event else getattr(item, "metadata", event.metadata)
         )
 
-    def _tool_started(
-        self, record: RunRecord, call_id: str, event: Event
-    ) -> ToolCallRecord | None:
+    def _tool_started(self, record: RunRecord, call_id: str, event: Event) -> ToolCallRecord | None:
         """The record of call ``call_id`` (a new one, kept if the run's list has room)."""
         when = self._time(event)
         tool = self._tools.get(call_id)
@@ -952,6 +950,7 @@ class Ledger(Transducer[T, T]):
                 tool.pending = tool.status != "answered"
         self._tools.clear()
         live.clear()
+
 
 def ledger(
     on_run: Callable[[RunRecord], object] | None = None,
