@@ -138,6 +138,8 @@ class _Entry(Transducer[Any, Any]):
 
     def _deliver(self, frames: list[Frame]) -> None:
         ctx = self.ctx
+        ctx.frames = frames  # reports of these events get their frame's offset and line
+        ctx.frames_start = self._count
         if ctx.mode != "keep_going":  # frames with an error come only in keep-going mode
             # _one() inlined for frames: one Python call less per event on the common path.
             # Outside keep-going mode a data error ends the stream: one try for the batch.
@@ -183,6 +185,9 @@ class _Entry(Transducer[Any, Any]):
         elif type(item) is Frame and item.error is not None:  # a frame decoded by the caller
             self._bad_frame(item)
         else:
+            if type(item) is Frame:
+                self.ctx.frames = (item,)
+                self.ctx.frames_start = self._count
             self._one(item)
 
     def close(self) -> None:
@@ -480,7 +485,7 @@ class _TaskContext(Context):
         self._pipeline = pipeline
 
     def deliver(self, report: Report) -> None:
-        self._pipeline.deliver(report)
+        self._pipeline.deliver(self.locate(report))
 
 
 async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:

@@ -13,8 +13,10 @@ keep-going mode, turns them into reports and carries on with the next event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Literal, TypeVar
+
+import msgspec
 
 from ._exceptions import DataError, Report, Severity, StrictError
 from ._warn import ReportWarnings
@@ -42,7 +44,16 @@ class Context:
     a code summed up (see :mod:`agui_meta._warn`); :meth:`finish` ends the stream.
     """
 
-    __slots__ = ("dropped_reports", "index", "max_reports", "mode", "on_report", "reports")
+    __slots__ = (
+        "dropped_reports",
+        "frames",
+        "frames_start",
+        "index",
+        "max_reports",
+        "mode",
+        "on_report",
+        "reports",
+    )
 
     def __init__(
         self,
@@ -59,6 +70,10 @@ class Context:
         self.reports: list[Report] = []
         self.max_reports = max_reports
         self.dropped_reports = 0
+        #: The batch of frames being processed, and the event index of its first: a report or
+        #: an error of one of these events gets the frame's byte offset and line.
+        self.frames: Sequence[Any] = ()
+        self.frames_start = 0
 
     def report(
         self,
@@ -82,8 +97,30 @@ class Context:
             )
         )
 
+    def where(self, index: int | None) -> tuple[int | None, int | None]:
+        """The byte offset and line of event ``index`` when it came as a frame of this batch."""
+        if index is not None:
+            i = index - self.frames_start
+            frames = self.frames
+            if 0 <= i < len(frames):
+                frame = frames[i]
+                return getattr(frame, "offset", None), getattr(frame, "line", None)
+        return None, None
+
+    def locate(self, report: Report) -> Report:
+        """``report``, with its frame's byte offset and line when it has none (see :meth:`where`)."""
+        if report.offset is None and report.line is None and self.frames:
+            offset, line = self.where(report.index)
+            if offset is not None or line is not None:
+                return msgspec.structs.replace(report, offset=offset, line=line)
+        return report
+
     def deliver(self, report: Report) -> None:
-        """Record a report built elsewhere and hand it to the handler (or raise, when strict)."""
+        """Record a report built elsewhere and hand it to the handler (or raise, when strict).
+
+        A report of an event that came as a frame gets the frame's byte offset and line.
+        """
+        report = self.locate(report)
         if self.mode == "strict" and report.severity != "info":
             raise StrictError(report)
         if len(self.reports) < self.max_reports:
@@ -100,6 +137,9 @@ class Context:
     def skip(self, error: DataError) -> None:
         """In keep-going mode, report ``error`` and carry on; otherwise raise it."""
         error.locate(index=self.index if self.index >= 0 else None)
+        if error.offset is None and error.line is None and self.frames:
+            offset, line = self.where(error.index)
+            error.locate(offset=offset, line=line)
         if self.mode != "keep_going":
             raise error
         self.deliver(error.to_report())

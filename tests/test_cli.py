@@ -294,7 +294,11 @@ def test_progress_on_a_terminal_for_large_inputs(tmp_path: Path) -> None:
 def test_strict_stops_at_the_first_warning() -> None:
     done = cli("replay", "--strict", stream("broken.jsonl"))
     assert done.returncode == 1
-    assert done.stdout == ""
+    # What was assembled before the error is shown (the run the first event started), then it.
+    assert "run run-x thread thread-broken running" in done.stdout
+    assert done.stdout.endswith(
+        " from 2 events; 0 errors, 0 warnings; stopped at event 1 by the error below\n"
+    )
     line = _line_offset(2)
     assert done.stderr.startswith(f"agui-meta: {stream('broken.jsonl')}:2:{line}: event 1: error: ")
     assert "[unknown-field]" in done.stderr and "(at $.colour)" in done.stderr
@@ -309,12 +313,35 @@ def _line_offset(line: int) -> int:
 def test_a_data_error_is_one_line_with_its_location() -> None:
     done = cli("replay", stream("broken.jsonl"))
     assert done.returncode == 1
-    assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     # The first error of the stream: line 4, a content event for a message never started.
     assert done.stderr.startswith(
         f"agui-meta: {stream('broken.jsonl')}:4:{_line_offset(4)}: event 3: error: [text.not-open] "
     )
+
+
+def test_stopping_at_an_error_shows_what_was_assembled_and_the_earlier_warnings() -> None:
+    """The stream stops at event 3 (line 4); what events 0-2 built is shown, and the warning
+    event 1 got (an unknown property), then the error, on standard error."""
+    done = cli("replay", stream("broken.jsonl"))
+    assert done.returncode == 1
+    shown = parse_transcript(section(done.stdout, "conversation"))
+    assert [m["header"] for m in shown] == ["assistant m-1"]
+    assert shown[0]["body"][0] == "Hello"
+    reports = [line for line in section(done.stdout, "reports") if "warning: " in line]
+    assert len(reports) == 1
+    assert f"broken.jsonl:2:{_line_offset(2)}: event 1: warning: [unknown-field]" in reports[0]
+    assert done.stdout.endswith("1 warning; stopped at event 3 by the error below\n"), done.stdout
+    assert "event 3: error: [text.not-open]" in done.stderr
+
+    as_json = cli("replay", "--json", stream("broken.jsonl"))
+    assert as_json.returncode == 1
+    data = json.loads(as_json.stdout)
+    assert [m["id"] for m in data["messages"]] == ["m-1"]
+    assert [r["code"] for r in data["reports"]] == ["unknown-field"]
+    assert data["error"]["code"] == "text.not-open" and data["error"]["index"] == 3
+    assert data["error"]["line"] == 4 and data["error"]["offset"] == _line_offset(4)
+    assert as_json.stderr == done.stderr
 
 
 def test_keep_going_shows_what_it_could_and_every_problem() -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -55,20 +57,45 @@ def build_parser() -> argparse.ArgumentParser:
             "'agui-meta COMMAND --help' tells more about each command."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"agui-meta {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in commands().items():
         command.add_parser(subparsers).set_defaults(run=command.run, command=name)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+def _version() -> str:
     try:
+        return importlib.metadata.version("agui-meta")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "(not installed)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    Whatever the command: a broken pipe (``agui-meta replay x | head``) exits 1 quietly, an
+    ``OSError`` exits 2 with one line, Ctrl-C exits 130 with one line.
+    """
+    try:
+        args = build_parser().parse_args(argv)
         status: int = args.run(args)
+    except KeyboardInterrupt:
+        print("agui-meta: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 1
     except OSError as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     return status
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe, the interpreter's final flush of standard output must not fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

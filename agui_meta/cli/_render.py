@@ -3,10 +3,17 @@
 Everything here turns finished results (a store, ledger records, reports) into lines of text;
 nothing reads input or runs a pipeline. Colour is ANSI SGR, applied by :class:`Style` only
 when asked to (the command decides: a terminal, ``NO_COLOR``, ``--color``).
+
+Text from the stream (ids, names, content, arguments, results, report messages) can hold
+control characters: a recorded ``ESC[2J`` would clear the screen. When the output goes to a
+terminal or is coloured, :meth:`Style.text` shows each as an escape (``\x1b``, ``\u202e``):
+C0 controls but the tab, DEL, C1 controls, and the bidirectional overrides and isolates.
+Written to a file or a pipe without colour, text is left as it is.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -20,6 +27,7 @@ from .._store import ItemStore, MessageItem, ToolCallItem
 __all__ = [
     "Style",
     "compact_json",
+    "escape_controls",
     "format_report",
     "metadata_text",
     "pretty_json",
@@ -49,13 +57,45 @@ _ROLE_COLOURS = {
 _SEVERITY_COLOURS = {"error": "1;31", "warning": "33", "info": "36"}
 
 
+#: What :func:`escape_controls` escapes: C0 but the tab, DEL, C1, bidirectional controls.
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with its control characters shown as escapes, safe to write to a terminal.
+
+    >>> print(escape_controls("\x1b[2J\x1b[Hhi\nthere\u202e"))
+    \x1b[2J\x1b[Hhi\x0athere\u202e
+    """
+    return _CONTROLS.sub(_escape, text)
+
+
 class Style:
-    """ANSI colours, or none: every method returns its text unchanged when ``color`` is false."""
+    """ANSI colours, or none; and whether text from the stream is escaped (:meth:`text`).
 
-    __slots__ = ("color",)
+    Every colouring method returns its text unchanged when ``color`` is false. ``escape``
+    (default: ``color``) is true when the output goes to a terminal or is coloured.
+    """
 
-    def __init__(self, color: bool) -> None:
+    __slots__ = ("color", "escape")
+
+    def __init__(self, color: bool, escape: bool | None = None) -> None:
         self.color = color
+        self.escape = color if escape is None else escape
+
+    def text(self, text: object) -> str:
+        """Text from the stream, control characters escaped when :attr:`escape` is set."""
+        shown = text if isinstance(text, str) else str(text)
+        return escape_controls(shown) if self.escape else shown
+
+    def lines(self, lines: Iterable[str]) -> list[str]:
+        """:meth:`text` for each line."""
+        return [self.text(line) for line in lines]
 
     def paint(self, sgr: str, text: str) -> str:
         return f"\x1b[{sgr}m{text}\x1b[0m" if self.color and text else text
@@ -187,17 +227,17 @@ def _content_lines(item: MessageItem, style: Style) -> list[str]:
     if content is UNSET:
         return []
     if item.role == "activity":
-        return [compact_json(content, ACTIVITY_WIDTH)]
+        return [style.text(compact_json(content, ACTIVITY_WIDTH))]
     if item.role == "tool":
-        return _json_or_text(content)
+        return style.lines(_json_or_text(content))
     if isinstance(content, str):
-        lines = content.splitlines() or [""]
+        lines = style.lines(content.splitlines() or [""])
         if item.role == "reasoning":
             return [style.dim(line) for line in lines]
         return lines
     if isinstance(content, list):
-        return [line for part in content for line in _part_lines(part)]
-    return [compact_json(content, ACTIVITY_WIDTH)]
+        return style.lines(line for part in content for line in _part_lines(part))
+    return [style.text(compact_json(content, ACTIVITY_WIDTH))]
 
 
 def _part_lines(part: Any) -> list[str]:
@@ -221,32 +261,33 @@ def _metadata_line(metadata: Any, style: Style) -> list[str]:
     if metadata is UNSET or metadata is None:
         return []
     if not isinstance(metadata, Mapping):  # a history may hold anything
-        return [style.dim("metadata: ") + compact_json(metadata, METADATA_WIDTH)]
-    return [style.dim("metadata: ") + metadata_text(metadata)]
+        return [style.dim("metadata: ") + style.text(compact_json(metadata, METADATA_WIDTH))]
+    return [style.dim("metadata: ") + style.text(metadata_text(metadata))]
 
 
 def _header(item: MessageItem, store: ItemStore, style: Style) -> str:
-    role = str(item.role) if item.role is not UNSET else "(no role)"
-    parts = [style.role(role, role), style.dim(str(item.id))]
+    t = style.text
+    role = t(item.role) if item.role is not UNSET else "(no role)"
+    parts = [style.role(role, role), style.dim(t(item.id))]
     if item.role == "activity" and item.activity_type is not UNSET:
-        parts.append(f"({item.activity_type})")
+        parts.append(f"({t(item.activity_type)})")
     if item.name is not UNSET:
-        parts.append(f"name {item.name}")
+        parts.append(f"name {t(item.name)}")
     if item.role == "tool" and item.tool_call_id is not UNSET:
         call = store.tool_call(item.tool_call_id)
-        name = f"{call.name} " if call is not None and isinstance(call.name, str) else ""
-        parts.append(f"result of {name}({item.tool_call_id})")
+        name = f"{t(call.name)} " if call is not None and isinstance(call.name, str) else ""
+        parts.append(f"result of {name}({t(item.tool_call_id)})")
     if item.subagent_run_id is not UNSET:
-        parts.append(style.dim(f"[subagent {item.subagent_run_id}]"))
+        parts.append(style.dim(f"[subagent {t(item.subagent_run_id)}]"))
     return " ".join(parts)
 
 
 def _tool_call_lines(call: ToolCallItem, style: Style) -> Iterator[str]:
-    name = call.name if isinstance(call.name, str) else "(no name)"
-    yield f"{style.bold('tool call')} {name} {style.dim(f'({call.id})')}"
+    name = style.text(call.name) if isinstance(call.name, str) else "(no name)"
+    yield f"{style.bold('tool call')} {name} {style.dim(f'({style.text(call.id)})')}"
     arguments = call.arguments
     if arguments is not UNSET and arguments != "":
-        yield from _indent(_json_or_text(arguments), "  ")
+        yield from _indent(style.lines(_json_or_text(arguments)), "  ")
     if call.encrypted_value is not UNSET:
         yield "  " + style.dim(f"(encrypted value, {len(str(call.encrypted_value))} characters)")
     yield from _indent(_metadata_line(call.metadata, style), "  ")
@@ -261,7 +302,7 @@ def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
         body = _content_lines(item, style)
         error = item.fields.get("error")
         if error is not None:
-            body.append(style.severity("error", f"error: {error}"))
+            body.append(style.severity("error", f"error: {style.text(error)}"))
         if item.encrypted_value is not UNSET:
             body.append(
                 style.dim(f"(encrypted value, {len(str(item.encrypted_value))} characters)")
@@ -299,28 +340,29 @@ def _usage_text(entry: Any) -> str:
 
 def _outcome_lines(record: RunRecord, style: Style) -> Iterator[str]:
     outcome = record.outcome
+    t = style.text
     if isinstance(outcome, RunSuccess):
         if outcome.pending_tool_call_ids:
-            yield f"pending tool calls: {', '.join(outcome.pending_tool_call_ids)}"
+            yield t(f"pending tool calls: {', '.join(outcome.pending_tool_call_ids)}")
     elif isinstance(outcome, RunInterrupted):
         for interrupt in outcome.interrupts:
             text = f"interrupt {interrupt.id} ({interrupt.reason})"
             if interrupt.message is not UNSET:
                 text += f": {interrupt.message}"
-            yield text
+            yield t(text)
             yield from _indent(_metadata_line(interrupt.metadata, style), "  ")
     if (
         isinstance(outcome, (RunSuccess, RunInterrupted, RunCancelled))
         and outcome.result is not UNSET
     ):
-        yield f"result: {compact_json(outcome.result, ACTIVITY_WIDTH)}"
+        yield t(f"result: {compact_json(outcome.result, ACTIVITY_WIDTH)}")
 
 
 def _run_header(record: RunRecord, style: Style) -> str:
-    run_id = record.run_id if record.run_id is not UNSET else "(events outside a run)"
+    run_id = style.text(record.run_id) if record.run_id is not UNSET else "(events outside a run)"
     parts = [style.bold(f"run {run_id}")]
     if record.thread_id is not UNSET:
-        parts.append(style.dim(f"thread {record.thread_id}"))
+        parts.append(style.dim(f"thread {style.text(record.thread_id)}"))
     status = record.status
     colour = {"finished": "32", "error": "1;31", "incomplete": "33"}.get(status, "1")
     parts.append(style.paint(colour, status))
@@ -335,28 +377,29 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
         if n:
             yield ""
         yield _run_header(record, style)
+        t = style.text
         body: list[str] = []
         if record.error_message is not UNSET:
-            code = f" ({record.error_code})" if record.error_code is not UNSET else ""
-            body.append(style.severity("error", f"error: {record.error_message}{code}"))
+            code = f" ({t(record.error_code)})" if record.error_code is not UNSET else ""
+            body.append(style.severity("error", f"error: {t(record.error_message)}{code}"))
         body.extend(_outcome_lines(record, style))
         for entry in record.aggregated_usage:
-            body.append(f"usage {_usage_text(entry)}")
+            body.append(f"usage {t(_usage_text(entry))}")
         for label, metadata in (
             ("started", record.started_metadata),
             ("finished", record.finished_metadata),
             ("error", record.error_metadata),
         ):
             if metadata is not UNSET:
-                body.append(style.dim(f"{label} metadata: ") + metadata_text(metadata))
+                body.append(style.dim(f"{label} metadata: ") + t(metadata_text(metadata)))
         for step in record.steps:
             owner = f" [subagent {step.subagent_run_id}]" if step.subagent_run_id else ""
-            body.append(f"step {step.name}{owner}: {step.status}")
+            body.append(t(f"step {step.name}{owner}: {step.status}"))
         for sub in record.subagents:
-            name = f"{sub.name} " if sub.name is not UNSET else ""
-            outcome = f" ({sub.outcome})" if sub.outcome is not UNSET else ""
+            name = f"{t(sub.name)} " if sub.name is not UNSET else ""
+            outcome = f" ({t(sub.outcome)})" if sub.outcome is not UNSET else ""
             body.append(
-                f"subagent {name}{style.dim(f'({sub.subagent_run_id})')}: {sub.status}{outcome}"
+                f"subagent {name}{style.dim(f'({t(sub.subagent_run_id)})')}: {sub.status}{outcome}"
             )
             for label, metadata in (
                 ("started", sub.started_metadata),
@@ -364,10 +407,12 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
                 ("error", sub.error_metadata),
             ):
                 if metadata is not UNSET:
-                    body.append("  " + style.dim(f"{label} metadata: ") + metadata_text(metadata))
+                    body.append(
+                        "  " + style.dim(f"{label} metadata: ") + t(metadata_text(metadata))
+                    )
         for custom in record.custom_events:
             meta = f" {metadata_text(custom.metadata)}" if custom.metadata is not UNSET else ""
-            body.append(f"custom event {custom.name} (event {custom.index}){meta}")
+            body.append(t(f"custom event {custom.name} (event {custom.index}){meta}"))
         if record.raw_events:
             body.append(f"raw events: {len(record.raw_events)}")
         yield from _indent(body, "  ")
@@ -395,4 +440,4 @@ def format_report(file: str, report: Report, style: Style, severity: str | None 
     text = f"[{report.code}] {report.message}"
     if report.path is not None and f"`{report.path}`" not in report.message:
         text += f" (at {report.path})"
-    return f"{where(file, report)}: {style.severity(severity, severity)}: {text}"
+    return f"{style.text(where(file, report))}: {style.severity(severity, severity)}: {style.text(text)}"

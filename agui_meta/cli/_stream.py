@@ -1,16 +1,23 @@
-"""What ``replay`` and ``validate`` share: a recorded stream read through the default pipeline.
+"""What the stream commands share: a recorded stream read through the default pipeline.
 
-The input is a file (or standard input) of SSE or JSON lines, detected from its first bytes. It
-is split into frames here (so that every report can name the line and byte where its event
-began) and the frames go through :func:`agui_meta.wrap` with
-:func:`agui_meta.default_stages`.
+The input is a file (or standard input) of SSE or JSON lines. :func:`run_stream` hands its
+bytes to :func:`agui_meta.wrap` with :func:`agui_meta.default_stages`, as any client of the
+library does: the pipeline frames them (detecting the format unless it is forced) and every
+report and error carries the line and byte offset of its event from the pipeline's context.
+Before that, a forced format the input plainly is not is an error naming the one it looks
+like; after it, input that held something but no event is one too.
+
+:meth:`StreamInput.frames` frames the input here instead, for commands that drive the stages
+synchronously (``compact``); :meth:`StreamInput.locate` then names the place of a report.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 from array import array
 from collections.abc import Callable, Generator
@@ -21,7 +28,7 @@ import msgspec
 
 from .._defaults import DefaultStages, default_stages
 from .._exceptions import DataError, FramingError, Report
-from .._framing import Format, Frame, make_decoder
+from .._framing import Format, Frame, detect_format, make_decoder
 from .._lint import lint_metadata
 from .._pipeline import wrap
 from .._stage import Mode
@@ -29,13 +36,17 @@ from .._store import Store
 from .._verify import Verify
 
 __all__ = [
+    "FORMAT_NAMES",
     "InputError",
     "StreamInput",
+    "StreamResult",
     "add_stream_arguments",
     "isatty",
     "plural",
+    "run_async",
     "run_stream",
     "use_color",
+    "use_escapes",
 ]
 
 #: Bytes read at a time.
@@ -49,8 +60,13 @@ _FILE_HELP = "an SSE or JSON-lines file of AG-UI events ('-' for standard input)
 _FORMAT_HELP = "the input's format (default: detected from its first bytes)"
 
 
+#: How formats are named for people.
+FORMAT_NAMES = {"sse": "SSE", "jsonl": "JSON lines"}
+_JSON_WS = b" \t\r\n"
+
+
 class InputError(Exception):
-    """The input cannot be opened or read (exit status 2)."""
+    """The input cannot be opened or read, or a forced format is wrong (exit status 2)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,6 +116,10 @@ class StreamInput:
     def __init__(self, name: str, format: Format | Literal["auto"]) -> None:
         self.name = name
         self.format = format
+        #: Bytes read so far, and the first chunk (to tell what the input looks like).
+        self.read = 0
+        self.head = b""
+        self._pending: bytes | None = None
         self._lines = array("q")
         self._offsets = array("q")
         self._file: IO[bytes]
@@ -118,8 +138,42 @@ class StreamInput:
 
     @property
     def events(self) -> int:
-        """How many frames were read so far."""
+        """How many frames :meth:`frames` read so far."""
         return len(self._lines)
+
+    def _read(self) -> bytes:
+        try:
+            chunk = self._file.read(CHUNK_SIZE)
+        except OSError as exc:
+            raise InputError(f"cannot read {self.name}: {exc.strerror or exc}") from None
+        if not self.read:
+            self.head = chunk
+        self.read += len(chunk)
+        return chunk
+
+    def peek(self) -> bytes:
+        """The first chunk, read now if nothing was read yet (:meth:`chunks` yields it first)."""
+        if not self.read:
+            self._pending = self._read()
+        return self.head
+
+    def chunks(self, events: Callable[[], int]) -> Generator[bytes, None, None]:
+        """The input's bytes, chunk by chunk; ``events()`` counts events for the progress line."""
+        progress = self._progress
+        try:
+            chunk, self._pending = self._pending, None
+            while True:
+                if chunk is None:
+                    chunk = self._read()
+                if not chunk:
+                    return
+                yield chunk
+                chunk = None
+                if progress is not None:
+                    progress.update(self.read, events())
+        finally:
+            if progress is not None:
+                progress.close()
 
     def frames(
         self, on_framing_error: Callable[[Report], None] | None
@@ -130,13 +184,10 @@ class StreamInput:
         tolerant = on_framing_error is not None
         decoder = make_decoder(self.format, invalid_utf8="frame" if tolerant else "raise")
         lines, offsets, progress = self._lines, self._offsets, self._progress
-        read, done = self._file.read, 0
+        done = 0
         try:
             while True:
-                try:
-                    chunk = read(CHUNK_SIZE)
-                except OSError as exc:
-                    raise InputError(f"cannot read {self.name}: {exc.strerror or exc}") from None
+                chunk = self._read()
                 batch = decoder.feed(chunk) if chunk else decoder.close()
                 for frame in batch:
                     lines.append(frame.line)
@@ -180,6 +231,40 @@ def isatty(stream: Any) -> bool:
         return False
 
 
+class StreamResult:
+    """What :func:`run_stream` gives: the stages (store, ledger), the event count, the error."""
+
+    def __init__(self, source: StreamInput, stages: DefaultStages[Store]) -> None:
+        self.source = source
+        self.stages = stages
+        #: Events the pipeline numbered (frames read, bad ones included).
+        self.events = 0
+        #: The error that stopped the pipeline, as a report (``None``: it ran to the end).
+        self.error: Report | None = None
+
+
+def run_async(function: Callable[[], Any]) -> None:
+    """``anyio.run(function)``, with Ctrl-C raising :exc:`KeyboardInterrupt` at once.
+
+    asyncio turns Ctrl-C into a cancellation of the main task, which waits for the next
+    ``await``: a command blocked reading a terminal would ignore it until end of input. The
+    default handler is restored inside the loop instead, and :func:`agui_meta.cli.main` turns
+    the interrupt into exit status 130 and one line.
+    """
+
+    async def main() -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        await function()
+
+    anyio.run(main)
+
+
+def _events(context: Any) -> int:
+    """How many events the pipeline has numbered so far (its current batch of frames ends it)."""
+    return int(context.frames_start) + len(context.frames)
+
+
 def run_stream(
     args: argparse.Namespace,
     *,
@@ -187,35 +272,85 @@ def run_stream(
     on_report: Callable[[Report], None],
     lint: bool = False,
     report_unfinished: bool = False,
-) -> tuple[StreamInput, DefaultStages[Store], Report | None]:
+) -> StreamResult:
     """Run the file named by ``args.file`` through the default pipeline.
 
-    Returns the input (its event count), the stages (the store, the ledger) and the error that
-    stopped the pipeline (``None`` when it ran to the end).
+    :raises InputError: the input cannot be read, or it plainly is not in the forced format.
     """
     source = StreamInput(args.file, args.format)
-    stages = default_stages(verify=Verify(report_unfinished=report_unfinished))
+    result = StreamResult(
+        source, default_stages(verify=Verify(report_unfinished=report_unfinished))
+    )
     first = [lint_metadata()] if lint else []
-
-    def deliver(report: Report) -> None:
-        on_report(source.locate(report))
-
-    async def run() -> None:
-        frames = source.frames(deliver if mode == "keep_going" else None)
-        try:
-            async with wrap(frames, *first, *stages, mode=mode, on_report=deliver) as stream:
-                await stream.drain()
-        finally:
-            frames.close()  # erases the progress indicator before anything is printed
-
-    error = None
     try:
-        anyio.run(run)
-    except DataError as exc:
-        error = source.locate(exc.to_report())
+        if args.format != "auto":
+            _check_forced_format(source, args.format)
+        made: list[Any] = []  # the pipeline, whose context counts events for the progress line
+        chunks = source.chunks(lambda: _events(made[0].context) if made else 0)
+        pipeline = wrap(
+            chunks, *first, *result.stages, mode=mode, on_report=on_report, format=args.format
+        )
+        made.append(pipeline)
+        context = pipeline.context
+
+        async def run() -> None:
+            try:
+                async with pipeline as stream:
+                    await stream.drain()
+            finally:
+                chunks.close()  # erases the progress indicator before anything is printed
+
+        try:
+            run_async(run)
+        except DataError as exc:
+            result.error = exc.to_report()
+        result.events = _events(context)
+        if result.error is not None and result.error.index is not None:
+            # Stopped at that event; in keep-going mode only a framing error stops, after the
+            # frames before it.
+            index = result.error.index
+            result.events = max(result.events, index) if mode == "keep_going" else index + 1
+        if result.events == 0 and result.error is None and source.head.strip(_JSON_WS):
+            result.error = _no_event(source, args.format)
     finally:
         source.close()
-    return source, stages, error
+    return result
+
+
+def _first_line(head: bytes) -> str:
+    line = head.lstrip(_JSON_WS).split(b"\n", 1)[0][:40]
+    return repr(line.decode("utf-8", "replace"))
+
+
+def _looks_like(head: bytes) -> Format | None:
+    try:
+        return detect_format(head[:4096])
+    except DataError:
+        return None
+
+
+def _check_forced_format(source: StreamInput, forced: str) -> None:
+    """A forced format the input plainly is not: one error naming the one it looks like."""
+    head = source.peek()
+    looks = _looks_like(head)
+    if looks is not None and looks != forced:
+        raise InputError(
+            f"{source.name} looks like {FORMAT_NAMES[looks]}, not {FORMAT_NAMES[forced]} "
+            f"(it begins {_first_line(head)}): leave --format out to detect the format, or "
+            f"use --format {looks}"
+        )
+
+
+def _no_event(source: StreamInput, format: str) -> Report:
+    """The report for input that held something but gave no event."""
+    looks = _looks_like(source.head)
+    read_as = FORMAT_NAMES.get(format if format != "auto" else looks or "", "")
+    message = f"no event in {source.read} bytes" + (f" read as {read_as}" if read_as else "")
+    if looks == "sse":
+        message += " (SSE with no `data:` field: an event is the `data:` lines before a blank line)"
+    elif looks is None:
+        message += f" (it begins {_first_line(source.head)}, which is neither SSE nor JSON lines)"
+    return Report(code="no-event", message=message, severity="error")
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -238,6 +373,11 @@ def use_color(args: argparse.Namespace) -> bool:
     return (
         isatty(sys.stdout) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     )
+
+
+def use_escapes(args: argparse.Namespace) -> bool:
+    """Whether text from the stream is escaped: on a terminal, and whenever colour is on."""
+    return use_color(args) or isatty(sys.stdout)
 
 
 def plural(n: int, word: str) -> str:

@@ -14,13 +14,27 @@ from typing import Any
 
 import msgspec
 
-from .._defaults import DefaultStages
 from .._exceptions import Report
 from .._stage import Mode
-from .._store import Store
 from ._command import Commands
-from ._render import Style, format_report, pretty_json, render_ledger, render_transcript
-from ._stream import InputError, StreamInput, add_stream_arguments, plural, run_stream, use_color
+from ._render import (
+    Style,
+    escape_controls,
+    format_report,
+    pretty_json,
+    render_ledger,
+    render_transcript,
+)
+from ._stream import (
+    InputError,
+    StreamResult,
+    add_stream_arguments,
+    isatty,
+    plural,
+    run_stream,
+    use_color,
+    use_escapes,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -92,27 +106,32 @@ def run(args: argparse.Namespace) -> int:
     mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
     reports = _Reports()
     try:
-        source, stages, error = run_stream(args, mode=mode, on_report=reports.add)
+        result = run_stream(args, mode=mode, on_report=reports.add)
     except InputError as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
-    if error is not None:
-        print(f"agui-meta: {format_report(args.file, error, Style(False))}", file=sys.stderr)
-        return 1
+    stages, error = result.stages, result.error
+    # What was assembled up to an error is shown too, then the error.
     if args.json:
-        result = {
+        output: dict[str, Any] = {
             "messages": stages.store.messages_wire(),
             "state": stages.store.state,
             "ledger": msgspec.Raw(stages.ledger.to_json()),
             "reports": [_report_json(r) for r in reports.items],
         }
-        sys.stdout.buffer.write(_encode(result) + b"\n")
+        if error is not None:
+            output["error"] = _report_json(error)
+        sys.stdout.buffer.write(_encode(output) + b"\n")
         sys.stdout.buffer.flush()
-    else:
-        style = Style(use_color(args))
-        lines = list(_replay_lines(args.file, source, stages, reports, style))
+    elif error is None or len(stages.store) or stages.ledger.runs or reports.items:
+        style = Style(use_color(args), use_escapes(args))
+        lines = list(_replay_lines(args.file, result, reports, style))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
+    if error is not None:
+        on_stderr = Style(False, isatty(sys.stderr))
+        print(f"agui-meta: {format_report(args.file, error, on_stderr)}", file=sys.stderr)
+        return 1
     return 1 if reports.counts["error"] else 0
 
 
@@ -125,8 +144,9 @@ def _section(title: str, style: Style) -> str:
 
 
 def _replay_lines(
-    file: str, source: StreamInput, stages: DefaultStages[Store], reports: _Reports, style: Style
+    file: str, result: StreamResult, reports: _Reports, style: Style
 ) -> Iterator[str]:
+    stages = result.stages
     store = stages.store
     messages = len(store)
     yield _section(f"conversation ({plural(messages, 'message')})", style)
@@ -137,7 +157,7 @@ def _replay_lines(
     if store.state not in ({}, None):
         yield ""
         yield _section("state", style)
-        yield from pretty_json(store.state)
+        yield from style.lines(pretty_json(store.state))
     runs = stages.ledger.runs
     yield ""
     yield _section(f"runs ({len(runs)})", style)
@@ -156,7 +176,14 @@ def _replay_lines(
     yield ""
     yield style.dim(
         f"{plural(messages, 'message')}, {plural(calls, 'tool call')}, "
-        f"{plural(len(runs), 'run')} from {plural(source.events, 'event')}; "
+        f"{plural(len(runs), 'run')} from {plural(result.events, 'event')}; "
         f"{plural(reports.counts['error'], 'error')}, "
         f"{plural(reports.counts['warning'], 'warning')}"
+        + (
+            f"; stopped at event {result.error.index} by the error below"
+            if result.error is not None and result.error.index is not None
+            else "; stopped by the error below"
+            if result.error is not None
+            else ""
+        )
     )

@@ -12,10 +12,13 @@ import sys
 
 from .._exceptions import Report
 from ._command import Commands
-from ._render import Style, format_report
-from ._stream import InputError, add_stream_arguments, plural, run_stream, use_color
+from ._render import Style, escape_controls, format_report
+from ._stream import InputError, add_stream_arguments, plural, run_stream, use_color, use_escapes
 
 __all__ = ["add_parser", "run"]
+
+#: Problems printed at most, by default (``--max-errors``).
+MAX_SHOWN = 100
 
 #: Lint findings shown (and counted) as warnings by ``validate``.
 _PROMOTED = frozenset({"unprefixed-metadata-key"})
@@ -48,32 +51,64 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--strict", action="store_true", help="count warnings as errors (exit status 1)"
     )
+    parser.add_argument(
+        "--max-errors",
+        metavar="N",
+        type=_count,
+        default=MAX_SHOWN,
+        help=f"print at most N problems (default {MAX_SHOWN}; 0: all); every one is counted",
+    )
     return parser
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
-    style = Style(use_color(args))
+    style = Style(use_color(args), use_escapes(args))
     counts = {"error": 0, "warning": 0, "info": 0}
     out = sys.stdout
+    limit = args.max_errors
+    shown = 0
 
     def show(report: Report) -> None:
+        nonlocal shown
         severity = "warning" if report.code in _PROMOTED else report.severity
         counts[severity] = counts.get(severity, 0) + 1
+        if limit and shown >= limit:
+            return
+        shown += 1
         out.write(format_report(args.file, report, style, severity) + "\n")
 
     try:
-        source, _, error = run_stream(
+        result = run_stream(
             args, mode="keep_going", on_report=show, lint=True, report_unfinished=True
         )
     except InputError as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
-    if error is not None:  # keep-going mode stops only for a framing error
-        show(error)
+    if result.error is not None:  # a framing error, or input with no event at all
+        show(result.error)
+    hidden = sum(counts.values()) - shown
+    if hidden:
+        out.write(
+            style.dim(
+                f"{args.file}: {plural(hidden, 'more problem')} not shown "
+                f"(--max-errors {limit}; 0 shows all)"
+            )
+            + "\n"
+        )
     errors, warnings = counts["error"], counts["warning"]
     verdict = style.severity("error", "invalid") if errors else style.paint("32", "valid")
     out.write(
-        f"{args.file}: {verdict}: {plural(source.events, 'event')} checked, "
+        f"{style.text(args.file)}: {verdict}: {plural(result.events, 'event')} checked, "
         f"{plural(errors, 'error')}, {plural(warnings, 'warning')}\n"
     )
     out.flush()
