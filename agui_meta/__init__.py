@@ -141,6 +141,7 @@ from ._middleware import Middleware as Middleware
 from ._middleware import filter_tool_calls as filter_tool_calls
 from ._middleware import middleware as middleware
 from ._middleware import transduce as transduce
+from ._otel import otel as otel
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
@@ -152,6 +153,7 @@ from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._usage import UsageMeter as UsageMeter
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
 from ._verify import verify as verify
@@ -277,6 +279,7 @@ __all__ = (
     "Update",
     "UrlSource",
     "UsageError",
+    "UsageMeter",
     "UserMessage",
     "Verify",
     "VerifyError",
@@ -303,6 +306,7 @@ __all__ = (
     "lint_metadata",
     "merge_metadata",
     "middleware",
+    "otel",
     "run_sync",
     "to_agui_core",
     "transduce",
