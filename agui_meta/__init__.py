@@ -131,6 +131,7 @@ from ._ledger import ledger as ledger
 from ._lint import LintMetadataKeys as LintMetadataKeys
 from ._lint import lint_metadata as lint_metadata
 from ._metadata import AGUI_METADATA_KEY as AGUI_METADATA_KEY
+from ._metadata import MergedMetadata as MergedMetadata
 from ._metadata import iter_metadata as iter_metadata
 from ._metadata import merge_metadata as merge_metadata
 from ._metadata import unprefixed_keys as unprefixed_keys
@@ -203,6 +204,7 @@ __all__ = (
     "Ledger",
     "LedgerSnapshot",
     "LintMetadataKeys",
+    "MergedMetadata",
     "Message",
     "MessageItem",
     "MessagesSnapshotEvent",
