@@ -24,7 +24,7 @@ The schema the slow path walks is derived once, at import, from the Structs in `
 
 Where this differs from the reference client, and why:
 
-- A *frame* (bytes, text, :class:`~agui_meta.Frame`) that is not a JSON object or has no
+- A *frame* (bytes, text, :class:`~agui_meta.framing.Frame`) that is not a JSON object or has no
   non-empty string ``type`` is a DecodeError, as in the reference's HTTP transport; an
   in-memory event (a ``dict``) without one is dropped with a report, as its enforcement does.
 - ``RUN_STARTED.input.tools``/``context`` are not filled in with ``[]`` (the reference's schema
@@ -62,7 +62,6 @@ __all__ = [
     "decode_event",
     "decode_message",
     "encode_event",
-    "enforce",
     "json_path",
 ]
 
@@ -767,8 +766,8 @@ class EventDecoder:
     """Decodes the events of one stream: the fast typed path, and the reference's policy.
 
     :meth:`decode` accepts JSON ``bytes``/``str`` (one event), a ``dict`` (decoded JSON), an
-    :class:`~agui_meta.Event` (re-validated: msgspec does not validate on construction), an
-    ``ag_ui.core`` pydantic model, or a :class:`~agui_meta.Frame` (whose ``offset``/``line``
+    :class:`~agui_meta.events.Event` (re-validated: msgspec does not validate on construction), an
+    ``ag_ui.core`` pydantic model, or a :class:`~agui_meta.framing.Frame` (whose ``offset``/``line``
     then appear in errors and reports). It returns the event, or ``None`` when the event is
     dropped (an unknown ``type``, reported). A ``dict`` is taken to be decoded JSON: the values
     in opaque positions (metadata values, state, ``value`` …) are used as given, neither copied
@@ -1103,8 +1102,3 @@ class Enforce(Transducer[Any, Event]):
             if event is None:
                 return
         self.emit(event)
-
-
-def enforce() -> Enforce:
-    """A new :class:`Enforce` stage (one per stream: it holds the decoder's state)."""
-    return Enforce()

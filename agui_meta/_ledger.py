@@ -84,7 +84,6 @@ __all__ = [
     "StepRecord",
     "SubagentRecord",
     "aggregate_token_usage",
-    "ledger",
 ]
 
 T = TypeVar("T")
@@ -714,17 +713,3 @@ class Ledger(Transducer[T, T]):
     def _tool_call_result(self, event: ToolCallResultEvent) -> None:
         self._counted("TOOL_CALL_RESULT")
         self._answered.add(event.tool_call_id)
-
-
-def ledger(
-    on_run: Callable[[RunRecord], object] | None = None,
-    *,
-    max_runs: int = 1000,
-    max_entries: int | None = 10_000,
-) -> Ledger[Any]:
-    """A pass-through stage that records run metadata (a :class:`Ledger`).
-
-    ``on_run(record)`` is called as each run ends. ``max_runs`` bounds the ended runs kept,
-    ``max_entries`` each per-run list (steps, subagents, RAW, CUSTOM; ``None``: no bound).
-    """
-    return Ledger(on_run, max_runs=max_runs, max_entries=max_entries)

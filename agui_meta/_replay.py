@@ -2,7 +2,7 @@
 
 Both read a file (or standard input) of SSE or JSON lines, detected from its first bytes, split
 it into frames here (so that every report can name the line and byte where its event began),
-and run the frames through :func:`agui_meta.wrap` with :func:`agui_meta.default_stages`.
+and run the frames through :func:`agui_meta.wrap` with :class:`agui_meta.DefaultStages`.
 
 - ``replay`` shows the result as a person reads it: the conversation, the state, the run ledger
   and the reports (``--json``: the same as data).
@@ -23,10 +23,10 @@ from typing import IO, Any, Literal, TextIO
 import anyio
 import msgspec
 
-from ._defaults import DefaultStages, default_stages
+from ._defaults import DefaultStages
 from ._exceptions import DataError, FramingError, Report
 from ._framing import Format, Frame, make_decoder
-from ._lint import lint_metadata
+from ._lint import LintMetadataKeys
 from ._pipeline import wrap
 from ._render import (
     Style,
@@ -201,8 +201,8 @@ def _run_stream(
     stopped the pipeline (``None`` when it ran to the end).
     """
     source = _Input(args.file, args.format)
-    stages = default_stages(verify=Verify(report_unfinished=report_unfinished))
-    first = [lint_metadata()] if lint else []
+    stages = DefaultStages(verify=Verify(report_unfinished=report_unfinished))
+    first = [LintMetadataKeys()] if lint else []
 
     def deliver(report: Report) -> None:
         on_report(source.locate(report))
