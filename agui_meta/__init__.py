@@ -14,6 +14,7 @@ from ._accumulate import Update as Update
 from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._chunks import ExpandChunks as ExpandChunks
+from ._compact import compact_events as compact_events
 from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
@@ -122,6 +123,7 @@ __all__ = (
     "Verify",
     "VerifyError",
     "aggregate_token_usage",
+    "compact_events",
     "from_agui_core",
     "iter_metadata",
     "merge_metadata",
