@@ -115,7 +115,8 @@ class Compact(Transducer[Event, Event]):
     Groups are written out as they complete, so what is emitted is what the reference returns,
     in the same order; what is still open is written by :meth:`close`.
 
-    >>> from agui_meta import TextMessageContentEvent as Content, run_sync
+    >>> from agui_meta import run_sync
+    >>> from agui_meta.events import TextMessageContentEvent as Content
     >>> out = run_sync([Compact()], [Content(message_id="m", delta="Hel", metadata={"a": 1}),
     ...                              Content(message_id="m", delta="lo", metadata={"b": 2})])
     >>> out

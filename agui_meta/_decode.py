@@ -433,7 +433,7 @@ def decode_message(data: Any) -> Message:
 def encode_event(event: Event) -> bytes:
     """Encode an event as compact JSON (camelCase, absent optionals omitted).
 
-    >>> from agui_meta import TextMessageEndEvent
+    >>> from agui_meta.events import TextMessageEndEvent
     >>> encode_event(TextMessageEndEvent(message_id="m"))
     b'{"type":"TEXT_MESSAGE_END","messageId":"m"}'
     """

@@ -114,6 +114,8 @@ def aggregate_token_usage(entries: Iterable[TokenUsage]) -> list[TokenUsage]:
     provider ``"a b"``/model ``"c"`` with provider ``"a"``/model ``"b c"``; here the pair is the
     key, as its documentation says.) Sums are exact Python integers.
 
+    >>> import msgspec
+    >>> from agui_meta.events import TokenUsage
     >>> entries = [TokenUsage(model="m", input_tokens=1),
     ...            TokenUsage(model="m", input_tokens=2, output_tokens=5)]
     >>> msgspec.json.encode(aggregate_token_usage(entries))

@@ -112,3 +112,13 @@ def test_the_package_is_typed() -> None:
     from importlib.resources import files
 
     assert files("agui_meta").joinpath("py.typed").is_file()
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_the_docstring_examples_of_the_public_objects_run(module: types.ModuleType) -> None:
+    import doctest
+
+    # The public objects' docstrings are found through the module that exports them (their
+    # __module__); each example imports what it uses from the public paths.
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, raise_on_error=True)
+    assert result.attempted >= 2
