@@ -318,6 +318,7 @@ class Pipeline(Generic[T]):
             if self._send is not None:
                 self._send.close()
             await _uninterrupted(self._close_chain)
+            self.context.finish()
         return None
 
     async def _close_chain(self) -> None:
