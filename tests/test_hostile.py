@@ -41,7 +41,7 @@ def sse(events: list[Event]) -> bytes:
 
 class Outcome:
     def __init__(self) -> None:
-        self.stages = agui_meta.default_stages()
+        self.stages = agui_meta.DefaultStages()
         self.reports: list[Report] = []
         self.updates: list[Any] = []
         self.error: BaseException | None = None
@@ -243,7 +243,7 @@ def test_patches_never_build_a_document_deeper_than_a_snapshot_carries(kind: str
     # Whatever got in can be encoded, re-sent as a snapshot and decoded again.
     wire = json.dumps({"messages": outcome.store.messages_wire(), "state": outcome.store.state})
     snapshot = {"type": "STATE_SNAPSHOT", "snapshot": document}
-    assert agui_meta.decode_event(json.dumps(snapshot).encode()) is not None
+    assert agui_meta.events.decode_event(json.dumps(snapshot).encode()) is not None
     assert json.loads(wire)
     for args in (["replay", "-"], ["replay", "--json", "-"], ["validate", "-"]):
         assert_no_traceback(cli(*args, stdin=sse(events)))
