@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing as _typing
+
 from ._accumulate import Accumulate as Accumulate
 from ._accumulate import Update as Update
 from ._accumulate import accumulate as accumulate
@@ -9,6 +11,12 @@ from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._chunks import ExpandChunks as ExpandChunks
 from ._chunks import expand_chunks as expand_chunks
+from ._client import HttpAgent as HttpAgent
+from ._client import HttpStatusError as HttpStatusError
+from ._client import IncompleteStream as IncompleteStream
+from ._client import RunFailed as RunFailed
+from ._client import RunResult as RunResult
+from ._client import TransportError as TransportError
 from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
@@ -113,6 +121,8 @@ from ._framing import aiter_httpx_frames as aiter_httpx_frames
 from ._framing import detect_format as detect_format
 from ._framing import encode_jsonl as encode_jsonl
 from ._framing import encode_sse as encode_sse
+from ._interrupts import build_resume_array as build_resume_array
+from ._interrupts import is_interrupt_expired as is_interrupt_expired
 from ._ledger import CustomRecord as CustomRecord
 from ._ledger import Ledger as Ledger
 from ._ledger import LedgerSnapshot as LedgerSnapshot
@@ -143,6 +153,7 @@ from ._middleware import transduce as transduce
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
+from ._resume import ReplayBuffer as ReplayBuffer
 from ._stage import Context as Context
 from ._stage import Mode as Mode
 from ._stage import Transducer as Transducer
@@ -186,13 +197,17 @@ __all__ = (
     "Enforce",
     "Event",
     "EventDecoder",
+    "EventStreamResponse",
     "ExpandChunks",
     "FileSource",
     "FilterToolCalls",
     "Frame",
     "FramingError",
     "FunctionCall",
+    "HttpAgent",
+    "HttpStatusError",
     "ImagePart",
+    "IncompleteStream",
     "InputContext",
     "Interrupt",
     "ItemStore",
@@ -224,11 +239,13 @@ __all__ = (
     "ReasoningMessageEndEvent",
     "ReasoningMessageStartEvent",
     "ReasoningStartEvent",
+    "ReplayBuffer",
     "Report",
     "ResumeEntry",
     "RunAgentInput",
     "RunCancelled",
     "RunErrorEvent",
+    "RunFailed",
     "RunFinishedCancelledOutcome",
     "RunFinishedEvent",
     "RunFinishedInterruptOutcome",
@@ -237,6 +254,7 @@ __all__ = (
     "RunInterrupted",
     "RunOutcome",
     "RunRecord",
+    "RunResult",
     "RunStartedEvent",
     "RunStatus",
     "RunSuccess",
@@ -273,6 +291,7 @@ __all__ = (
     "ToolCallStartEvent",
     "ToolMessage",
     "Transducer",
+    "TransportError",
     "Update",
     "UrlSource",
     "UsageError",
@@ -285,6 +304,7 @@ __all__ = (
     "aiter_file_frames",
     "aiter_frames",
     "aiter_httpx_frames",
+    "build_resume_array",
     "decode_event",
     "decode_message",
     "default_stages",
@@ -296,6 +316,7 @@ __all__ = (
     "expand_chunks",
     "filter_tool_calls",
     "from_agui_core",
+    "is_interrupt_expired",
     "iter_metadata",
     "ledger",
     "lint_metadata",
@@ -309,3 +330,20 @@ __all__ = (
     "verify",
     "wrap",
 )
+
+if _typing.TYPE_CHECKING:
+    from ._server import EventStreamResponse as EventStreamResponse
+
+#: Public names imported on first use (they need an optional dependency).
+_LAZY = ("EventStreamResponse",)
+
+
+def __getattr__(name: str) -> object:
+    # EventStreamResponse is a Starlette Response: imported on first use, so that agui-meta
+    # itself does not need Starlette (pip install 'agui-meta[server]').
+    if name == "EventStreamResponse":
+        from ._server import EventStreamResponse
+
+        globals()[name] = EventStreamResponse
+        return EventStreamResponse
+    raise AttributeError(f"module 'agui_meta' has no attribute {name!r}")
