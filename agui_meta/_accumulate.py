@@ -1,6 +1,6 @@
 """The accumulate stage: every event, with the item it built and that item's merged metadata.
 
-``accumulate(store)`` is a transducer from :class:`~agui_meta.Event` to :class:`Update`. For
+``Accumulate(store)`` is a transducer from :class:`~agui_meta.events.Event` to :class:`Update`. For
 each event it does what the reference client's ``defaultApplyEvents`` (1.0.0) does to its
 messages and state, then emits ``Update(event, item, done, metadata)``:
 
@@ -87,12 +87,13 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._exceptions import ApplyError, UsageError
+from ._js import js_string
 from ._metadata import CLIENT_METADATA_KEY, copy_json
 from ._patch import PatchError, apply_patch
 from ._stage import Transducer
-from ._store import ItemStore, MessageItem, Store, ToolCallItem, _js_string
+from ._store import ItemStore, MessageItem, Store, ToolCallItem
 
-__all__ = ["Accumulate", "Update", "accumulate", "authoritative_activity_types"]
+__all__ = ["Accumulate", "Update", "authoritative_activity_types"]
 
 
 class Update(msgspec.Struct, frozen=True, gc=False):
@@ -201,8 +202,8 @@ class Accumulate(Transducer[Event, Update]):
             handler = self._handlers[type(event)]
         except KeyError:
             raise UsageError(
-                f"accumulate() takes agui_meta events, got {type(event).__name__}; decode "
-                "the stream first (enforce() or an EventDecoder)"
+                f"Accumulate() takes agui_meta events, got {type(event).__name__}; decode "
+                "the stream first (Enforce() or an EventDecoder)"
             ) from None
         update = handler(event)
         self.emit(update)
@@ -378,7 +379,7 @@ class Accumulate(Transducer[Event, Update]):
             )
         parts = call._arg_parts  # ToolCallItem.append_arguments, inlined
         if not parts and type(call._args) is not str:
-            call._args = _js_string(call._args)
+            call._args = js_string(call._args)
         parts.append(event.delta)
         if event.metadata is not UNSET:
             call.metadata = _merged(call.metadata, event.metadata)
@@ -563,14 +564,3 @@ class Accumulate(Transducer[Event, Update]):
             if item is not None and item.role != "activity":
                 item.fields["encryptedValue"] = event.encrypted_value
         return Update(event, None, False)
-
-
-def accumulate(store: ItemStore | None = None) -> Accumulate:
-    """The accumulate stage: builds every item into ``store`` and emits an :class:`Update` per event.
-
-    :param store: where items and state go; a new in-memory :class:`~agui_meta.Store` when
-        omitted (reach it as ``stage.store``). Pass ``Store(evict_completed=True)`` for bounded
-        memory on endless streams, or a store seeded with the client's history and state.
-    :return: a transducer for :func:`agui_meta.run_sync` or a pipeline.
-    """
-    return Accumulate(store)

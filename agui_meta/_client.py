@@ -37,7 +37,7 @@ from msgspec import UNSET
 
 from ._accumulate import Update
 from ._decode import EventDecoder
-from ._defaults import default_stages
+from ._defaults import DefaultStages
 from ._events import (
     Interrupt,
     Message,
@@ -295,6 +295,7 @@ class HttpAgent:
     :param mode: ``"default"``, ``"strict"`` or ``"keep_going"`` (see :func:`~agui_meta.wrap`).
     :param on_report: receives every :class:`~agui_meta.Report` (by default, warnings).
 
+    >>> from agui_meta import HttpAgent
     >>> agent = HttpAgent("http://127.0.0.1:8000/agent", thread_id="t-1",
     ...                   messages=[{"id": "u1", "role": "user", "content": "Hi"}])
     >>> agent.messages_wire(), agent.state
@@ -458,7 +459,7 @@ class HttpAgent:
         body = msgspec.json.encode(input)
         http = _require_httpx()
         watch = _Watch()
-        stages = default_stages(self.store, ledger=self.ledger)
+        stages = DefaultStages(self.store, ledger=self.ledger)
         self._aborted = False
         with anyio.CancelScope() as scope:
             self._scope = scope

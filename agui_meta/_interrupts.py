@@ -43,9 +43,10 @@ def is_interrupt_expired(interrupt: Interrupt, now: _dt.datetime | None = None) 
     A time without an offset is read as UTC; ``now`` defaults to the current time (a naive
     ``now`` is read as UTC too).
 
-    >>> import agui_meta
-    >>> past = agui_meta.Interrupt(id="i", reason="r", expires_at="2020-01-01T00:00:00Z")
-    >>> is_interrupt_expired(past), is_interrupt_expired(agui_meta.Interrupt(id="i", reason="r"))
+    >>> from agui_meta import is_interrupt_expired
+    >>> from agui_meta.events import Interrupt
+    >>> past = Interrupt(id="i", reason="r", expires_at="2020-01-01T00:00:00Z")
+    >>> is_interrupt_expired(past), is_interrupt_expired(Interrupt(id="i", reason="r"))
     (True, False)
     """
     if interrupt.expires_at is UNSET:
@@ -72,8 +73,9 @@ def build_resume_array(
     :raises ValueError: an open interrupt has no response, or a response names an interrupt
         that is not open (the message lists the ids).
 
-    >>> import agui_meta
-    >>> pending = [agui_meta.Interrupt(id="i-1", reason="confirm")]
+    >>> from agui_meta import build_resume_array
+    >>> from agui_meta.events import Interrupt
+    >>> pending = [Interrupt(id="i-1", reason="confirm")]
     >>> build_resume_array(pending, {"i-1": {"status": "resolved", "payload": {"ok": True}}})
     [ResumeEntry(interrupt_id='i-1', status='resolved', payload={'ok': True}, metadata=UNSET)]
     """

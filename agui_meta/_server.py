@@ -84,7 +84,7 @@ class EventStreamResponse(Response):
 
         async def endpoint(request):
             run = agui_meta.RunAgentInput ...  # parse the body
-            return agui_meta.EventStreamResponse(my_agent(run), agui_meta.ledger())
+            return agui_meta.EventStreamResponse(my_agent(run), agui_meta.Ledger())
     """
 
     media_type = "text/event-stream"

@@ -38,28 +38,10 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._events import Interrupt, Message
+from ._js import js_string
 from ._metadata import copy_json
 
 __all__ = ["ItemStore", "MessageItem", "Store", "ToolCallItem"]
-
-
-def _js_string(value: Any) -> str:
-    """JavaScript's ``String(value)`` for the values string concatenation meets in practice."""
-    if isinstance(value, str):
-        return value
-    if value is UNSET:
-        return "undefined"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, list):
-        return ",".join("" if v is None else _js_string(v) for v in value)
-    return "[object Object]"
 
 
 class ToolCallItem:
@@ -146,7 +128,7 @@ class ToolCallItem:
     def append_arguments(self, delta: str) -> None:
         """Append an arguments delta (O(1); joined when :attr:`arguments` is read)."""
         if not self._arg_parts and type(self._args) is not str:
-            self._args = _js_string(self._args)
+            self._args = js_string(self._args)
         self._arg_parts.append(delta)
 
     @property
@@ -340,7 +322,7 @@ class _Node:
 
 
 class ItemStore(Protocol):
-    """What :func:`agui_meta.accumulate` needs from a store.
+    """What :class:`agui_meta.Accumulate` needs from a store.
 
     Lookups return the *first* item in message order with the id, as the reference's
     ``Array.find`` does. Implementations must keep per-event operations independent of the
@@ -403,11 +385,11 @@ class ItemStore(Protocol):
 
 
 class Store:
-    """The in-memory item store (the default of :func:`agui_meta.accumulate`).
+    """The in-memory item store (the default of :class:`agui_meta.Accumulate`).
 
     :param messages: the client's history before the stream: wire JSON dicts (copied as they
         are, unknown members included, as the reference clones its history) or wire-model
-        :class:`~agui_meta.Message` Structs.
+        :class:`~agui_meta.events.Message` Structs.
     :param state: the state before the stream (copied); ``{}`` by default.
     :param evict_completed: drop each item once it is complete and its update has been
         emitted, so that an endless stream runs in bounded memory. What is kept: open items

@@ -195,7 +195,7 @@ def agent_app(**replay_options: Any) -> Any:
         events = thread_script(run)
         ids = request.query_params.get("ids", "1") == "1"
         frames = [
-            agui_meta.encode_sse(json.dumps(e).encode(), id=f"x:{n}" if ids else None)
+            agui_meta.framing.encode_sse(json.dumps(e).encode(), id=f"x:{n}" if ids else None)
             for n, e in enumerate(events)
         ]
 

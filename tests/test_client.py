@@ -296,8 +296,8 @@ async def test_pending_interrupts_need_a_resume(server: tuple[str, Any]) -> None
     url, app = server
     agent = agui_meta.HttpAgent(url + "/thread")
     agent.store.pending_interrupts = [
-        agui_meta.Interrupt(id="i-1", reason="confirm"),
-        agui_meta.Interrupt(id="i-2", reason="old", expires_at="2020-01-01T00:00:00Z"),
+        agui_meta.events.Interrupt(id="i-1", reason="confirm"),
+        agui_meta.events.Interrupt(id="i-2", reason="old", expires_at="2020-01-01T00:00:00Z"),
     ]
     sent = len(app.state.agents["bodies"])
     with pytest.raises(agui_meta.UsageError, match="2 pending interrupt"):

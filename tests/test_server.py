@@ -46,7 +46,7 @@ async def test_sse_headers_and_event_ids(server: tuple[str, Any]) -> None:
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
     assert response.headers["cache-control"] == "no-cache"
     assert response.headers["x-accel-buffering"] == "no"
-    decoder = agui_meta.SSEDecoder()
+    decoder = agui_meta.framing.SSEDecoder()
     frames = decoder.feed(response.content) + decoder.close()
     assert decoder.retry == 1000  # sent because the endpoint has a replay buffer
     keys = {f.id.split(":")[0] for f in frames if f.id}
