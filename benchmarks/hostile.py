@@ -3,7 +3,7 @@
     python -m benchmarks.hostile            # about a minute
     python -m benchmarks.hostile --quick    # a smoke run (seconds)
 
-Each row runs the default pipeline (``default_stages()``) on one SSE stream read as **one
+Each row runs the default pipeline (``DefaultStages()``) on one SSE stream read as **one
 chunk**, so that every ``Update`` of the stream is held at once (the worst case for memory),
 and reports the time and the peak of traced memory (``tracemalloc``, a separate run) per
 event. A cost that stays flat as the stream grows is O(1) per event; one that grows with it is
@@ -58,7 +58,7 @@ def pipeline(data: bytes) -> list[Any]:
     """The default pipeline over ``data`` as one chunk; every update, held."""
 
     async def go() -> list[Any]:
-        async with agui_meta.wrap([data], *agui_meta.default_stages()) as stream:
+        async with agui_meta.wrap([data], *agui_meta.DefaultStages()) as stream:
             return [update async for update in stream]
 
     return anyio.run(go)
