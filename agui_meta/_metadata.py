@@ -35,6 +35,7 @@ __all__ = [
     "CLIENT_METADATA_KEY",
     "MergedMetadata",
     "copy_json",
+    "enc_hook",
     "fold_metadata",
     "is_prefixed",
     "iter_metadata",
@@ -162,6 +163,17 @@ class MergedMetadata(Mapping[str, Any]):
             return MergedMetadata(dict(self)).merge(incoming)
         writes.write(incoming)
         return MergedMetadata._at(writes)
+
+
+def enc_hook(value: Any) -> Any:
+    """A msgspec ``enc_hook`` that encodes a :class:`MergedMetadata` as the object it is.
+
+    >>> msgspec.json.encode(MergedMetadata({"a": 1}), enc_hook=enc_hook)
+    b'{"a":1}'
+    """
+    if type(value) is MergedMetadata:
+        return dict(value)
+    raise NotImplementedError(f"Encoding objects of type {type(value).__name__} is unsupported")
 
 
 @overload
