@@ -115,7 +115,8 @@ class Compact(Transducer[Event, Event]):
     Groups are written out as they complete, so what is emitted is what the reference returns,
     in the same order; what is still open is written by :meth:`close`.
 
-    >>> from agui_meta import TextMessageContentEvent as Content, run_sync
+    >>> from agui_meta import run_sync
+    >>> from agui_meta.events import TextMessageContentEvent as Content
     >>> out = run_sync([Compact()], [Content(message_id="m", delta="Hel", metadata={"a": 1}),
     ...                              Content(message_id="m", delta="lo", metadata={"b": 2})])
     >>> out
@@ -281,7 +282,7 @@ def compact_events(
     """Compact a history of events exactly as the official client's ``compactEvents`` does.
 
     ``events`` is an iterable of anything agui-meta decodes as one event (an
-    :class:`~agui_meta.Event`, a wire ``dict``, an ``ag_ui.core`` model, one event's JSON as
+    :class:`~agui_meta.events.Event`, a wire ``dict``, an ``ag_ui.core`` model, one event's JSON as
     ``bytes``/``str``), or a whole recorded stream as one ``bytes``/``str`` (SSE or JSON
     lines, detected). Every item is decoded and validated first, with the usual reports and
     errors (``mode`` and ``on_report`` as for a pipeline); the result is a new list of events

@@ -87,6 +87,7 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from ._metadata import enc_hook
 from ._stage import Context, Transducer
 
 __all__ = [
@@ -105,7 +106,6 @@ __all__ = [
     "TimeSource",
     "ToolCallRecord",
     "aggregate_token_usage",
-    "ledger",
 ]
 
 T = TypeVar("T")
@@ -141,6 +141,8 @@ def aggregate_token_usage(entries: Iterable[TokenUsage]) -> list[TokenUsage]:
     provider ``"a b"``/model ``"c"`` with provider ``"a"``/model ``"b c"``; here the pair is the
     key, as its documentation says.) Sums are exact Python integers.
 
+    >>> import msgspec
+    >>> from agui_meta.events import TokenUsage
     >>> entries = [TokenUsage(model="m", input_tokens=1),
     ...            TokenUsage(model="m", input_tokens=2, output_tokens=5)]
     >>> msgspec.json.encode(aggregate_token_usage(entries))
@@ -358,7 +360,7 @@ class LedgerSnapshot(_Record, kw_only=True):
     dropped_runs: int = 0
 
 
-_ENCODER = msgspec.json.Encoder()
+_ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)  # merged metadata as its object
 _EVENT_CLASSES = frozenset(EVENT_TYPES.values())
 _RECORDED = frozenset(
     {
@@ -517,7 +519,7 @@ class Ledger(Transducer[T, T]):
 
     def to_builtins(self) -> dict[str, Any]:
         """The ledger as plain dicts and lists, shaped like :meth:`to_json`."""
-        result: dict[str, Any] = msgspec.to_builtins(self.snapshot())
+        result: dict[str, Any] = msgspec.to_builtins(self.snapshot(), enc_hook=enc_hook)
         return result
 
     # -- the stage -------------------------------------------------------------------------
@@ -950,19 +952,3 @@ class Ledger(Transducer[T, T]):
                 tool.pending = tool.status != "answered"
         self._tools.clear()
         live.clear()
-
-
-def ledger(
-    on_run: Callable[[RunRecord], object] | None = None,
-    *,
-    max_runs: int = 1000,
-    max_entries: int | None = 10_000,
-    clock: Callable[[], float] | None = None,
-) -> Ledger[Any]:
-    """A pass-through stage that records run metadata (a :class:`Ledger`).
-
-    ``on_run(record)`` is called as each run ends. ``max_runs`` bounds the ended runs kept,
-    ``max_entries`` each per-run list (steps, subagents, tool calls, RAW, CUSTOM; ``None``: no
-    bound). ``clock()`` gives the time of receipt in milliseconds (:func:`time.time` by default).
-    """
-    return Ledger(on_run, max_runs=max_runs, max_entries=max_entries, clock=clock)

@@ -33,7 +33,6 @@ __all__ = [
     "FilterToolCalls",
     "FunctionMiddleware",
     "Middleware",
-    "filter_tool_calls",
     "middleware",
     "transduce",
 ]
@@ -137,6 +136,7 @@ async def transduce(
         for x in out:
             yield x
     finally:
+        context.finish()
         aclose = getattr(upstream, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -198,10 +198,3 @@ class FilterToolCalls(Transducer[Event, Event]):
                 self._drop(item, call_id)
                 return
         self.emit(item)
-
-
-def filter_tool_calls(
-    allowed: Iterable[str] | None = None, disallowed: Iterable[str] | None = None
-) -> FilterToolCalls:
-    """A stage that removes tool calls by name: give exactly one of ``allowed``/``disallowed``."""
-    return FilterToolCalls(allowed, disallowed)

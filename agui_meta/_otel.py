@@ -295,7 +295,7 @@ class OTel(Transducer[T, T]):
         if not mapping:
             return out
         for md in metadata:
-            if isinstance(md, dict):
+            if isinstance(md, Mapping):
                 for key, name in mapping.items():
                     if key in md:
                         out[name] = _attribute_value(md[key])
@@ -303,7 +303,7 @@ class OTel(Transducer[T, T]):
 
     def _parent(self, record: RunRecord) -> OtelContext | None:
         md = record.started_metadata
-        if not isinstance(md, dict):
+        if not isinstance(md, Mapping):
             return None
         traceparent = md.get(TRACEPARENT_KEY)
         if not isinstance(traceparent, str):

