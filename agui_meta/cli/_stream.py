@@ -204,9 +204,7 @@ def run_stream(
     async def run() -> None:
         frames = source.frames(deliver if mode == "keep_going" else None)
         try:
-            async with wrap(
-                frames, *first, *stages, *last, mode=mode, on_report=deliver
-            ) as stream:
+            async with wrap(frames, *first, *stages, *last, mode=mode, on_report=deliver) as stream:
                 await stream.drain()
         finally:
             frames.close()  # erases the progress indicator before anything is printed
