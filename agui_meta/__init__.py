@@ -18,6 +18,7 @@ from ._decode import encode_event as encode_event
 from ._decode import enforce as enforce
 from ._defaults import DefaultStages as DefaultStages
 from ._defaults import default_stages as default_stages
+from ._driver import run_sync as run_sync
 from ._events import EVENT_TYPES as EVENT_TYPES
 from ._events import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
 from ._events import PATCH_OPS as PATCH_OPS
@@ -146,7 +147,6 @@ from ._pipeline import wrap as wrap
 from ._stage import Context as Context
 from ._stage import Mode as Mode
 from ._stage import Transducer as Transducer
-from ._stage import run_sync as run_sync
 from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store

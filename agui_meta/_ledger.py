@@ -38,8 +38,8 @@ usage entries (treat them as read-only, like the events). A content event costs 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -68,7 +68,7 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._stage import Context, Transducer
+from ._stage import CONTENT_DELTAS, Context, Transducer
 
 __all__ = [
     "CustomRecord",
@@ -435,6 +435,20 @@ class Ledger(Transducer[T, T]):
 
     # -- the stage -------------------------------------------------------------------------
 
+    # The fast path (see ``_stage``): while a run is open, every content delta, bare or in an
+    # Update, passes and is counted in the run's event counts.
+    fast_wrapped = True
+
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None]:
+        """Every content delta while a run is open (:meth:`feed` passes it and counts it)."""
+        return _EVERY_DELTA if self._counts is not None else _NO_DELTA
+
+    @property
+    def fast_tally(self) -> dict[str, int] | None:
+        """The open run's event counts."""
+        return self._counts
+
     def feed(self, item: T) -> None:
         self.emit(item)
         # The common case (a content event, bare or wrapped in a known wrapper such as
@@ -714,6 +728,11 @@ class Ledger(Transducer[T, T]):
     def _tool_call_result(self, event: ToolCallResultEvent) -> None:
         self._counted("TOOL_CALL_RESULT")
         self._answered.add(event.tool_call_id)
+
+
+Ledger.fast_feed = Ledger.feed
+_EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = dict.fromkeys(CONTENT_DELTAS)
+_NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}
 
 
 def ledger(

@@ -29,7 +29,8 @@ from agui_meta import (
     run_sync,
 )
 from agui_meta._conformance import run_case
-from agui_meta._stage import Context, connect_chain
+from agui_meta._driver import connect_chain
+from agui_meta._stage import Context
 from tests.oracle import OracleServer, assert_same_result
 
 

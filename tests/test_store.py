@@ -21,7 +21,8 @@ from agui_meta import (
     accumulate,
     run_sync,
 )
-from agui_meta._stage import Context, connect_chain
+from agui_meta._driver import connect_chain
+from agui_meta._stage import Context
 
 
 def ev(type: str, **fields: Any) -> Event:
