@@ -1,6 +1,6 @@
 """The accumulate stage: every event, with the item it built and that item's merged metadata.
 
-``accumulate(store)`` is a transducer from :class:`~agui_meta.Event` to :class:`Update`. For
+``Accumulate(store)`` is a transducer from :class:`~agui_meta.events.Event` to :class:`Update`. For
 each event it does what the reference client's ``defaultApplyEvents`` (1.0.0) does to its
 messages and state, then emits ``Update(event, item, done, metadata)``:
 
@@ -93,7 +93,7 @@ from ._patch import PatchError, apply_patch
 from ._stage import Transducer
 from ._store import ItemStore, MessageItem, Store, ToolCallItem
 
-__all__ = ["Accumulate", "Update", "accumulate", "authoritative_activity_types"]
+__all__ = ["Accumulate", "Update", "authoritative_activity_types"]
 
 
 class Update(msgspec.Struct, frozen=True, gc=False):
@@ -210,8 +210,8 @@ class Accumulate(Transducer[Event, Update]):
             handler = self._handlers[type(event)]
         except KeyError:
             raise UsageError(
-                f"accumulate() takes agui_meta events, got {type(event).__name__}; decode "
-                "the stream first (enforce() or an EventDecoder)"
+                f"Accumulate() takes agui_meta events, got {type(event).__name__}; decode "
+                "the stream first (Enforce() or an EventDecoder)"
             ) from None
         update = handler(event)
         self.emit(update)
@@ -575,14 +575,3 @@ class Accumulate(Transducer[Event, Update]):
 
 
 Accumulate.fast_feed = Accumulate.feed
-
-
-def accumulate(store: ItemStore | None = None) -> Accumulate:
-    """The accumulate stage: builds every item into ``store`` and emits an :class:`Update` per event.
-
-    :param store: where items and state go; a new in-memory :class:`~agui_meta.Store` when
-        omitted (reach it as ``stage.store``). Pass ``Store(evict_completed=True)`` for bounded
-        memory on endless streams, or a store seeded with the client's history and state.
-    :return: a transducer for :func:`agui_meta.run_sync` or a pipeline.
-    """
-    return Accumulate(store)

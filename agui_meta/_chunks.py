@@ -80,7 +80,7 @@ from ._events import (
 from ._exceptions import ChunkError
 from ._stage import CONTENT_DELTAS, Transducer
 
-__all__ = ["ExpandChunks", "expand_chunks"]
+__all__ = ["ExpandChunks"]
 
 _Kind = Literal["text", "tool", "reasoning"]
 
@@ -464,14 +464,3 @@ def _disagree(stream: _Stream, field: str, incoming: str, established: str | Uns
         f"{incoming!r} does not match the open stream's {field} {was}.",
         path=f"$.{field}",
     )
-
-
-def expand_chunks() -> ExpandChunks:
-    """A new :class:`ExpandChunks` stage (chunk expansion, as the reference's ``transformChunks``).
-
-    >>> from agui_meta import run_sync
-    >>> chunk = TextMessageChunkEvent(message_id="m1", delta="Hi", metadata={"acme.n": 1})
-    >>> [e.type for e in run_sync([expand_chunks()], [chunk])]
-    ['TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT']
-    """
-    return ExpandChunks()

@@ -25,7 +25,7 @@ itself, the errors it raises and the :class:`Enforce` stage.
 
 Where this differs from the reference client, and why:
 
-- A *frame* (bytes, text, :class:`~agui_meta.Frame`) that is not a JSON object or has no
+- A *frame* (bytes, text, :class:`~agui_meta.framing.Frame`) that is not a JSON object or has no
   non-empty string ``type`` is a DecodeError, as in the reference's HTTP transport; an
   in-memory event (a ``dict``) without one is dropped with a report, as its enforcement does.
 - ``RUN_STARTED.input.tools``/``context`` are not filled in with ``[]`` (the reference's schema
@@ -71,7 +71,6 @@ __all__ = [
     "decode_event",
     "decode_message",
     "encode_event",
-    "enforce",
     "json_path",
 ]
 
@@ -159,8 +158,8 @@ class EventDecoder:
     """Decodes the events of one stream: the fast typed path, and the reference's policy.
 
     :meth:`decode` accepts JSON ``bytes``/``str`` (one event), a ``dict`` (decoded JSON), an
-    :class:`~agui_meta.Event` (re-validated: msgspec does not validate on construction), an
-    ``ag_ui.core`` pydantic model, or a :class:`~agui_meta.Frame` (whose ``offset``/``line``
+    :class:`~agui_meta.events.Event` (re-validated: msgspec does not validate on construction), an
+    ``ag_ui.core`` pydantic model, or a :class:`~agui_meta.framing.Frame` (whose ``offset``/``line``
     then appear in errors and reports). It returns the event, or ``None`` when the event is
     dropped (an unknown ``type``, reported). A ``dict`` is taken to be decoded JSON: the values
     in opaque positions (metadata values, state, ``value`` …) are used as given, neither copied
@@ -218,6 +217,7 @@ class EventDecoder:
                     yield event
         finally:
             ctx.index = -1
+            ctx.finish()
 
     # -- everything but the fast path ----------------------------------------------------------
 
@@ -384,7 +384,11 @@ def decode_event(data: Any) -> Event | None:
         event = fast_decode(data)
         if event is not None:
             return event
-    return EventDecoder()._other(data, None)
+    decoder = EventDecoder()
+    try:
+        return decoder._other(data, None)
+    finally:
+        decoder.context.finish()
 
 
 _MESSAGE_DECODE: Final = msgspec.json.Decoder(Message).decode
@@ -423,7 +427,9 @@ def decode_message(data: Any) -> Message:
     stripped = walk(value, MESSAGE_NODE, None, out)
     if stripped is DROP:
         raise DecodeError(f"not a message: {out.drop_reason}", path="$.role")
-    EventDecoder._deliver(Context(), out, "a message", None, None)
+    ctx = Context()
+    EventDecoder._deliver(ctx, out, "a message", None, None)
+    ctx.finish()
     try:
         message: Message = msgspec.convert(stripped, MESSAGE_TYPES[stripped["role"]])
     except msgspec.ValidationError as exc:
@@ -434,7 +440,7 @@ def decode_message(data: Any) -> Message:
 def encode_event(event: Event) -> bytes:
     """Encode an event as compact JSON (camelCase, absent optionals omitted).
 
-    >>> from agui_meta import TextMessageEndEvent
+    >>> from agui_meta.events import TextMessageEndEvent
     >>> encode_event(TextMessageEndEvent(message_id="m"))
     b'{"type":"TEXT_MESSAGE_END","messageId":"m"}'
     """
@@ -474,8 +480,3 @@ class Enforce(Transducer[Any, Event]):
 
 
 Enforce.fast_feed = Enforce.feed
-
-
-def enforce() -> Enforce:
-    """A new :class:`Enforce` stage (one per stream: it holds the decoder's state)."""
-    return Enforce()

@@ -155,8 +155,8 @@ class Runner:
     with ``close_errors="raise"`` a data error while closing is raised in every mode (a
     pipeline's source: a stream cut off inside a frame ends it), else it is skipped too.
 
-    >>> from agui_meta import enforce, default_stages
-    >>> runner = Runner([enforce(), *default_stages()], Context(), framing="sse")
+    >>> from agui_meta import DefaultStages, Enforce
+    >>> runner = Runner([Enforce(), *DefaultStages()], Context(), framing="sse")
     >>> runner.feed(b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\\n\\n')
     >>> [update.event.type for update in runner.out]
     ['RUN_STARTED']
@@ -390,4 +390,8 @@ def run_sync(
 
     Each item is one event. ``fuse=False`` runs every stage's ``feed`` (no fast path).
     """
-    return Runner(transducers, ctx or Context(mode, on_report), fuse=fuse).feed_all(items)
+    ctx = ctx or Context(mode, on_report)
+    try:
+        return Runner(transducers, ctx, fuse=fuse).feed_all(items)
+    finally:
+        ctx.finish()

@@ -63,7 +63,7 @@ def merge_metadata(
 
     >>> merge_metadata({"a": 1, "u": {"in": 3}}, {"u": {"out": 4}, "b": None})
     {'a': 1, 'u': {'out': 4}, 'b': None}
-    >>> merge_metadata(UNSET, {})
+    >>> merge_metadata(None, {})
     {}
     """
     if incoming is UNSET or incoming is None:
@@ -182,7 +182,7 @@ def iter_metadata(event: Event) -> Iterator[tuple[str, dict[str, Any]]]:
     RUN_STARTED.input; the interrupts of a RUN_FINISHED interrupt outcome. (A content part's
     ``metadata`` is any JSON value, not a metadata object, and is not listed.)
 
-    >>> from agui_meta import TextMessageEndEvent
+    >>> from agui_meta.events import TextMessageEndEvent
     >>> list(iter_metadata(TextMessageEndEvent(message_id="m", metadata={"a": 1})))
     [('$.metadata', {'a': 1})]
     """

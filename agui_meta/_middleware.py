@@ -34,7 +34,6 @@ __all__ = [
     "FilterToolCalls",
     "FunctionMiddleware",
     "Middleware",
-    "filter_tool_calls",
     "middleware",
     "transduce",
 ]
@@ -131,6 +130,7 @@ async def transduce(
         for x in out:
             yield x
     finally:
+        runner.ctx.finish()
         aclose = getattr(upstream, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -192,10 +192,3 @@ class FilterToolCalls(Transducer[Event, Event]):
                 self._drop(item, call_id)
                 return
         self.emit(item)
-
-
-def filter_tool_calls(
-    allowed: Iterable[str] | None = None, disallowed: Iterable[str] | None = None
-) -> FilterToolCalls:
-    """A stage that removes tool calls by name: give exactly one of ``allowed``/``disallowed``."""
-    return FilterToolCalls(allowed, disallowed)

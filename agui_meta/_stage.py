@@ -38,12 +38,12 @@ about what passes must change the test, which the driver reads. The members:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Container, Mapping
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, ToolCallArgsEvent
-from ._exceptions import AguiWarning, DataError, Report, Severity, StrictError
+from ._exceptions import DataError, Report, Severity, StrictError
+from ._warn import ReportWarnings
 
 __all__ = ["CONTENT_DELTAS", "Context", "Mode", "ReportHandler", "Transducer"]
 
@@ -60,17 +60,15 @@ Mode = Literal["default", "strict", "keep_going"]
 ReportHandler = Callable[[Report], None]
 
 
-def _warn(report: Report) -> None:
-    warnings.warn(str(report), AguiWarning, stacklevel=2)
-
-
 class Context:
     """What a running pipeline shares with its stages: the mode, the event index, reporting.
 
     ``index`` is the 0-based index of the source item being processed (events a stage
     synthesizes share the index of the event that caused them); ``-1`` while stages close.
     ``reports`` keeps every report in order (bounded by ``max_reports`` to keep memory
-    bounded on endless streams; ``dropped_reports`` counts the overflow).
+    bounded on endless streams; ``dropped_reports`` counts the overflow). Without
+    ``on_report``, reports are issued as :class:`~agui_meta.AguiWarning` warnings, repeats of
+    a code summed up (see :mod:`agui_meta._warn`); :meth:`finish` ends the stream.
     """
 
     __slots__ = ("dropped_reports", "index", "max_reports", "mode", "on_report", "reports")
@@ -85,7 +83,7 @@ class Context:
         if mode not in ("default", "strict", "keep_going"):
             raise ValueError(f"mode must be 'default', 'strict' or 'keep_going', got {mode!r}")
         self.mode: Mode = mode
-        self.on_report: ReportHandler = on_report or _warn
+        self.on_report: ReportHandler = on_report or ReportWarnings()
         self.index = -1
         self.reports: list[Report] = []
         self.max_reports = max_reports
@@ -122,6 +120,11 @@ class Context:
         else:
             self.dropped_reports += 1
         self.on_report(report)
+
+    def finish(self) -> None:
+        """The stream ended: without ``on_report``, sum up the repeated reports' warnings."""
+        if type(self.on_report) is ReportWarnings:
+            self.on_report.finish()
 
     def skip(self, error: DataError) -> None:
         """In keep-going mode, report ``error`` and carry on; otherwise raise it."""

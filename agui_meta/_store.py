@@ -322,7 +322,7 @@ class _Node:
 
 
 class ItemStore(Protocol):
-    """What :func:`agui_meta.accumulate` needs from a store.
+    """What :class:`agui_meta.Accumulate` needs from a store.
 
     Lookups return the *first* item in message order with the id, as the reference's
     ``Array.find`` does. Implementations must keep per-event operations independent of the
@@ -385,11 +385,11 @@ class ItemStore(Protocol):
 
 
 class Store:
-    """The in-memory item store (the default of :func:`agui_meta.accumulate`).
+    """The in-memory item store (the default of :class:`agui_meta.Accumulate`).
 
     :param messages: the client's history before the stream: wire JSON dicts (copied as they
         are, unknown members included, as the reference clones its history) or wire-model
-        :class:`~agui_meta.Message` Structs.
+        :class:`~agui_meta.events.Message` Structs.
     :param state: the state before the stream (copied); ``{}`` by default.
     :param evict_completed: drop each item once it is complete and its update has been
         emitted, so that an endless stream runs in bounded memory. What is kept: open items

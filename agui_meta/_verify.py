@@ -117,7 +117,7 @@ from ._events import (
 from ._exceptions import VerifyError
 from ._stage import Transducer
 
-__all__ = ["OpenItems", "RunState", "Verify", "verify"]
+__all__ = ["OpenItems", "RunState", "Verify"]
 
 #: Who owns an entity: a subagent run id, or ``UNSET`` for the parent agent.
 _Owner = str | UnsetType
@@ -735,12 +735,3 @@ def _step_owner(owner: _Owner) -> str:
 
 Verify.fast_feed = Verify.feed
 _NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}
-
-
-def verify(*, report_unfinished: bool = False) -> Verify:
-    """A new :class:`Verify` stage: the reference client's order checks (one per stream).
-
-    ``report_unfinished=True`` also reports a stream that ends inside a run (see
-    :class:`Verify`); by default, as in the reference, the end of the stream is not checked.
-    """
-    return Verify(report_unfinished=report_unfinished)

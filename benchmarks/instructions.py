@@ -84,7 +84,7 @@ def _child(config: str, n: int) -> None:
     if config == "setup":
         return
     if config == "floor":
-        decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
+        decode = msgspec.json.Decoder(agui_meta.events.AnyEvent).decode
         for f in frames:
             decode(f)
     elif config.startswith("framing-"):

@@ -46,7 +46,7 @@ class _Record(Transducer[Any, Any]):
             (
                 self.ctx.index,
                 type(item).__name__,
-                agui_meta.encode_event(event),
+                agui_meta.events.encode_event(event),
                 None if getattr(item, "item", None) is None else item.item.to_wire(),
                 getattr(item, "done", None),
                 getattr(item, "metadata", None),
@@ -74,10 +74,11 @@ DEFAULT = ("expand", "verify", "accumulate", "ledger")
 
 def _stages(names: tuple[str, ...], store: agui_meta.Store) -> dict[str, Transducer[Any, Any]]:
     made: dict[str, Callable[[], Transducer[Any, Any]]] = {
-        "expand": agui_meta.expand_chunks,
-        "verify": agui_meta.verify,
-        "accumulate": lambda: agui_meta.accumulate(store),
-        "ledger": agui_meta.ledger,
+        "expand": agui_meta.ExpandChunks,
+        "verify": agui_meta.Verify,
+        "accumulate": lambda: agui_meta.Accumulate(store),
+        # A fixed clock: the ledger's receipt times are the same in both runs.
+        "ledger": lambda: agui_meta.Ledger(clock=lambda: 0.0),
     }
     return {name: made[name]() for name in names}
 
@@ -108,7 +109,7 @@ def _run(
             stage.feed = _counting(stage.feed, calls)  # type: ignore[method-assign]
         record = _Record()
         items: list[Any] = frames
-        head: list[Transducer[Any, Any]] = [agui_meta.enforce()]
+        head: list[Transducer[Any, Any]] = [agui_meta.Enforce()]
         if decoded:
             head = []
             items = _decoded(frames)
@@ -185,31 +186,31 @@ def _golden() -> Iterator[dict[str, Any]]:
 
 def test_which_chains_are_fused() -> None:
     store = agui_meta.Store()
-    default = Runner([agui_meta.enforce(), *agui_meta.default_stages(store)], Context())
+    default = Runner([agui_meta.Enforce(), *agui_meta.DefaultStages(store)], Context())
     assert default.fused == 5
-    unverified = Runner([agui_meta.enforce(), *agui_meta.default_stages(verify=False)], Context())
+    unverified = Runner([agui_meta.Enforce(), *agui_meta.DefaultStages(verify=False)], Context())
     assert unverified.fused == 4
-    assert Runner([*agui_meta.default_stages()], Context()).fused == 4
-    assert Runner([*agui_meta.default_stages()], Context(), fuse=False).fused == 0
+    assert Runner([*agui_meta.DefaultStages()], Context()).fused == 4
+    assert Runner([*agui_meta.DefaultStages()], Context(), fuse=False).fused == 0
 
     # A subclass that overrides feed offers no fast path: the run ends before it.
     class MyVerify(agui_meta.Verify):
         def feed(self, item: Any) -> None:
             super().feed(item)
 
-    mine = [agui_meta.enforce(), agui_meta.expand_chunks(), MyVerify(), agui_meta.accumulate()]
+    mine = [agui_meta.Enforce(), agui_meta.ExpandChunks(), MyVerify(), agui_meta.Accumulate()]
     assert Runner(mine, Context()).fused == 2
     # A subclass that changes nothing keeps it.
 
     class Quiet(agui_meta.Verify):
         pass
 
-    quiet = [agui_meta.enforce(), agui_meta.expand_chunks(), Quiet(), agui_meta.accumulate()]
+    quiet = [agui_meta.Enforce(), agui_meta.ExpandChunks(), Quiet(), agui_meta.Accumulate()]
     assert Runner(quiet, Context()).fused == 4
     # A user transducer ends the run; so does a stage that takes events after accumulate.
-    user = [agui_meta.enforce(), agui_meta.expand_chunks(), _Record(), agui_meta.accumulate()]
+    user = [agui_meta.Enforce(), agui_meta.ExpandChunks(), _Record(), agui_meta.Accumulate()]
     assert Runner(user, Context()).fused == 2
-    after = [agui_meta.enforce(), agui_meta.accumulate(), agui_meta.verify()]
+    after = [agui_meta.Enforce(), agui_meta.Accumulate(), agui_meta.Verify()]
     assert Runner(after, Context()).fused == 2
 
 
@@ -329,7 +330,7 @@ def test_a_frame_source_through_the_pipeline() -> None:
     sse = b"".join(b"data: " + f + b"\n\n" for f in frames)
 
     async def run(fused: bool) -> tuple[Any, ...]:
-        stages = agui_meta.default_stages()
+        stages = agui_meta.DefaultStages(ledger=agui_meta.Ledger(clock=lambda: 0.0))
         reports: list[agui_meta.Report] = []
         async with agui_meta.wrap(
             [sse[i : i + 4096] for i in range(0, len(sse), 4096)],

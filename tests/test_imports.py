@@ -85,8 +85,14 @@ def test_no_module_imports_itself_back() -> None:
     assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
 
 
-def test_the_stage_contract_imports_no_stage() -> None:
-    assert _graph()["agui_meta._stage"] <= {"agui_meta._events", "agui_meta._exceptions"}
+def test_the_stage_contract_imports_no_stage_and_no_driver() -> None:
+    graph = _graph()
+    sources = {_module_name(p): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+    implementers = {"agui_meta._driver", "agui_meta._pipeline"} | {
+        module for module, text in sources.items() if "(Transducer[" in text
+    }
+    assert "agui_meta._verify" in implementers
+    assert not graph["agui_meta._stage"] & implementers
 
 
 @pytest.mark.parametrize(
