@@ -87,6 +87,7 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from ._metadata import enc_hook
 from ._stage import CONTENT_DELTAS, Context, Transducer
 
 __all__ = [
@@ -359,7 +360,7 @@ class LedgerSnapshot(_Record, kw_only=True):
     dropped_runs: int = 0
 
 
-_ENCODER = msgspec.json.Encoder()
+_ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)  # merged metadata as its object
 _EVENT_CLASSES = frozenset(EVENT_TYPES.values())
 _RECORDED = frozenset(
     {
@@ -518,7 +519,7 @@ class Ledger(Transducer[T, T]):
 
     def to_builtins(self) -> dict[str, Any]:
         """The ledger as plain dicts and lists, shaped like :meth:`to_json`."""
-        result: dict[str, Any] = msgspec.to_builtins(self.snapshot())
+        result: dict[str, Any] = msgspec.to_builtins(self.snapshot(), enc_hook=enc_hook)
         return result
 
     # -- the stage -------------------------------------------------------------------------
