@@ -69,6 +69,7 @@ from ._middleware import FilterToolCalls as FilterToolCalls
 from ._middleware import Middleware as Middleware
 from ._middleware import middleware as middleware
 from ._middleware import transduce as transduce
+from ._otel import otel as otel
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
@@ -81,6 +82,7 @@ from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._usage import UsageMeter as UsageMeter
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
 
@@ -141,6 +143,7 @@ __all__ = (
     "TransportError",
     "Update",
     "UsageError",
+    "UsageMeter",
     "Verify",
     "VerifyError",
     "aggregate_token_usage",
@@ -151,6 +154,7 @@ __all__ = (
     "iter_metadata",
     "merge_metadata",
     "middleware",
+    "otel",
     "run_sync",
     "to_agui_core",
     "transduce",
