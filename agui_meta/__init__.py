@@ -27,6 +27,7 @@ from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
 from ._defaults import DefaultStages as DefaultStages
+from ._driver import run_sync as run_sync
 from ._exceptions import AguiMetaError as AguiMetaError
 from ._exceptions import AguiWarning as AguiWarning
 from ._exceptions import ApplyError as ApplyError
@@ -77,7 +78,6 @@ from ._resume import ReplayBuffer as ReplayBuffer
 from ._stage import Context as Context
 from ._stage import Mode as Mode
 from ._stage import Transducer as Transducer
-from ._stage import run_sync as run_sync
 from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store

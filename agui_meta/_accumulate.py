@@ -182,15 +182,19 @@ class Accumulate(Transducer[Event, Update]):
         self._tool_call = self.store.tool_call
         self._evict = self.store.evict_completed
         no_item = self._no_item
+        #: The content deltas' handlers, which :meth:`feed` tries first: the fast path's
+        #: conversion (see ``_stage``). Nothing else happens to a delta in :meth:`feed`.
+        self.fast_converts: dict[type, Callable[[Any], Update]] = {
+            TextMessageContentEvent: self._text_content,
+            ReasoningMessageContentEvent: self._text_content,
+            ToolCallArgsEvent: self._tool_args,
+        }
         self._handlers: dict[type[Event], Callable[[Any], Update]] = {
             TextMessageStartEvent: self._text_start,
-            TextMessageContentEvent: self._text_content,
             TextMessageEndEvent: self._text_end,
             ReasoningMessageStartEvent: self._reasoning_start,
-            ReasoningMessageContentEvent: self._text_content,
             ReasoningMessageEndEvent: self._text_end,
             ToolCallStartEvent: self._tool_start,
-            ToolCallArgsEvent: self._tool_args,
             ToolCallEndEvent: self._tool_end,
             ToolCallResultEvent: self._tool_result,
             StateSnapshotEvent: self._state_snapshot,
@@ -217,6 +221,10 @@ class Accumulate(Transducer[Event, Update]):
         }
 
     def feed(self, event: Event) -> None:
+        convert = self.fast_converts.get(type(event))
+        if convert is not None:
+            self.emit(convert(event))
+            return
         try:
             handler = self._handlers[type(event)]
         except KeyError:
@@ -585,3 +593,6 @@ class Accumulate(Transducer[Event, Update]):
             if item is not None and item.role != "activity":
                 item.fields["encryptedValue"] = event.encrypted_value
         return Update(event, None, False)
+
+
+Accumulate.fast_feed = Accumulate.feed

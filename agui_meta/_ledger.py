@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -88,7 +88,7 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._metadata import enc_hook
-from ._stage import Context, Transducer
+from ._stage import CONTENT_DELTAS, Context, Transducer
 
 __all__ = [
     "CustomRecord",
@@ -524,6 +524,20 @@ class Ledger(Transducer[T, T]):
 
     # -- the stage -------------------------------------------------------------------------
 
+    # The fast path (see ``_stage``): while a run is open, every content delta, bare or in an
+    # Update, passes and is counted in the run's event counts.
+    fast_wrapped = True
+
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None]:
+        """While a run is open, the content deltas :meth:`feed` only passes and counts."""
+        return _EVERY_DELTA if self._counts is not None else _NO_DELTA
+
+    @property
+    def fast_tally(self) -> dict[str, int] | None:
+        """The open run's event counts."""
+        return self._counts
+
     def feed(self, item: T) -> None:
         self.emit(item)
         # The common case (a content event, bare or wrapped in a known wrapper such as
@@ -952,3 +966,12 @@ class Ledger(Transducer[T, T]):
                 tool.pending = tool.status != "answered"
         self._tools.clear()
         live.clear()
+
+
+Ledger.fast_feed = Ledger.feed
+#: The deltas :meth:`Ledger.feed` only counts (those it records, such as TOOL_CALL_ARGS for
+#: its tool-call records, are not in ``_PLAIN`` and so never pass).
+_EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = {
+    cls: None for cls in CONTENT_DELTAS if cls in _PLAIN
+}
+_NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}
