@@ -1,10 +1,10 @@
 """The default stages: what a consumer of an AG-UI stream almost always wants, in order.
 
-:func:`default_stages` returns ``expand_chunks() → verify() → accumulate(store) → ledger()``
-as one object that unpacks into :func:`agui_meta.wrap` and keeps the store and the ledger at
-hand afterwards::
+:class:`DefaultStages` holds ``ExpandChunks() → Verify() → Accumulate(store) → Ledger()`` as one
+object that unpacks into :func:`agui_meta.wrap` and keeps the store and the ledger at hand
+afterwards::
 
-    stages = agui_meta.default_stages()
+    stages = agui_meta.DefaultStages()
     async with agui_meta.wrap(source, *stages) as stream:
         async for update in stream:
             ...
@@ -12,7 +12,7 @@ hand afterwards::
     stages.ledger.runs             # usage, outcome and run metadata
 
 Decoding needs no stage: ``wrap()`` decodes whatever the source yields. Outside a pipeline
-(:func:`agui_meta.run_sync`, the conformance runner) put :func:`agui_meta.enforce` first.
+:func:`agui_meta.run_sync` decodes too; hand-built chains put :class:`agui_meta.Enforce` first.
 """
 
 from __future__ import annotations
@@ -27,17 +27,41 @@ from ._stage import Transducer
 from ._store import ItemStore, Store
 from ._verify import Verify
 
-__all__ = ["DefaultStages", "default_stages"]
+__all__ = ["DefaultStages"]
 
 S = TypeVar("S", bound=ItemStore)
 
 
 class DefaultStages(Generic[S]):
-    """The default stages of one stream, with named access to each (see :func:`default_stages`).
+    """The default stages of one stream: expand chunks, verify, accumulate, ledger.
 
-    Iterating gives the stages in pipeline order, so ``wrap(source, *stages)`` runs them.
-    ``store`` is the store being filled (typed as the one given), ``verify`` is ``None`` when
-    left out. The stages hold the stream's state: use a new instance for every stream.
+    Iterating gives the stages in pipeline order, so ``wrap(source, *stages)`` runs them (and
+    the pipeline is typed as yielding :class:`~agui_meta.Update`); ``store``, ``expand_chunks``,
+    ``verify``, ``accumulate`` and ``ledger`` name each afterwards. The stages hold the
+    stream's state: use a new instance for every stream.
+
+    :param store: the store to accumulate into (a new :class:`~agui_meta.Store` by default;
+        ``store`` is typed as the one given).
+    :param verify: ``False`` leaves the order checks out (``verify`` is then ``None``); a
+        :class:`~agui_meta.Verify` is used as it is (for example
+        ``Verify(report_unfinished=True)``).
+    :param ledger: the run ledger to use (for example ``agui_meta.Ledger(on_run=...)``); a
+        new one by default.
+
+    >>> import anyio, agui_meta
+    >>> async def main():
+    ...     events = [
+    ...         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+    ...         {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "Hi",
+    ...          "metadata": {"acme.model": "m-1"}},
+    ...         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ...     ]
+    ...     stages = agui_meta.DefaultStages()
+    ...     async with agui_meta.wrap(events, *stages) as stream:
+    ...         await stream.drain()
+    ...     return stages.store.messages_wire(), stages.ledger.runs[0].status
+    >>> anyio.run(main)
+    ([{'id': 'm', 'role': 'assistant', 'content': 'Hi', 'metadata': {'acme.model': 'm-1'}}], 'finished')
     """
 
     __slots__ = ("accumulate", "expand_chunks", "ledger", "store", "verify")
@@ -83,45 +107,3 @@ class DefaultStages(Generic[S]):
     def __repr__(self) -> str:
         names = ", ".join(type(stage).__name__ for stage in self)
         return f"DefaultStages({names})"
-
-
-@overload
-def default_stages(
-    store: None = None, *, verify: bool | Verify = True, ledger: Ledger[Any] | None = None
-) -> DefaultStages[Store]: ...
-@overload
-def default_stages(
-    store: S, *, verify: bool | Verify = True, ledger: Ledger[Any] | None = None
-) -> DefaultStages[S]: ...
-def default_stages(
-    store: Any = None,
-    *,
-    verify: bool | Verify = True,
-    ledger: Ledger[Any] | None = None,
-) -> DefaultStages[Any]:
-    """The default stages for one stream: expand chunks, verify, accumulate, ledger.
-
-    :param store: the store to accumulate into (a new :class:`~agui_meta.Store` by default).
-    :param verify: ``False`` leaves the order checks out; a :class:`~agui_meta.Verify` is used
-        as it is (for example ``verify(report_unfinished=True)``).
-    :param ledger: the run ledger to use (for example ``agui_meta.ledger(on_run=...)``); a
-        new one by default.
-    :return: a :class:`DefaultStages`: unpack it into :func:`~agui_meta.wrap`, then read
-        ``.store`` and ``.ledger``.
-
-    >>> import anyio, agui_meta
-    >>> async def main():
-    ...     events = [
-    ...         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
-    ...         {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "Hi",
-    ...          "metadata": {"acme.model": "m-1"}},
-    ...         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
-    ...     ]
-    ...     stages = agui_meta.default_stages()
-    ...     async with agui_meta.wrap(events, *stages) as stream:
-    ...         await stream.drain()
-    ...     return stages.store.messages_wire(), stages.ledger.runs[0].status
-    >>> anyio.run(main)
-    ([{'id': 'm', 'role': 'assistant', 'content': 'Hi', 'metadata': {'acme.model': 'm-1'}}], 'finished')
-    """
-    return DefaultStages(store, verify=verify, ledger=ledger)

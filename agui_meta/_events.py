@@ -536,7 +536,7 @@ class TextMessageEndEvent(_Attributable, tag="TEXT_MESSAGE_END", kw_only=True, f
 
 
 class TextMessageChunkEvent(_Attributable, tag="TEXT_MESSAGE_CHUNK", kw_only=True, frozen=True):
-    """Shorthand for start/content/end; expanded by :func:`agui_meta.expand_chunks`."""
+    """Shorthand for start/content/end; expanded by :class:`agui_meta.ExpandChunks`."""
 
     type: ClassVar[str] = "TEXT_MESSAGE_CHUNK"
     message_id: str | UnsetType = UNSET
@@ -570,7 +570,7 @@ class ToolCallEndEvent(_Attributable, tag="TOOL_CALL_END", kw_only=True, frozen=
 
 
 class ToolCallChunkEvent(_Attributable, tag="TOOL_CALL_CHUNK", kw_only=True, frozen=True):
-    """Shorthand for a tool call's start/args/end; expanded by :func:`agui_meta.expand_chunks`."""
+    """Shorthand for a tool call's start/args/end; expanded by :class:`agui_meta.ExpandChunks`."""
 
     type: ClassVar[str] = "TOOL_CALL_CHUNK"
     tool_call_id: str | UnsetType = UNSET

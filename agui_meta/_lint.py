@@ -13,7 +13,7 @@ from ._events import Event, MessagesSnapshotEvent, RunFinishedEvent, RunStartedE
 from ._metadata import AGUI_METADATA_KEY, is_prefixed, iter_metadata, key_path
 from ._stage import Transducer
 
-__all__ = ["LintMetadataKeys", "lint_metadata"]
+__all__ = ["LintMetadataKeys"]
 
 # Events whose nested objects may carry metadata of their own.
 _NESTED_CARRIERS = frozenset((MessagesSnapshotEvent, RunStartedEvent, RunFinishedEvent))
@@ -49,8 +49,3 @@ class LintMetadataKeys(Transducer[Event, Event]):
                         severity="info",
                         event_type=event.type,
                     )
-
-
-def lint_metadata() -> LintMetadataKeys:
-    """A new :class:`LintMetadataKeys` stage."""
-    return LintMetadataKeys()

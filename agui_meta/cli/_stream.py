@@ -1,7 +1,7 @@
 """What the stream commands share: a recorded stream read through the default pipeline.
 
 The input is a file (or standard input) of SSE or JSON lines. :func:`run_stream` hands its
-bytes to :func:`agui_meta.wrap` with :func:`agui_meta.default_stages`, as any client of the
+bytes to :func:`agui_meta.wrap` with :class:`agui_meta.DefaultStages`, as any client of the
 library does: the pipeline frames them (detecting the format unless it is forced) and every
 report and error carries the line and byte offset of its event from the pipeline's context.
 Before that, a forced format the input plainly is not is an error naming the one it looks
@@ -20,16 +20,16 @@ import sys
 import threading
 import time
 from array import array
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import IO, Any, Literal, TextIO
 
 import anyio
 import msgspec
 
-from .._defaults import DefaultStages, default_stages
+from .._defaults import DefaultStages
 from .._exceptions import DataError, FramingError, Report
 from .._framing import Format, Frame, detect_format, make_decoder
-from .._lint import lint_metadata
+from .._lint import LintMetadataKeys
 from .._pipeline import wrap
 from .._stage import Mode
 from .._store import Store
@@ -272,23 +272,28 @@ def run_stream(
     on_report: Callable[[Report], None],
     lint: bool = False,
     report_unfinished: bool = False,
+    last: Sequence[Any] = (),
 ) -> StreamResult:
-    """Run the file named by ``args.file`` through the default pipeline.
+    """Run the file named by ``args.file`` through the default pipeline (then ``last``).
 
     :raises InputError: the input cannot be read, or it plainly is not in the forced format.
     """
     source = StreamInput(args.file, args.format)
-    result = StreamResult(
-        source, default_stages(verify=Verify(report_unfinished=report_unfinished))
-    )
-    first = [lint_metadata()] if lint else []
+    result = StreamResult(source, DefaultStages(verify=Verify(report_unfinished=report_unfinished)))
+    first = [LintMetadataKeys()] if lint else []
     try:
         if args.format != "auto":
             _check_forced_format(source, args.format)
         made: list[Any] = []  # the pipeline, whose context counts events for the progress line
         chunks = source.chunks(lambda: _events(made[0].context) if made else 0)
         pipeline = wrap(
-            chunks, *first, *result.stages, mode=mode, on_report=on_report, format=args.format
+            chunks,
+            *first,
+            *result.stages,
+            *last,
+            mode=mode,
+            on_report=on_report,
+            format=args.format,
         )
         made.append(pipeline)
         context = pipeline.context
