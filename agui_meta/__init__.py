@@ -9,6 +9,7 @@ from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._chunks import ExpandChunks as ExpandChunks
 from ._chunks import expand_chunks as expand_chunks
+from ._compact import compact_events as compact_events
 from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
@@ -285,6 +286,7 @@ __all__ = (
     "aiter_file_frames",
     "aiter_frames",
     "aiter_httpx_frames",
+    "compact_events",
     "decode_event",
     "decode_message",
     "default_stages",

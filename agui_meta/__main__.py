@@ -1,8 +1,8 @@
-"""``python -m agui_meta``: the command line (see :mod:`agui_meta._cli`)."""
+"""``python -m agui_meta``: the command line (see :mod:`agui_meta.cli`)."""
 
 from __future__ import annotations
 
-from ._cli import main
+from .cli import main
 
 __all__ = ["main"]
 

@@ -87,10 +87,11 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._exceptions import ApplyError, UsageError
+from ._js import js_string
 from ._metadata import CLIENT_METADATA_KEY, copy_json
 from ._patch import PatchError, apply_patch
 from ._stage import Transducer
-from ._store import ItemStore, MessageItem, Store, ToolCallItem, _js_string
+from ._store import ItemStore, MessageItem, Store, ToolCallItem
 
 __all__ = ["Accumulate", "Update", "accumulate", "authoritative_activity_types"]
 
@@ -378,7 +379,7 @@ class Accumulate(Transducer[Event, Update]):
             )
         parts = call._arg_parts  # ToolCallItem.append_arguments, inlined
         if not parts and type(call._args) is not str:
-            call._args = _js_string(call._args)
+            call._args = js_string(call._args)
         parts.append(event.delta)
         if event.metadata is not UNSET:
             call.metadata = _merged(call.metadata, event.metadata)

@@ -14,7 +14,6 @@ falsy state (``null``, ``0``, ``""``, ``false``) is ``{}``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -22,19 +21,12 @@ from ._accumulate import accumulate
 from ._chunks import expand_chunks
 from ._decode import enforce
 from ._exceptions import DataError, Report
+from ._js import js_truthy
 from ._stage import Context, Transducer, connect_chain
 from ._store import Store
 from ._verify import verify as verify_stage
 
 __all__ = ["run_case", "run_cases"]
-
-
-def _js_falsy(value: Any) -> bool:
-    if value is None or value is False:
-        return True
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value == 0 or (isinstance(value, float) and math.isnan(value))
-    return isinstance(value, str) and value == ""
 
 
 def _ignore(report: Report) -> None:
@@ -57,7 +49,7 @@ def run_case(case: dict[str, Any], *, verify: bool = True, on_report: Any = None
         if not isinstance(history, list) or not all(isinstance(m, dict) for m in history):
             raise DataError("a case's `messages` must be a list of objects", path="$.messages")
         state = case.get("state")
-        store = Store(history, {} if _js_falsy(state) else state)
+        store = Store(history, state if js_truthy(state) else {})
         stages: list[Transducer[Any, Any]] = [enforce(), expand_chunks()]
         if verify:
             stages.append(verify_stage())

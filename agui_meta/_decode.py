@@ -2,16 +2,16 @@
 
 Two paths:
 
-- **Fast path.** One shared typed msgspec decoder (``Decoder(AnyEvent)``, unknown fields
-  forbidden). A valid event costs exactly that decode.
+- **Fast path** (``_fastdecode``). One shared typed msgspec decoder (``Decoder(AnyEvent)``,
+  unknown fields forbidden) and the nesting guard. A valid event costs exactly that decode.
 - **Slow path**, taken only when the fast path fails. The frame is decoded to plain JSON and
   handled in the reference client's order:
 
-  1. the *compatibility boundary* (client ``middleware/compatibility-boundary.ts``): the
+  1. the *compatibility boundary* (``_compat``; client ``middleware/compatibility-boundary.ts``): the
      legacy nulls released producers sent read as absent, legacy ``binary`` content parts
      become media parts, and the retired ``THINKING_*`` events become ``REASONING_*`` events
      (stateful: the ids live in the :class:`EventDecoder`, one per stream);
-  2. *enforcement* (client ``enforce/enforce.ts``, ``strip.ts``): an event of unknown ``type`` is
+  2. *enforcement* (``_schema``; client ``enforce/enforce.ts``, ``strip.ts``): an event of unknown ``type`` is
      dropped; unknown properties and unrecognised union members (a role, a part type, a source
      type, a patch op, an outcome type nobody knows) are removed, each with a report naming its
      JSON path; opaque positions (metadata, state, ``rawEvent``, ``value`` …) pass through whole;
@@ -20,7 +20,8 @@ Two paths:
      path, chained to msgspec's error.
 
 The schema the slow path walks is derived once, at import, from the Structs in ``_events``
-(``msgspec.inspect``); there is no hand-kept list of fields.
+(``msgspec.inspect``); there is no hand-kept list of fields. This module holds the decoder
+itself, the errors it raises and the :class:`Enforce` stage.
 
 Where this differs from the reference client, and why:
 
@@ -38,21 +39,29 @@ Where this differs from the reference client, and why:
 
 from __future__ import annotations
 
-import math
 import re
-import uuid
-from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate
-from typing import Any, Final, Union
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
 
 import msgspec
-import msgspec.inspect as mi
-from msgspec import UNSET
 
-from ._events import EVENT_TYPES, MESSAGE_TYPES, PATCH_OPS, AnyEvent, Event, Message
+from ._compat import Compat
+from ._events import EVENT_TYPES, MESSAGE_TYPES, Event, Message
 from ._exceptions import DataError, DecodeError, FramingError, MetadataError, Report
+from ._fastdecode import DEEP_FROM, MAX_NESTING, MSGSPEC_ERRORS, as_bytes, fast_decode, too_deep
 from ._framing import Frame
-from ._metadata import key_path
+from ._schema import (
+    DROP,
+    EVENT_NODES,
+    MESSAGE_NODE,
+    STRIP_CODES,
+    Findings,
+    json_path,
+    render,
+    show,
+    walk,
+    walk_obj,
+)
 from ._stage import Context, Mode, ReportHandler, Transducer
 
 __all__ = [
@@ -66,651 +75,9 @@ __all__ = [
     "json_path",
 ]
 
-_TYPED: Final = msgspec.json.Decoder(AnyEvent)
-_TYPED_DECODE: Final = _TYPED.decode
 _GENERIC_DECODE: Final = msgspec.json.Decoder().decode
-_ENCODER: Final = msgspec.json.Encoder()
-_ENCODE: Final = _ENCODER.encode
-#: What a msgspec decode raises on bad input (ValidationError is a DecodeError); msgspec raises
-#: RecursionError for JSON nested deeper than it recurses.
-_MsgspecError: Final = (msgspec.DecodeError, RecursionError)
-
-_MISSING: Final[Any] = object()
-_DROP: Final[Any] = object()
-
-
-# ---------------------------------------------------------------------------------------------
-# Nesting depth
-
-#: The deepest nesting of objects and arrays JSON text may hold (the event object itself is
-#: level 1); deeper text is a DecodeError. msgspec's own limit is Python's recursion limit less
-#: the stack in use, so values just under it would decode and then break whatever recurses
-#: over them next (copying metadata into the store, comparing in a patch, the caller's own
-#: code). With this bound, everything that gets in can be copied, compared and encoded with
-#: stack to spare. (serde_json's default limit is the same 128.)
-MAX_NESTING: Final = 128
-#: Text shorter than this cannot nest deeper than MAX_NESTING: such frames cost no check.
-_DEEP_FROM: Final = 2 * MAX_NESTING
-#: Events whose fields are all strings, apart from ``metadata`` and ``rawEvent``: without those
-#: two, nothing in them nests, however long the frame (the bulk of a stream: content deltas).
-_FLAT: Final = frozenset(
-    EVENT_TYPES[name]
-    for name in (
-        "TEXT_MESSAGE_CONTENT",
-        "TOOL_CALL_ARGS",
-        "REASONING_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_CHUNK",
-        "TOOL_CALL_CHUNK",
-        "REASONING_MESSAGE_CHUNK",
-    )
-)
-_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_ENCODE: Final = msgspec.json.Encoder().encode
 _JSON_TOKEN: Final = re.compile(rb'("(?:[^"\\]|\\.)*")(\s*:)?|[\[\]{}]', re.DOTALL)
-_NOT_BRACKETS: Final = bytes(sorted(set(range(256)) - set(b"[]{}")))
-_STEP: Final = tuple(1 if c in b"[{" else -1 if c in b"]}" else 0 for c in range(256))
-
-
-def _as_bytes(data: Any) -> bytes:
-    if type(data) is bytes:
-        return data
-    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-
-
-def _too_deep(data: Any) -> bool:
-    """Whether JSON text nests objects and arrays deeper than MAX_NESTING (strings skipped).
-
-    Two byte counts for the common case (they cost about what decoding costs, hence
-    :func:`_may_nest`); for text with more brackets than the limit, one regular-expression
-    pass that drops strings and a running sum over the brackets left.
-    """
-    data = _as_bytes(data)
-    if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
-        return False
-    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
-    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_NESTING
-
-
-def _nesting_error(data: Any) -> DecodeError:
-    """The error for text :func:`_too_deep` refused, with the top-level member holding it."""
-    depth = 0
-    key: str | None = None
-    data = _as_bytes(data)
-    for m in _JSON_TOKEN.finditer(data):
-        if m.group(1) is not None:
-            if depth == 1 and m.group(2):
-                try:
-                    key = msgspec.json.decode(m.group(1))
-                except msgspec.DecodeError:
-                    key = None
-            continue
-        if data[m.start()] in b"[{":
-            depth += 1
-            if depth > MAX_NESTING:
-                break
-        else:
-            depth -= 1
-    return DecodeError(
-        f"a value is nested more than {MAX_NESTING} levels deep (the event object is level 1)",
-        path="$" if key is None else json_path(key),
-    )
-
-
-def _may_nest(event: Any) -> bool:
-    """Whether a decoded event has a field that can nest (not a string-only content event)."""
-    return type(event) not in _FLAT or event.metadata is not UNSET or event.raw_event is not UNSET
-
-
-def _typed_decode(data: Any) -> Event:
-    """The fast typed decode, refusing text nested too deeply (with a msgspec error: the slow
-    path then says where)."""
-    event: Event = _TYPED_DECODE(data)
-    if len(data) > _DEEP_FROM and _may_nest(event) and _too_deep(data):
-        raise msgspec.DecodeError("nested too deeply")
-    return event
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON paths
-
-#: A path under construction: ``None`` for the root, else ``(parent, key_or_index)``.
-_Path = Union[tuple[Any, Union[str, int]], None]
-
-
-def _show(value: Any, limit: int = 60) -> str:
-    """A value as short JSON text for a message (cut at ``limit`` characters)."""
-    try:
-        text = msgspec.json.encode(value).decode()
-    except (TypeError, ValueError, OverflowError, RecursionError):
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def json_path(*segments: str | int) -> str:
-    """Render a JSON path the way msgspec does: ``$.messages[0].toolCalls[1]["my key"]``.
-
-    Property names that are identifiers are written ``.name``, others as a JSON string in
-    brackets; array indices as ``[i]``.
-    """
-    path = "$"
-    for seg in segments:
-        path = f"{path}[{seg}]" if isinstance(seg, int) else key_path(path, seg)
-    return path
-
-
-def _render(path: _Path) -> str:
-    segments: list[str | int] = []
-    while path is not None:
-        path, seg = path
-        segments.append(seg if isinstance(seg, (str, int)) else str(seg))
-    segments.reverse()
-    return json_path(*segments)
-
-
-# ---------------------------------------------------------------------------------------------
-# The schema the slow path walks, derived from the Structs
-
-
-class _Obj:
-    """A Struct: its wire fields (``None`` marks an opaque or scalar value), the required ones."""
-
-    __slots__ = ("cls", "fields", "required")
-
-    def __init__(self, cls: type) -> None:
-        self.cls = cls
-        self.fields: dict[str, _Node | None] = {}
-        self.required: frozenset[str] = frozenset()
-
-
-class _Union:
-    """A discriminated union of Structs (message roles, parts, sources, outcomes)."""
-
-    __slots__ = ("field", "members")
-
-    def __init__(self, field: str, members: dict[str, _Obj]) -> None:
-        self.field = field
-        self.members = members
-
-
-class _Array:
-    __slots__ = ("item",)
-
-    def __init__(self, item: _Node) -> None:
-        self.item = item
-
-
-class _Alt:
-    """A structural union, such as ``str | list[ContentPart]``: walk the option of the same kind."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: _Node) -> None:
-        self.array = array
-
-
-class _Int:
-    """An integer position (timestamp, token counts): JSON ``1.0`` reads as ``1``, as in JS."""
-
-    __slots__ = ()
-
-
-class _Patch:
-    """A JSON Patch: spec-open operations (extra members kept); an unknown ``op`` is removed."""
-
-    __slots__ = ()
-
-
-_Node = Union[_Obj, _Union, _Array, _Alt, _Int, _Patch]
-_INT: Final = _Int()
-_PATCH: Final = _Patch()
-_objects: dict[type, _Obj] = {}
-
-
-def _obj_node(t: mi.StructType) -> _Obj:
-    node = _objects.get(t.cls)
-    if node is not None:
-        return node
-    node = _objects[t.cls] = _Obj(t.cls)
-    node.fields = {f.encode_name: _build(f.type) for f in t.fields}
-    node.required = frozenset(f.encode_name for f in t.fields if f.required)
-    if t.tag_field is not None:
-        node.fields[t.tag_field] = None  # the tag: a known property, checked by msgspec
-    return node
-
-
-def _build(t: mi.Type) -> _Node | None:
-    if isinstance(t, mi.Metadata):
-        if t.extra and t.extra.get("agui") == "json-patch":
-            return _PATCH
-        return _build(t.type)
-    if isinstance(t, mi.StructType):
-        return _obj_node(t)
-    if isinstance(t, mi.ListType):
-        item = _build(t.item_type)
-        return None if item is None else _Array(item)
-    if isinstance(t, mi.IntType):
-        return _INT
-    if isinstance(t, mi.UnionType):
-        structs = [m for m in t.types if isinstance(m, mi.StructType)]
-        if structs and len(structs) == len(t.types):
-            fields = {m.tag_field for m in structs}
-            if len(fields) != 1 or None in fields:
-                raise TypeError(f"untagged union of Structs in the wire model: {t}")
-            return _Union(
-                structs[0].tag_field,  # type: ignore[arg-type]
-                {str(m.tag): _obj_node(m) for m in structs},
-            )
-        if structs:
-            raise TypeError(f"mixed union with Structs in the wire model: {t}")
-        for m in t.types:
-            if isinstance(m, mi.ListType):
-                item = _build(m.item_type)
-                if item is not None:
-                    return _Alt(_Array(item))
-        return None
-    return None
-
-
-_EVENT_NODES: Final[dict[str, _Obj]] = {
-    name: _obj_node(mi.type_info(cls))  # type: ignore[arg-type]
-    for name, cls in EVENT_TYPES.items()
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# The strip walk
-
-#: Report codes of what enforcement strips (their messages get the event type appended).
-_STRIP_CODES: Final = frozenset(("unknown-field", "unknown-variant"))
-
-
-class _Findings:
-    """What the slow path found in one event: reports as (code, path, message)."""
-
-    __slots__ = ("drop_reason", "items")
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, _Path, str]] = []
-        self.drop_reason = ""
-
-    def add(self, code: str, path: _Path, message: str) -> None:
-        self.items.append((code, path, message))
-
-
-def _walk(value: Any, node: _Node, path: _Path, out: _Findings) -> Any:
-    kind = type(node)
-    if kind is _Obj:
-        return _walk_obj(value, node, path, out)  # type: ignore[arg-type]
-    if kind is _Union:
-        if type(value) is not dict:
-            return value  # wrong shape: the typed conversion rejects it
-        field = node.field  # type: ignore[union-attr]
-        tag = value.get(field, _MISSING)
-        member = node.members.get(tag) if type(tag) is str else None  # type: ignore[union-attr]
-        if member is None:
-            out.drop_reason = (
-                f"no `{field}`" if tag is _MISSING else f"unrecognised `{field}` {_show(tag)}"
-            )
-            return _DROP
-        return _walk_obj(value, member, path, out)
-    if kind is _Array:
-        if type(value) is not list:
-            return value
-        item = node.item  # type: ignore[union-attr]
-        result = []
-        changed = False
-        for i, entry in enumerate(value):
-            mark = len(out.items)
-            child = _walk(entry, item, (path, i), out)
-            if child is _DROP:
-                del out.items[mark:]
-                out.add("unknown-variant", (path, i), f"removed an element ({out.drop_reason})")
-                changed = True
-                continue
-            changed = changed or child is not entry
-            result.append(child)
-        return result if changed else value
-    if kind is _Alt:
-        return _walk(value, node.array, path, out) if type(value) is list else value  # type: ignore[union-attr]
-    if kind is _Int:
-        if type(value) is float and value.is_integer():
-            return int(value)
-        return value
-    # _Patch
-    if type(value) is not list:
-        return value
-    result = []
-    changed = False
-    for i, op in enumerate(value):
-        if type(op) is dict:
-            name = op.get("op", _MISSING)
-            if not (type(name) is str and name in PATCH_OPS):
-                reason = "no `op`" if name is _MISSING else f"unrecognised `op` {_show(name)}"
-                out.add("unknown-variant", (path, i), f"removed a JSON Patch operation ({reason})")
-                changed = True
-                continue
-        result.append(op)
-    return result if changed else value
-
-
-def _before(value: dict[Any, Any], stop: Any) -> dict[Any, Any]:
-    """The items of ``value`` before the key ``stop`` (a copy, started at the first change)."""
-    result = {}
-    for key, child in value.items():
-        if key is stop:
-            break
-        result[key] = child
-    return result
-
-
-def _walk_obj(value: Any, node: _Obj, path: _Path, out: _Findings) -> Any:
-    if type(value) is not dict:
-        return value
-    fields = node.fields
-    result: dict[Any, Any] | None = None  # copied on the first change only
-    for key, child in value.items():
-        spec = fields.get(key, _MISSING)
-        if spec is None:  # a known scalar or opaque value
-            if result is not None:
-                result[key] = child
-            continue
-        if spec is _MISSING:
-            out.add("unknown-field", (path, key), f"removed unknown property `{key}`")
-            if result is None:
-                result = _before(value, key)
-            continue
-        mark = len(out.items)
-        new = _walk(child, spec, (path, key), out)
-        if new is _DROP:
-            del out.items[mark:]
-            if key in node.required:
-                out.drop_reason = f"its required `{key}` is unrecognised: {out.drop_reason}"
-                return _DROP
-            out.add("unknown-variant", (path, key), f"removed `{key}` ({out.drop_reason})")
-            if result is None:
-                result = _before(value, key)
-            continue
-        if new is not child and result is None:
-            result = _before(value, key)
-        if result is not None:
-            result[key] = new
-    return value if result is None else result
-
-
-# ---------------------------------------------------------------------------------------------
-# The compatibility boundary (legacy producers)
-
-_MEDIA_PARTS: Final = frozenset(("image", "audio", "video", "document"))
-_THINKING: Final = frozenset(
-    (
-        "THINKING_START",
-        "THINKING_END",
-        "THINKING_TEXT_MESSAGE_START",
-        "THINKING_TEXT_MESSAGE_CONTENT",
-        "THINKING_TEXT_MESSAGE_END",
-    )
-)
-
-
-def _js_truthy(value: Any) -> bool:
-    """JavaScript truthiness of a decoded JSON value (``[]`` and ``{}`` are truthy there)."""
-    if value is None or value is False:
-        return False
-    if isinstance(value, str):
-        return value != ""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return not math.isnan(value) and value != 0  # NaN and 0 are falsy
-    return True
-
-
-def _js_same(a: Any, b: Any) -> bool:
-    """JavaScript ``===`` on decoded JSON values: by value for primitives, by identity otherwise."""
-    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
-        return a is b
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    return bool(a == b)
-
-
-def _content_type_for(mime: str) -> str:
-    for prefix in ("image", "audio", "video"):
-        if mime.startswith(prefix + "/"):
-            return prefix
-    return "document"
-
-
-def _is_legacy_binary(part: Any) -> bool:
-    return type(part) is dict and part.get("type") == "binary" and type(part.get("mimeType")) is str
-
-
-def _matches_modern(part: Any, converted: dict[str, Any], filename: Any) -> bool:
-    """Whether ``part`` (an original modern part) already carries what ``converted`` holds."""
-    if (
-        type(part) is not dict
-        or "type" not in part
-        or not _js_same(part["type"], converted["type"])
-    ):
-        return False
-    source = part.get("source", _MISSING)
-    if type(source) is not dict:
-        return False
-    want = converted["source"]
-    for key in ("type", "value", "mimeType"):
-        if key not in source or not _js_same(source[key], want[key]):
-            return False
-    if not _js_truthy(filename):
-        return True
-    meta = part.get("metadata")
-    return type(meta) is dict and "filename" in meta and _js_same(meta["filename"], filename)
-
-
-class _Compat:
-    """The reference's always-on compatibility boundary, on plain JSON, with its per-stream state."""
-
-    __slots__ = ("message_id", "reasoning_id")
-
-    def __init__(self) -> None:
-        self.reasoning_id: str | None = None
-        self.message_id: str | None = None
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    @staticmethod
-    def _omit_null(obj: Any, field: str, path: _Path, out: _Findings, what: str) -> Any:
-        if type(obj) is not dict or field not in obj or obj[field] is not None:
-            return obj
-        out.add("legacy-null", (path, field), f"read `{what}.{field}: null` as absent")
-        return {k: v for k, v in obj.items() if k != field}
-
-    @staticmethod
-    def _map_array(obj: Any, field: str, fn: Callable[[Any, _Path], Any], path: _Path) -> Any:
-        if type(obj) is not dict or type(obj.get(field)) is not list:
-            return obj
-        original = obj[field]
-        entries = [fn(entry, ((path, field), i)) for i, entry in enumerate(original)]
-        if all(a is b for a, b in zip(entries, original, strict=True)):
-            return obj
-        return {**obj, field: entries}
-
-    def _media_nulls(self, message: Any, path: _Path, out: _Findings) -> Any:
-        def part_fn(part: Any, where: _Path) -> Any:
-            if type(part) is dict and part.get("type") in _MEDIA_PARTS:
-                return self._omit_null(part, "metadata", where, out, f"{part['type']} content part")
-            return part
-
-        return self._map_array(message, "content", part_fn, path)
-
-    def _binary_parts(self, message: Any, path: _Path, out: _Findings) -> Any:
-        if type(message) is not dict or type(message.get("content")) is not list:
-            return message
-        content = message["content"]
-        if not any(type(p) is dict and p.get("type") == "binary" for p in content):
-            return message
-        upgraded: list[Any] = []
-        for i, part in enumerate(content):
-            if not _is_legacy_binary(part):
-                upgraded.append(part)
-                continue
-            where = (((path, "content")), i)
-            mime = part["mimeType"]
-            if _js_truthy(part.get("data")):
-                source = {"type": "data", "value": part.get("data"), "mimeType": mime}
-            elif _js_truthy(part.get("url")):
-                source = {"type": "url", "value": part.get("url"), "mimeType": mime}
-            else:
-                out.add(
-                    "legacy-shape",
-                    where,
-                    "a legacy `binary` content part with neither `data` nor `url` cannot be "
-                    "converted to a media part",
-                )
-                upgraded.append(part)
-                continue
-            converted: dict[str, Any] = {"type": _content_type_for(mime), "source": source}
-            filename = part.get("filename")
-            if _js_truthy(filename):
-                converted["metadata"] = {"filename": filename}
-            if any(_matches_modern(other, converted, filename) for other in content):
-                out.add(
-                    "legacy-shape",
-                    where,
-                    "removed a legacy `binary` content part that duplicates a media part",
-                )
-                continue
-            out.add(
-                "legacy-shape",
-                where,
-                f"converted a legacy `binary` content part to an `{converted['type']}` media part"
-                if converted["type"] in ("image", "audio")
-                else f"converted a legacy `binary` content part to a `{converted['type']}` media part",
-            )
-            upgraded.append(converted)
-        return {**message, "content": upgraded}
-
-    def _inbound_message(self, message: Any, path: _Path, out: _Findings) -> Any:
-        return self._binary_parts(self._media_nulls(message, path, out), path, out)
-
-    def _mint(self, established: str | None, what: str, out: _Findings) -> str:
-        if established is not None:
-            return established
-        minted = str(uuid.uuid4())
-        out.add(
-            "legacy-shape",
-            (None, "messageId"),
-            f"minted messageId {minted!r} for {what}: no THINKING opener preceded it "
-            "(the id is the decoder's invention; verification will reject it)",
-        )
-        return minted
-
-    # -- the boundary ------------------------------------------------------------------------
-
-    def apply(self, event: dict[str, Any], etype: str, out: _Findings) -> dict[str, Any]:
-        """Translate legacy shapes; ``event`` is the caller's own shallow copy (edited in place)."""
-        if "rawEvent" in event and event["rawEvent"] is None:
-            out.add("legacy-null", (None, "rawEvent"), f"read `{etype}.rawEvent: null` as absent")
-            del event["rawEvent"]
-        if (
-            etype in ("RUN_FINISHED", "SUBAGENT_FINISHED")
-            and "result" in event
-            and event["result"] is None
-        ):
-            out.add("legacy-null", (None, "result"), f"read `{etype}.result: null` as absent")
-            del event["result"]
-        if etype in _THINKING:
-            return self._thinking(event, etype, out)
-        if etype in ("TOOL_CALL_START", "TOOL_CALL_CHUNK"):
-            if "parentMessageId" in event and event["parentMessageId"] is None:
-                out.add(
-                    "legacy-null",
-                    (None, "parentMessageId"),
-                    f"read `{etype}.parentMessageId: null` as absent",
-                )
-                del event["parentMessageId"]
-        elif etype == "RUN_FINISHED":
-            if "outcome" in event and event["outcome"] is None:
-                out.add(
-                    "legacy-null", (None, "outcome"), "read `RUN_FINISHED.outcome: null` as absent"
-                )
-                del event["outcome"]
-        elif etype == "MESSAGES_SNAPSHOT":
-            event.update(
-                self._map_array(
-                    event,
-                    "messages",
-                    lambda m, where: self._inbound_message(m, where, out),
-                    None,
-                )
-            )
-        elif etype == "RUN_STARTED" and "input" in event:
-            event["input"] = self._run_input(event["input"], (None, "input"), out)
-        return event
-
-    def _run_input(self, value: Any, path: _Path, out: _Findings) -> Any:
-        value = self._omit_null(value, "forwardedProps", path, out, "RunAgentInput")
-        value = self._map_array(
-            value,
-            "tools",
-            lambda tool, where: self._omit_null(tool, "parameters", where, out, "Tool"),
-            path,
-        )
-        value = self._map_array(
-            value,
-            "resume",
-            lambda entry, where: self._omit_null(entry, "payload", where, out, "ResumeEntry"),
-            path,
-        )
-        value = self._map_array(
-            value, "messages", lambda m, where: self._media_nulls(m, where, out), path
-        )
-        return self._map_array(
-            value, "messages", lambda m, where: self._binary_parts(m, where, out), path
-        )
-
-    def _thinking(self, event: dict[str, Any], etype: str, out: _Findings) -> dict[str, Any]:
-        if etype == "THINKING_START":
-            self.reasoning_id = str(uuid.uuid4())
-            out.add("legacy-shape", (None, "type"), "translated THINKING_START to REASONING_START")
-            if "title" in event:
-                title = event.pop("title")
-                out.add(
-                    "legacy-shape",
-                    (None, "title"),
-                    f"dropped THINKING_START.title {_show(title)}: REASONING_START has no title",
-                )
-            event["type"] = "REASONING_START"
-            event["messageId"] = self.reasoning_id
-        elif etype == "THINKING_TEXT_MESSAGE_START":
-            self.message_id = str(uuid.uuid4())
-            out.add(
-                "legacy-shape",
-                (None, "type"),
-                "translated THINKING_TEXT_MESSAGE_START to REASONING_MESSAGE_START",
-            )
-            event["type"] = "REASONING_MESSAGE_START"
-            event["messageId"] = self.message_id
-            event["role"] = "reasoning"
-        elif etype == "THINKING_TEXT_MESSAGE_CONTENT":
-            out.add(
-                "legacy-shape",
-                (None, "type"),
-                "translated THINKING_TEXT_MESSAGE_CONTENT to REASONING_MESSAGE_CONTENT",
-            )
-            event["type"] = "REASONING_MESSAGE_CONTENT"
-            event["messageId"] = self._mint(self.message_id, etype, out)
-        elif etype == "THINKING_TEXT_MESSAGE_END":
-            event["messageId"] = self._mint(self.message_id, etype, out)
-            self.message_id = None
-            out.add(
-                "legacy-shape",
-                (None, "type"),
-                "translated THINKING_TEXT_MESSAGE_END to REASONING_MESSAGE_END",
-            )
-            event["type"] = "REASONING_MESSAGE_END"
-        else:  # THINKING_END
-            event["messageId"] = self._mint(self.reasoning_id, etype, out)
-            self.reasoning_id = None
-            out.add("legacy-shape", (None, "type"), "translated THINKING_END to REASONING_END")
-            event["type"] = "REASONING_END"
-        return event
 
 
 # ---------------------------------------------------------------------------------------------
@@ -755,6 +122,31 @@ def _not_an_object(value: Any) -> DecodeError:
     return DecodeError(f"the frame is not a JSON object (it is {what})", path="$")
 
 
+def _nesting_error(data: Any) -> DecodeError:
+    """The error for text :func:`~agui_meta._fastdecode.too_deep` refused, with the top-level member holding it."""
+    depth = 0
+    key: str | None = None
+    data = as_bytes(data)
+    for m in _JSON_TOKEN.finditer(data):
+        if m.group(1) is not None:
+            if depth == 1 and m.group(2):
+                try:
+                    key = msgspec.json.decode(m.group(1))
+                except msgspec.DecodeError:
+                    key = None
+            continue
+        if data[m.start()] in b"[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                break
+        else:
+            depth -= 1
+    return DecodeError(
+        f"a value is nested more than {MAX_NESTING} levels deep (the event object is level 1)",
+        path="$" if key is None else json_path(key),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The decoder
 
@@ -792,7 +184,7 @@ class EventDecoder:
 
     def __init__(self, *, mode: Mode = "default", on_report: ReportHandler | None = None) -> None:
         self._ctx = Context(mode, on_report)
-        self._compat = _Compat()
+        self._compat = Compat()
 
     @property
     def context(self) -> Context:
@@ -801,15 +193,13 @@ class EventDecoder:
 
     def reset(self) -> None:
         """Start a new stream: forget the ``THINKING_*`` translation state."""
-        self._compat = _Compat()
+        self._compat = Compat()
 
     def decode(self, data: Any, ctx: Context | None = None) -> Event | None:
         """Decode one event; ``None`` when it is dropped. See the class docstring."""
         if type(data) is bytes:
-            try:
-                return _typed_decode(data)
-            except _MsgspecError:
-                return self._slow(data, ctx, None)
+            event = fast_decode(data)
+            return self._slow(data, ctx, None) if event is None else event
         return self._other(data, ctx)
 
     def decode_iter(self, items: Iterable[Any]) -> Iterator[Event]:
@@ -836,18 +226,17 @@ class EventDecoder:
         if type(data) is Frame or (not isinstance(data, (bytes, str, dict)) and _is_frame(data)):
             buf = data.data
             try:
-                return _typed_decode(buf)
-            except _MsgspecError:
-                return self._slow(buf, ctx, data)
+                event = fast_decode(buf)
             except TypeError:  # not a buffer
                 return self._slow(_BadInput(buf, "frame data"), ctx, data)
+            return self._slow(buf, ctx, data) if event is None else event
         if type(data) is dict:
             etype = data.get("type")
             cls = EVENT_TYPES.get(etype) if type(etype) is str else None
             if cls is not None:
                 try:
                     return msgspec.convert(data, cls)
-                except _MsgspecError:
+                except MSGSPEC_ERRORS:
                     pass
             return self._slow(data, ctx, None)
         if isinstance(data, Event):
@@ -856,26 +245,20 @@ class EventDecoder:
                 encoded = _ENCODE(data)
             except (TypeError, ValueError, OverflowError, RecursionError) as exc:
                 return self._slow(_BadInput(exc, "event"), ctx, None)
-            try:
-                _typed_decode(encoded)
-            except _MsgspecError:
+            if fast_decode(encoded) is None:
                 return self._slow(encoded, ctx, None)
             return data
         if isinstance(data, (str, bytes, bytearray, memoryview)):
-            try:
-                return _typed_decode(data)
-            except _MsgspecError:
-                return self._slow(data, ctx, None)
+            event = fast_decode(data)
+            return self._slow(data, ctx, None) if event is None else event
         dump = getattr(data, "model_dump_json", None)
         if callable(dump):  # an ag_ui.core (pydantic) model: through its wire JSON
             try:
                 text = dump(by_alias=True)
             except (ValueError, TypeError, RecursionError) as exc:  # pydantic's are ValueErrors
                 return self._slow(_BadInput(exc, "model"), ctx, None)
-            try:
-                return _typed_decode(text)
-            except _MsgspecError:
-                return self._slow(text, ctx, None)
+            event = fast_decode(text)
+            return self._slow(text, ctx, None) if event is None else event
         return self._slow(data, ctx, None)
 
     def _slow(self, data: Any, ctx: Context | None, frame: Any) -> Event | None:
@@ -903,11 +286,11 @@ class EventDecoder:
             data.fail()
         framed = isinstance(data, (bytes, str, bytearray, memoryview))
         if framed:
-            if len(data) > _DEEP_FROM and _too_deep(data):
+            if len(data) > DEEP_FROM and too_deep(data):
                 raise _nesting_error(data)
             try:
                 value = _GENERIC_DECODE(data)
-            except _MsgspecError as exc:
+            except MSGSPEC_ERRORS as exc:
                 if getattr(frame, "final_unterminated", False):
                     raise FramingError(
                         f"the stream was truncated inside its last frame (invalid JSON: {exc})"
@@ -923,22 +306,22 @@ class EventDecoder:
             # The reference's transport rejects such a frame; in-memory events (dicts) reach
             # enforcement, which drops what it does not recognise.
             raise DecodeError("the frame carries no event type", path="$.type")
-        out = _Findings()
+        out = Findings()
         event = self._compat.apply(dict(value), etype if isinstance(etype, str) else "", out)
-        node = _EVENT_NODES.get(event["type"]) if typed else None
+        node = EVENT_NODES.get(event["type"]) if typed else None
         if node is None:
             etype = event.get("type")
             out.add(
                 "unknown-event-type",
                 (None, "type"),
-                f"dropped an event of unknown type {_show(etype)}"
+                f"dropped an event of unknown type {show(etype)}"
                 if typed
-                else f"dropped an event without a string type (`type` is {_show(etype)})",
+                else f"dropped an event without a string type (`type` is {show(etype)})",
             )
-            self._deliver(ctx, out, etype if isinstance(etype, str) else _show(etype), index, frame)
+            self._deliver(ctx, out, etype if isinstance(etype, str) else show(etype), index, frame)
             return None
         etype = event["type"]
-        stripped = _walk_obj(event, node, None, out)
+        stripped = walk_obj(event, node, None, out)
         self._deliver(ctx, out, etype, index, frame)
         try:
             result: Event = msgspec.convert(stripped, EVENT_TYPES[etype])
@@ -947,19 +330,19 @@ class EventDecoder:
         return result
 
     @staticmethod
-    def _deliver(ctx: Context, out: _Findings, etype: str, index: int | None, frame: Any) -> None:
+    def _deliver(ctx: Context, out: Findings, etype: str, index: int | None, frame: Any) -> None:
         offset = getattr(frame, "offset", None)
         line = getattr(frame, "line", None)
         for code, path, message in out.items:
             ctx.deliver(
                 Report(
                     code=code,
-                    message=f"{message} on {etype}" if code in _STRIP_CODES else message,
+                    message=f"{message} on {etype}" if code in STRIP_CODES else message,
                     severity="warning",
                     index=index,
                     offset=offset,
                     line=line,
-                    path=_render(path),
+                    path=render(path),
                     event_type=etype,
                 )
             )
@@ -998,19 +381,13 @@ def decode_event(data: Any) -> Event | None:
     TextMessageEndEvent(timestamp=UNSET, raw_event=UNSET, metadata=UNSET, subagent_run_id=UNSET, message_id='m')
     """
     if type(data) is bytes:
-        try:
-            return _typed_decode(data)
-        except _MsgspecError:
-            pass
+        event = fast_decode(data)
+        if event is not None:
+            return event
     return EventDecoder()._other(data, None)
 
 
 _MESSAGE_DECODE: Final = msgspec.json.Decoder(Message).decode
-_MESSAGE_NODE: Final = _build(mi.type_info(Message))
-_MESSAGE_TYPES: Final[dict[str, type[Any]]] = {
-    str(t.tag): t.cls
-    for t in mi.type_info(Message).types  # type: ignore[attr-defined]
-}
 
 
 def decode_message(data: Any) -> Message:
@@ -1026,25 +403,25 @@ def decode_message(data: Any) -> Message:
     UserMessage(id='m', subagent_run_id=UNSET, metadata=UNSET, content='hi', name=UNSET, encrypted_value=UNSET)
     """
     if isinstance(data, (bytes, str)):
-        if len(data) > _DEEP_FROM and _too_deep(data):
+        if len(data) > DEEP_FROM and too_deep(data):
             raise _nesting_error(data)
         try:
             return _MESSAGE_DECODE(data)
-        except _MsgspecError:
+        except MSGSPEC_ERRORS:
             pass
         try:
             value = _GENERIC_DECODE(data)
-        except _MsgspecError as exc:
+        except MSGSPEC_ERRORS as exc:
             raise DecodeError(f"invalid JSON: {exc}") from exc
     else:
         value = data
     if type(value) is not dict:
         raise DecodeError("a message must be a JSON object", path="$")
-    out = _Findings()
-    value = _Compat()._inbound_message(value, None, out)
-    assert _MESSAGE_NODE is not None
-    stripped = _walk(value, _MESSAGE_NODE, None, out)
-    if stripped is _DROP:
+    out = Findings()
+    value = Compat().inbound_message(value, None, out)
+    assert MESSAGE_NODE is not None
+    stripped = walk(value, MESSAGE_NODE, None, out)
+    if stripped is DROP:
         raise DecodeError(f"not a message: {out.drop_reason}", path="$.role")
     EventDecoder._deliver(Context(), out, "a message", None, None)
     try:
@@ -1080,29 +457,17 @@ class Enforce(Transducer[Any, Event]):
     def feed(self, item: Any) -> None:
         event: Event | None
         if type(item) is Frame:
-            data = item.data
-            try:
-                event = _TYPED_DECODE(data)
-            except _MsgspecError:
-                event = self._slow(data, self.ctx, item)
-                if event is None:
-                    return
-            else:
-                if len(data) > _DEEP_FROM and _may_nest(event) and _too_deep(data):
-                    self._slow(data, self.ctx, item)  # raises the error, with where
-                    return
+            event = fast_decode(item.data)
+            if event is None:
+                event = self._slow(item.data, self.ctx, item)
         elif type(item) is bytes:
-            try:
-                event = _typed_decode(item)
-            except _MsgspecError:
+            event = fast_decode(item)
+            if event is None:
                 event = self._slow(item, self.ctx, None)
-                if event is None:
-                    return
         else:
             event = self._other(item, self.ctx)
-            if event is None:
-                return
-        self.emit(event)
+        if event is not None:
+            self.emit(event)
 
 
 def enforce() -> Enforce:

@@ -40,7 +40,7 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from itertools import accumulate, repeat
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
 import msgspec
@@ -256,7 +256,8 @@ class SSEDecoder(_LineDecoder):
             max_frame_size=max_frame_size, unterminated=unterminated, invalid_utf8=invalid_utf8
         )
         self._bad: FramingError | None = None  # the event's first non-UTF-8 line (tolerant)
-        #: The reconnection time in milliseconds set by the last valid ``retry`` field.
+        #: The reconnection time in milliseconds set by the last valid ``retry`` field
+        #: (saturated at :data:`RETRY_MAX`).
         self.retry: int | None = None
         #: The last event ID as of the last dispatch (blank line); ``""`` when none.
         self.last_event_id = ""
@@ -545,7 +546,7 @@ class SSEDecoder(_LineDecoder):
                             if b"\0" not in value:
                                 last_id = value.decode() or None
                         elif name == b"retry" and value.isdigit():
-                            self.retry = int(value)
+                            self.retry = _retry_ms(value)
                     except UnicodeDecodeError as exc:
                         what = "SSE event type" if name == b"event" else "SSE event id"
                         if not self._tolerant:
@@ -702,6 +703,17 @@ class JsonLinesDecoder(_LineDecoder):
 
 
 _SSE_FIELDS = (b"data", b"event", b"id", b"retry")
+
+#: The largest reconnection time kept exactly (ms, about 31.7 million years); a longer
+#: ``retry`` value saturates to it. ``int()`` of producer text is never given more digits than
+#: this, so the interpreter's int-string limit (4,300 digits) can never be reached.
+RETRY_MAX: Final = 10**18 - 1
+
+
+def _retry_ms(digits: bytes) -> int:
+    """An SSE ``retry`` value (ASCII digits, any length), saturated at :data:`RETRY_MAX`."""
+    digits = digits.lstrip(b"0") or b"0"
+    return int(digits) if len(digits) <= 18 else RETRY_MAX
 
 
 def _sniff(buf: bytes, begin: int) -> tuple[Format | None, int]:

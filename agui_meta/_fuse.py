@@ -25,8 +25,9 @@ from msgspec import UNSET
 
 from ._accumulate import Accumulate
 from ._chunks import ExpandChunks
-from ._decode import _DEEP_FROM, _TYPED_DECODE, Enforce, _may_nest, _MsgspecError, _too_deep
+from ._decode import Enforce
 from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, ToolCallArgsEvent
+from ._fastdecode import fast_decode
 from ._framing import Frame
 from ._ledger import Ledger
 from ._stage import Transducer
@@ -85,25 +86,20 @@ def _fused(
         ToolCallArgsEvent: (verify._tool_calls, accumulate._tool_args),
     }
     get_plan = plan.get
-    decode = _TYPED_DECODE
+    decode = fast_decode
 
     def feed(item: Any) -> None:
-        # Enforce.feed's fast path, inlined (a call less per event); anything it does not take
-        # goes to Enforce.feed itself, which decodes again on its own path and says why.
+        # Enforce.feed's fast path; anything it does not take goes to Enforce.feed itself,
+        # which decodes again on its own path and says what is wrong, and where.
         if type(item) is Frame:
-            data = item.data
+            event: Any = decode(item.data)
         elif type(item) is bytes:
-            data = item
+            event = decode(item)
         else:
             slow_frame(item)
             return
-        try:
-            event: Any = decode(data)
-        except _MsgspecError:
-            slow_frame(item)  # the slow decoding path says what is wrong, and where
-            return
-        if len(data) > _DEEP_FROM and _may_nest(event) and _too_deep(data):
-            slow_frame(item)  # refused, with where
+        if event is None:
+            slow_frame(item)
             return
         cls = type(event)
         entry = get_plan(cls)

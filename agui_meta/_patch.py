@@ -36,11 +36,14 @@ from a missing path (it leaves the document ``undefined``) and a ``move``/``copy
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
-from ._metadata import copy_json
+__all__ = ["DOCUMENT_DEPTH", "PatchError", "apply_patch", "js_equal"]
 
-__all__ = ["PatchError", "apply_patch", "js_equal"]
+#: The most levels of containers a patched document may hold: a snapshot's value sits at level 2
+#: of its event (``{"type": …, "snapshot": {…}}``), and an event may nest
+#: :data:`~agui_meta.MAX_NESTING` (128) levels.
+DOCUMENT_DEPTH: Final = 127
 
 
 class PatchError(Exception):
@@ -109,6 +112,17 @@ def _canonical_index(key: str) -> bool:
     return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0")
 
 
+#: More digits than any length a Python container can have: such an index is past the end.
+#: (Checked before ``int()``, whose conversion of producer text longer than the interpreter's
+#: int-string limit, 4,300 digits by default, raises ``ValueError``.)
+_MAX_INDEX_DIGITS = 19
+
+
+def _within(key: str, length: int) -> bool:
+    """Whether the canonical index ``key`` is below ``length``, for a key of any length."""
+    return len(key) < _MAX_INDEX_DIGITS and int(key) < length
+
+
 def _lookup(obj: Any, key: str) -> Any:
     """``obj[key]`` with JavaScript's property semantics (key is a string)."""
     if isinstance(obj, dict):
@@ -116,7 +130,7 @@ def _lookup(obj: Any, key: str) -> Any:
             return obj[key]
         return _FUNCTION if key in _INHERITED else _UNDEFINED
     if isinstance(obj, list):
-        if _canonical_index(key) and int(key) < len(obj):
+        if _canonical_index(key) and _within(key, len(obj)):
             return obj[int(key)]
         if key == "length":
             return len(obj)
@@ -124,7 +138,7 @@ def _lookup(obj: Any, key: str) -> Any:
     if obj is None:
         raise TypeError(f"Cannot read properties of null (reading '{key}')")
     if isinstance(obj, str):
-        if _canonical_index(key) and int(key) < len(obj):
+        if _canonical_index(key) and _within(key, len(obj)):
             return obj[int(key)]
         if key == "length":
             return len(obj)
@@ -164,19 +178,75 @@ def _unescape(key: str) -> str:
     return key.replace("~1", "/").replace("~0", "~") if "~" in key else key
 
 
+class _TooDeep(Exception):
+    """A value would take the document past its depth limit."""
+
+
+def _copy_within(value: Any, budget: int) -> Any:
+    """:func:`copy_json` of ``value``, refusing one more than ``budget`` containers deep."""
+    if isinstance(value, dict):
+        if budget <= 0:
+            raise _TooDeep
+        budget -= 1
+        return {
+            k: _copy_within(v, budget) if isinstance(v, (dict, list)) else v
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        if budget <= 0:
+            raise _TooDeep
+        budget -= 1
+        return [_copy_within(v, budget) if isinstance(v, (dict, list)) else v for v in value]
+    return value
+
+
+def _check_within(value: Any, budget: int) -> None:
+    """Raise :class:`_TooDeep` if ``value`` nests more than ``budget`` containers deep."""
+    if isinstance(value, (dict, list)):
+        if budget <= 0:
+            raise _TooDeep
+        budget -= 1
+        for v in value.values() if isinstance(value, dict) else value:
+            if isinstance(v, (dict, list)):
+                _check_within(v, budget)
+
+
+def _segments(path: str) -> int:
+    """How many levels below the root a JSON Pointer points (``""`` is the root: 0)."""
+    return path.count("/")
+
+
 class _Patcher:
-    """Applies operations to ``root``, copying each container it mutates once (copy on write)."""
+    """Applies operations to ``root``, copying each container it mutates once (copy on write).
 
-    __slots__ = ("fresh", "index", "root")
+    ``limit`` is the most levels of containers the document may hold (the root container is
+    level 1); a value that would take it deeper fails its operation (``TOO_DEEP``).
+    """
 
-    def __init__(self, root: Any) -> None:
+    __slots__ = ("fresh", "index", "limit", "root")
+
+    def __init__(self, root: Any, limit: int) -> None:
         self.root = root
         self.index = 0
+        self.limit = limit
         # Containers created during this patch, by id (kept alive here, so ids stay unique).
         self.fresh: dict[int, Any] = {}
 
     def _fail(self, message: str, name: str) -> PatchError:
         return PatchError(message, name, self.index)
+
+    def _too_deep(self) -> PatchError:
+        return self._fail(
+            f"the operation would nest the document more than {self.limit} levels deep",
+            "TOO_DEEP",
+        )
+
+    def _value(self, op: Mapping[str, Any]) -> Any:
+        """A copy of ``op["value"]``, to be placed at ``op["path"]`` within the depth limit."""
+        try:
+            return _copy_within(op["value"], self.limit - _segments(op["path"]))
+        except _TooDeep:
+            raise self._too_deep() from None
 
     def _own(self, obj: Any, parent: Any, key: Any) -> Any:
         """A private copy of container ``obj`` (found at ``parent[key]``), linked into the tree."""
@@ -263,7 +333,7 @@ class _Patcher:
 
     def _apply_root(self, op: Mapping[str, Any], kind: str) -> None:
         if kind in ("add", "replace"):
-            self.root = copy_json(op["value"])
+            self.root = self._value(op)
         elif kind in ("move", "copy"):
             value = self._walk({"op": "_get", "path": op["from"]}, validate=False)
             if isinstance(value, (_Undefined, _Function)):
@@ -355,7 +425,7 @@ class _Patcher:
         if kind == "remove":
             obj.pop(key, None)
         else:  # add, replace
-            obj[key] = copy_json(op["value"]) if "value" in op else op.get("_moved")
+            obj[key] = self._value(op) if "value" in op else op.get("_moved")
         return None
 
     def _leaf_array(self, op: Mapping[str, Any], kind: str, arr: list[Any], key: Any) -> Any:
@@ -372,39 +442,56 @@ class _Patcher:
                 raise self._fail("Test operation failed", "TEST_OPERATION_FAILED")
             return None
         if kind == "add":
-            value = copy_json(op["value"]) if "value" in op else op.get("_moved")
+            value = self._value(op) if "value" in op else op.get("_moved")
             arr.insert(_splice_index(key, len(arr)), value)
         elif kind == "remove":
             start = _splice_index(key, len(arr))
             if start < len(arr):
                 del arr[start]
         elif inside:  # replace (validation guarantees the element exists)
-            arr[key] = copy_json(op["value"])
+            arr[key] = self._value(op)
         return None
 
     def _move_or_copy(self, op: Mapping[str, Any], kind: str) -> None:
         source: str = op["from"]
+        budget = self.limit - _segments(op["path"])
         if kind == "copy":
-            value = copy_json(self._walk({"op": "_get", "path": source}, validate=False))
+            value = self._walk({"op": "_get", "path": source}, validate=False)
+            try:
+                value = _copy_within(value, budget)
+            except _TooDeep:
+                raise self._too_deep() from None
         else:
             value = self._walk({"op": "_get", "path": source}, validate=False)
+            if _segments(op["path"]) > _segments(source):  # moved deeper: check its height
+                try:
+                    _check_within(value, budget)
+                except _TooDeep:
+                    raise self._too_deep() from None
             self._walk({"op": "remove", "path": source}, validate=False)
         if isinstance(value, (_Undefined, _Function)):
             raise self._fail("Cannot move or copy a missing value", "OPERATION_FROM_MISSING")
         self._walk({"op": "add", "path": op["path"], "_moved": value}, validate=False)
 
 
-def apply_patch(document: Any, operations: Sequence[Any]) -> Any:
+def apply_patch(
+    document: Any, operations: Sequence[Any], *, max_depth: int = DOCUMENT_DEPTH
+) -> Any:
     """Apply RFC 6902 ``operations`` to ``document`` all-or-nothing; return the new document.
 
     ``document`` is never modified: the result shares every container the patch did not touch.
     Values taken from the operations are copied, so the result does not alias the patch.
 
+    :param max_depth: the most levels of containers the result may hold (the document's own
+        container is level 1). The default, :data:`DOCUMENT_DEPTH`, is what a snapshot event
+        can carry, so a patched state or activity content can always be sent, encoded, copied
+        and printed again.
     :raises PatchError: an operation failed validation or a ``test`` failed (the reference
-        client warns and keeps the old document), or its values are nested too deeply for
-        Python's stack (``TOO_DEEP``; the reference would run out of stack too, much deeper).
+        client warns and keeps the old document), or it would nest the document more than
+        ``max_depth`` levels deep (``TOO_DEEP``: an agui-meta limit; the reference goes on
+        until it runs out of stack, much deeper).
     """
-    patcher = _Patcher(document)
+    patcher = _Patcher(document, max_depth)
     for index, op in enumerate(operations):
         try:
             patcher.apply(op, index)

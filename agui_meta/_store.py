@@ -38,28 +38,10 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._events import Interrupt, Message
+from ._js import js_string
 from ._metadata import copy_json
 
 __all__ = ["ItemStore", "MessageItem", "Store", "ToolCallItem"]
-
-
-def _js_string(value: Any) -> str:
-    """JavaScript's ``String(value)`` for the values string concatenation meets in practice."""
-    if isinstance(value, str):
-        return value
-    if value is UNSET:
-        return "undefined"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, list):
-        return ",".join("" if v is None else _js_string(v) for v in value)
-    return "[object Object]"
 
 
 class ToolCallItem:
@@ -146,7 +128,7 @@ class ToolCallItem:
     def append_arguments(self, delta: str) -> None:
         """Append an arguments delta (O(1); joined when :attr:`arguments` is read)."""
         if not self._arg_parts and type(self._args) is not str:
-            self._args = _js_string(self._args)
+            self._args = js_string(self._args)
         self._arg_parts.append(delta)
 
     @property

@@ -7,6 +7,7 @@ streams' own events (usage, run metadata) and from the defects planted in ``brok
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agui_meta._cli import build_parser, main
+from agui_meta.cli import build_parser, commands, main
 from tests import example_streams
 from tests.example_streams import STREAMS
 from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
@@ -524,7 +525,7 @@ def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> N
     assert "usage: agui-meta" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["replay", "validate", "apply"])
+@pytest.mark.parametrize("command", sorted(commands()))
 def test_help_shows_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
@@ -532,7 +533,30 @@ def test_help_shows_an_example(command: str, capsys: pytest.CaptureFixture[str])
     text = capsys.readouterr().out
     assert "example" in text and f"\n  agui-meta {command} " in text
     overview = build_parser().format_help()
-    assert "examples:" in overview and f"\n  agui-meta {command} " in overview
+    assert "examples:" in overview and f"\n    {command} " in overview
+
+
+def test_every_public_module_of_the_cli_package_is_the_command_of_its_name() -> None:
+    import agui_meta.cli
+
+    found = commands()
+    assert {"apply", "replay", "validate"} <= set(found)
+    parser = build_parser()
+    for name, module in found.items():
+        assert module is sys.modules[f"agui_meta.cli.{name.replace('-', '_')}"]
+        assert callable(module.add_parser) and callable(module.run)
+        args = parser.parse_args([name, *_minimal_args(name)])
+        assert args.command == name and args.run is module.run
+    assert not any(name.startswith("_") for name in found)
+    assert agui_meta.cli.main is main
+
+
+def _minimal_args(name: str) -> list[str]:
+    """Arguments that parse for a command (its positionals filled with '-')."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = sub.choices[name]
+    return ["-" for a in command._actions if not a.option_strings and a.required]
 
 
 def test_apply_still_works(tmp_path: Path, oracle: OracleServer) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agui_meta._cli import build_parser, main
+from agui_meta.cli import build_parser, main
 from tests.oracle import REPO_ROOT
 
 RUN = {"threadId": "t", "runId": "r"}

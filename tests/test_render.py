@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_meta import Report, VerifyError
-from agui_meta._render import (
+from agui_meta.cli._render import (
     Style,
     compact_json,
     format_report,

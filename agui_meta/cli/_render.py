@@ -13,9 +13,9 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from ._exceptions import Report
-from ._ledger import RunCancelled, RunInterrupted, RunRecord, RunSuccess
-from ._store import ItemStore, MessageItem, ToolCallItem
+from .._exceptions import Report
+from .._ledger import RunCancelled, RunInterrupted, RunRecord, RunSuccess
+from .._store import ItemStore, MessageItem, ToolCallItem
 
 __all__ = [
     "Style",

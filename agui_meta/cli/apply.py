@@ -1,15 +1,8 @@
-"""The command line: ``python -m agui_meta <command> …`` (also installed as ``agui-meta``).
+"""``agui-meta apply CASES.jsonl``: conformance cases through the default pipeline.
 
-Each command is a pair of functions registered in :data:`COMMANDS`: one adds its sub-parser
-and arguments, the other runs it with the parsed namespace and returns the exit status. Add a
-command by writing the two and adding an entry.
-
-- ``replay FILE|-``: show a recorded stream as a conversation, with every item's metadata and
-  the run ledger (see :mod:`agui_meta._replay`);
-- ``validate FILE|-``: list every problem of a recorded stream with its location;
-- ``apply CASES.jsonl [--no-verify]``: run conformance cases (the reference oracle's format)
-  through the default pipeline and print one result line per case (see
-  :mod:`agui_meta._conformance`).
+Each case (the reference oracle's format, see :mod:`agui_meta._conformance`) gives one result
+line, ``{name, messages, state}`` or ``{name, error}``: the same lines as the official client
+gives through ``../shared/oracle/apply.cjs``.
 """
 
 from __future__ import annotations
@@ -18,14 +11,15 @@ import argparse
 import json
 import sys
 import traceback
-from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import msgspec
 
-from ._replay import add_replay, add_validate, run_replay, run_validate
+from .._conformance import run_case
+from .._exceptions import Report
+from ._command import Commands
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["add_parser", "run"]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -36,7 +30,7 @@ def _open_input(path: str) -> IO[str]:
     return open(path, encoding="utf-8")
 
 
-def _add_apply(commands: Any) -> argparse.ArgumentParser:
+def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = commands.add_parser(
         "apply",
         help="run conformance cases through the default pipeline",
@@ -65,10 +59,7 @@ def _add_apply(commands: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _run_apply(args: argparse.Namespace) -> int:
-    from ._conformance import run_case
-    from ._exceptions import Report
-
+def run(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     status = 0
     with _open_input(args.cases) as lines:
@@ -100,48 +91,4 @@ def _run_apply(args: argparse.Namespace) -> int:
                 status = 1
             out.write(_encode(result) + b"\n")
     out.flush()
-    return status
-
-
-#: command name -> (add the sub-parser, run it)
-COMMANDS: dict[
-    str,
-    tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]],
-] = {
-    "apply": (_add_apply, _run_apply),
-    "replay": (add_replay, run_replay),
-    "validate": (add_validate, run_validate),
-}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every registered command."""
-    parser = argparse.ArgumentParser(
-        prog="agui-meta",
-        description="Consume AG-UI 1.0 event streams, with every item's metadata merged.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "examples:\n"
-            "  agui-meta replay examples/streams/travel.sse\n"
-            "  agui-meta validate examples/streams/broken.jsonl\n"
-            "  agui-meta apply tests/golden/cases.jsonl\n\n"
-            "'agui-meta COMMAND --help' tells more about each command."
-        ),
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (add, run) in COMMANDS.items():
-        add(commands).set_defaults(run=run, command=name)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    try:
-        status: int = args.run(args)
-    except BrokenPipeError:
-        return 1
-    except OSError as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
-        return 2
     return status

@@ -1,0 +1,105 @@
+"""The fast typed decode: one msgspec decode per valid event, and the nesting guard.
+
+Every path that turns JSON text into an :class:`~agui_meta.Event` tries :func:`fast_decode`
+first: one shared typed decoder (``Decoder(AnyEvent)``, unknown fields forbidden) and, for the
+rare text long enough to nest deeper than :data:`MAX_NESTING`, a bracket count. ``None`` means
+"not this way": the slow path in ``_decode`` then decodes the text again, applies the
+reference client's policy and says what is wrong, and where.
+
+>>> fast_decode(b'{"type":"TEXT_MESSAGE_END","messageId":"m"}').message_id
+'m'
+>>> fast_decode(b'{"type":"TEXT_MESSAGE_END","messageId":"m","extra":1}') is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import accumulate
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET
+
+from ._events import EVENT_TYPES, AnyEvent, Event
+
+__all__ = [
+    "DEEP_FROM",
+    "MAX_NESTING",
+    "MSGSPEC_ERRORS",
+    "as_bytes",
+    "fast_decode",
+    "may_nest",
+    "too_deep",
+]
+
+_TYPED_DECODE: Final = msgspec.json.Decoder(AnyEvent).decode
+#: What a msgspec decode raises on bad input (ValidationError is a DecodeError); msgspec raises
+#: RecursionError for JSON nested deeper than it recurses.
+MSGSPEC_ERRORS: Final = (msgspec.DecodeError, RecursionError)
+
+#: The deepest nesting of objects and arrays JSON text may hold (the event object itself is
+#: level 1); deeper text is a DecodeError. msgspec's own limit is Python's recursion limit less
+#: the stack in use, so values just under it would decode and then break whatever recurses
+#: over them next (copying metadata into the store, comparing in a patch, the caller's own
+#: code). With this bound, everything that gets in can be copied, compared and encoded with
+#: stack to spare. (serde_json's default limit is the same 128.)
+MAX_NESTING: Final = 128
+#: Text shorter than this cannot nest deeper than MAX_NESTING: such frames cost no check.
+DEEP_FROM: Final = 2 * MAX_NESTING
+#: Events whose fields are all strings, apart from ``metadata`` and ``rawEvent``: without those
+#: two, nothing in them nests, however long the frame (the bulk of a stream: content deltas).
+_FLAT: Final = frozenset(
+    EVENT_TYPES[name]
+    for name in (
+        "TEXT_MESSAGE_CONTENT",
+        "TOOL_CALL_ARGS",
+        "REASONING_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CHUNK",
+        "TOOL_CALL_CHUNK",
+        "REASONING_MESSAGE_CHUNK",
+    )
+)
+_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS: Final = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEP: Final = tuple(1 if c in b"[{" else -1 if c in b"]}" else 0 for c in range(256))
+
+
+def as_bytes(data: Any) -> bytes:
+    """JSON text as bytes (``str`` encoded as UTF-8, lone surrogates kept for the error)."""
+    if type(data) is bytes:
+        return data
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+
+
+def too_deep(data: Any) -> bool:
+    """Whether JSON text nests objects and arrays deeper than MAX_NESTING (strings skipped).
+
+    Two byte counts for the common case (they cost about what decoding costs, hence
+    :func:`may_nest`); for text with more brackets than the limit, one regular-expression
+    pass that drops strings and a running sum over the brackets left.
+    """
+    data = as_bytes(data)
+    if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_NESTING
+
+
+def may_nest(event: Any) -> bool:
+    """Whether a decoded event has a field that can nest (not a string-only content event)."""
+    return type(event) not in _FLAT or event.metadata is not UNSET or event.raw_event is not UNSET
+
+
+def fast_decode(data: Any) -> Event | None:
+    """The event JSON text holds, if it is valid and nested within the limit; else ``None``.
+
+    ``data`` is ``bytes``, ``str`` or another buffer; anything else raises ``TypeError``.
+    """
+    try:
+        event: Event = _TYPED_DECODE(data)
+    except MSGSPEC_ERRORS:
+        return None
+    if len(data) > DEEP_FROM and may_nest(event) and too_deep(data):
+        return None
+    return event

@@ -1,0 +1,72 @@
+"""The command line: ``python -m agui_meta COMMAND …`` (also installed as ``agui-meta``).
+
+A client of the library like any other: each command runs the public pipeline and prints what
+it gives. One module per command, found by name — ``agui_meta/cli/replay.py`` is ``agui-meta
+replay`` (see :mod:`agui_meta.cli._command` for the two functions a command module defines):
+
+- ``replay FILE|-``: show a recorded stream as a conversation, with every item's metadata and
+  the run ledger (:mod:`agui_meta.cli.replay`);
+- ``validate FILE|-``: list every problem of a recorded stream with its location
+  (:mod:`agui_meta.cli.validate`);
+- ``apply CASES.jsonl [--no-verify]``: run conformance cases (the reference oracle's format)
+  through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`).
+
+Modules whose name starts with ``_`` are shared helpers, not commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+from typing import cast
+
+from ._command import Command
+
+__all__ = ["build_parser", "commands", "main"]
+
+
+def commands() -> dict[str, Command]:
+    """Every command: its name -> its module, in alphabetical order."""
+    found: dict[str, Command] = {}
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if module.name.startswith("_"):
+            continue
+        command = importlib.import_module(f"{__name__}.{module.name}")
+        found[module.name.replace("_", "-")] = cast(Command, command)
+    return found
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every command."""
+    parser = argparse.ArgumentParser(
+        prog="agui-meta",
+        description="Consume AG-UI 1.0 event streams, with every item's metadata merged.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  agui-meta replay examples/streams/travel.sse\n"
+            "  agui-meta validate examples/streams/broken.jsonl\n"
+            "  agui-meta apply tests/golden/cases.jsonl\n\n"
+            "'agui-meta COMMAND --help' tells more about each command."
+        ),
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, command in commands().items():
+        command.add_parser(subparsers).set_defaults(run=command.run, command=name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        status: int = args.run(args)
+    except BrokenPipeError:
+        return 1
+    except OSError as exc:
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    return status

@@ -1,0 +1,162 @@
+"""``agui-meta replay FILE|-``: show a recorded stream as a person reads it.
+
+The stream goes through the default pipeline (see :mod:`agui_meta.cli._stream`); the result is
+shown as the conversation, the state, the run ledger and the reports (``--json``: the same as
+data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from .._defaults import DefaultStages
+from .._exceptions import Report
+from .._stage import Mode
+from .._store import Store
+from ._command import Commands
+from ._render import Style, format_report, pretty_json, render_ledger, render_transcript
+from ._stream import InputError, StreamInput, add_stream_arguments, plural, run_stream, use_color
+
+__all__ = ["add_parser", "run"]
+
+_encode = msgspec.json.Encoder().encode
+
+#: Reports kept for the end of ``replay`` (more are counted, not kept).
+MAX_REPORTS = 10_000
+
+
+class _Reports:
+    """Reports in arrival order (the first :data:`MAX_REPORTS`), counted by severity."""
+
+    def __init__(self) -> None:
+        self.items: list[Report] = []
+        self.dropped = 0
+        self.counts = {"error": 0, "warning": 0, "info": 0}
+
+    def add(self, report: Report) -> None:
+        self.counts[report.severity] = self.counts.get(report.severity, 0) + 1
+        if len(self.items) < MAX_REPORTS:
+            self.items.append(report)
+        else:
+            self.dropped += 1
+
+
+def add_parser(commands: Commands) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "replay",
+        help="show a recorded stream as a conversation, with metadata and the run ledger",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Run a recorded AG-UI stream (SSE or JSON lines, detected) through the default\n"
+            "pipeline (decode, expand chunks, verify, accumulate, ledger) and show it: every\n"
+            "message by role with its merged metadata, tool calls with their arguments and\n"
+            "results, reasoning, activity, the final state, then the run ledger (outcome,\n"
+            "token usage, run metadata) and anything reported on the way.\n\n"
+            "Exit status: 0 on success; 1 when the stream has errors (in --keep-going mode:\n"
+            "when any error was reported); 2 when the input cannot be read."
+        ),
+        epilog=(
+            "examples:\n"
+            "  agui-meta replay examples/streams/travel.sse\n"
+            "  curl -sN -X POST http://localhost:8000/agent | agui-meta replay -\n"
+            "  agui-meta replay --json examples/streams/support.jsonl | jq '.ledger.runs[].usage'\n"
+            "  agui-meta replay --keep-going examples/streams/broken.jsonl"
+        ),
+    )
+    add_stream_arguments(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print {messages, state, ledger, reports} as JSON instead (messages in wire JSON)",
+    )
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="report each bad event and skip it, instead of stopping at the first",
+    )
+    modes.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first report, warnings included",
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
+    reports = _Reports()
+    try:
+        source, stages, error = run_stream(args, mode=mode, on_report=reports.add)
+    except InputError as exc:
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    if error is not None:
+        print(f"agui-meta: {format_report(args.file, error, Style(False))}", file=sys.stderr)
+        return 1
+    if args.json:
+        result = {
+            "messages": stages.store.messages_wire(),
+            "state": stages.store.state,
+            "ledger": msgspec.Raw(stages.ledger.to_json()),
+            "reports": [_report_json(r) for r in reports.items],
+        }
+        sys.stdout.buffer.write(_encode(result) + b"\n")
+        sys.stdout.buffer.flush()
+    else:
+        style = Style(use_color(args))
+        lines = list(_replay_lines(args.file, source, stages, reports, style))
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+    return 1 if reports.counts["error"] else 0
+
+
+def _report_json(report: Report) -> dict[str, Any]:
+    return {k: v for k, v in msgspec.to_builtins(report).items() if v is not None}
+
+
+def _section(title: str, style: Style) -> str:
+    return style.bold(f"--- {title} ---")
+
+
+def _replay_lines(
+    file: str, source: StreamInput, stages: DefaultStages[Store], reports: _Reports, style: Style
+) -> Iterator[str]:
+    store = stages.store
+    messages = len(store)
+    yield _section(f"conversation ({plural(messages, 'message')})", style)
+    if messages:
+        yield from render_transcript(store, style)
+    else:
+        yield style.dim("(no messages)")
+    if store.state not in ({}, None):
+        yield ""
+        yield _section("state", style)
+        yield from pretty_json(store.state)
+    runs = stages.ledger.runs
+    yield ""
+    yield _section(f"runs ({len(runs)})", style)
+    if runs:
+        yield from render_ledger(runs, style)
+    else:
+        yield style.dim("(no runs)")
+    if reports.items:
+        yield ""
+        yield _section("reports", style)
+        for report in reports.items:
+            yield format_report(file, report, style)
+        if reports.dropped:
+            yield style.dim(f"... and {reports.dropped} more")
+    calls = sum(len(item.tool_calls or ()) for item in store.messages())
+    yield ""
+    yield style.dim(
+        f"{plural(messages, 'message')}, {plural(calls, 'tool call')}, "
+        f"{plural(len(runs), 'run')} from {plural(source.events, 'event')}; "
+        f"{plural(reports.counts['error'], 'error')}, "
+        f"{plural(reports.counts['warning'], 'warning')}"
+    )

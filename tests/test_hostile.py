@@ -1,0 +1,266 @@
+"""Hostile but well-formed input: numbers and indices of any length, documents built deep by
+patches, metadata written key by key, items opened and never closed, per-run tables.
+
+Each test states the class of input it covers; each failed on the main branch before the fix
+it goes with (issue 11): a bare ``ValueError`` from deep inside, a ``RecursionError`` on the
+way out, quadratic memory, unbounded tables, or a loss nobody reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+import pytest
+
+import agui_meta
+from agui_meta import Report
+from agui_meta._framing import RETRY_MAX, SSEDecoder
+from agui_meta._patch import DOCUMENT_DEPTH, PatchError, apply_patch
+from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
+
+Event = dict[str, Any]
+RUN: Event = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+FINISH: Event = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+MODES = ("default", "keep_going")
+
+
+def sse(events: list[Event]) -> bytes:
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+class Outcome:
+    def __init__(self) -> None:
+        self.stages = agui_meta.default_stages()
+        self.reports: list[Report] = []
+        self.updates: list[Any] = []
+        self.error: BaseException | None = None
+
+    @property
+    def store(self) -> agui_meta.Store:
+        return self.stages.store  # type: ignore[no-any-return]
+
+
+def run(source: list[Any], mode: str = "default", **options: Any) -> Outcome:
+    """The default pipeline over ``source``: the outcome, never an exception."""
+    outcome = Outcome()
+
+    async def main() -> None:
+        async with agui_meta.wrap(
+            source, *outcome.stages, mode=mode, on_report=outcome.reports.append, **options
+        ) as stream:
+            outcome.updates.extend([u async for u in stream])
+
+    try:
+        anyio.run(main)
+    except Exception as exc:  # noqa: BLE001 - the tests look at what it is
+        outcome.error = exc
+    return outcome
+
+
+def cli(*args: str, stdin: bytes) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_meta", *args],
+        cwd=REPO_ROOT,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def assert_no_traceback(done: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 1), (done.returncode, done.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Python's int-string limit: every int() of producer text
+
+
+HUGE = "1" * 5000  # past the interpreter's 4,300-digit int-string limit
+HUGE_INDEX_PATCHES: list[list[dict[str, Any]]] = [
+    [{"op": "replace", "path": f"/a/{HUGE}", "value": 1}],
+    [{"op": "add", "path": f"/a/{HUGE}", "value": 9}],
+    [{"op": "test", "path": f"/a/{HUGE}", "value": 9}],
+    [{"op": "remove", "path": f"/a/{HUGE}"}],
+    [{"op": "copy", "from": f"/a/{HUGE}", "path": "/b"}],
+    [{"op": "move", "from": f"/a/{HUGE}", "path": "/c"}],
+    [{"op": "add", "path": f"/a/0{HUGE}", "value": 8}],
+    [{"op": "replace", "path": f"/s/{HUGE}", "value": 1}],
+]
+
+
+def huge_index_stream(kind: str) -> list[Event]:
+    events: list[Event] = [
+        RUN,
+        {"type": "STATE_SNAPSHOT", "snapshot": {"a": [1, 2, 3], "s": "text"}},
+        *({"type": "STATE_DELTA", "delta": ops} for ops in HUGE_INDEX_PATCHES),
+        {
+            "type": "ACTIVITY_SNAPSHOT",
+            "messageId": "act",
+            "activityType": "p",
+            "content": {"a": [1, 2]},
+        },
+        *(
+            {"type": "ACTIVITY_DELTA", "messageId": "act", "activityType": "p", "patch": ops}
+            for ops in HUGE_INDEX_PATCHES
+        ),
+        FINISH,
+    ]
+    return events
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["bytes", "dicts"])
+def test_array_indices_of_any_length_are_patched_as_the_reference_does(
+    mode: str, kind: str, oracle: OracleServer
+) -> None:
+    events = huge_index_stream(kind)
+    source: list[Any] = [sse(events)] if kind == "bytes" else events
+    outcome = run(source, mode)
+    assert outcome.error is None, repr(outcome.error)
+    expected = oracle.run_one({"name": "huge-index", "events": events})
+    ours = {"messages": outcome.store.messages_wire(), "state": outcome.store.state}
+    assert_same_result(ours, expected, {"name": "huge-index", "events": events})
+    # What the reference only warns about is a report here, with where.
+    assert {r.code for r in outcome.reports} == {"patch-failed"}
+    assert all(r.index is not None and r.path for r in outcome.reports)
+
+
+def test_apply_patch_takes_indices_of_any_length() -> None:
+    for ops in HUGE_INDEX_PATCHES:
+        # A PatchError is the reference's own verdict; anything else escaping is the defect.
+        with contextlib.suppress(PatchError):
+            apply_patch({"a": [1, 2, 3], "s": "text"}, ops)
+
+
+def test_sse_retry_of_any_length_saturates() -> None:
+    decoder = SSEDecoder()
+    decoder.feed(b"retry: " + b"7" * 5000 + b"\n\n")
+    assert decoder.retry == RETRY_MAX
+    decoder.feed(b"retry: " + b"0" * 5000 + b"1500\n\n")
+    assert decoder.retry == 1500
+    outcome = run([b"retry: " + b"9" * 5000 + b"\n" + sse([RUN, FINISH])])
+    assert outcome.error is None and len(outcome.updates) == 2
+
+
+def test_the_command_line_shows_no_traceback_on_huge_indices() -> None:
+    data = sse(huge_index_stream("bytes"))
+    for args in (["replay", "-"], ["replay", "--json", "-"], ["validate", "-"]):
+        done = cli(*args, stdin=data)
+        assert_no_traceback(done)
+        assert "patch-failed" in done.stdout + done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Documents patched deeper than a snapshot may carry
+
+
+def depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth, value), default=0)
+    return 0
+
+
+def chain(n: int) -> Any:
+    """``n`` nested arrays: ``[[...[]...]]`` (depth ``n``)."""
+    value: Any = []
+    for _ in range(n - 1):
+        value = [value]
+    return value
+
+
+def deepening(kind: str, steps: int = 12) -> list[Event]:
+    """Each delta nests the document 20 levels deeper, through ``add``, ``copy`` or ``move``."""
+    if kind == "state":
+        events: list[Event] = [RUN, {"type": "STATE_SNAPSHOT", "snapshot": {"a": chain(20)}}]
+    else:
+        events = [
+            RUN,
+            {
+                "type": "ACTIVITY_SNAPSHOT",
+                "messageId": "act",
+                "activityType": "p",
+                "content": {"a": chain(20)},
+            },
+        ]
+    path = "/a" + "/0" * 19
+    for step in range(steps):
+        if step % 3 == 0:
+            ops: list[dict[str, Any]] = [{"op": "add", "path": path + "/-", "value": chain(20)}]
+        elif step % 3 == 1:
+            ops = [
+                {"op": "add", "path": "/tmp", "value": chain(20)},
+                {"op": "move", "from": "/tmp", "path": path + "/-"},
+            ]
+        else:
+            ops = [
+                {"op": "add", "path": "/tmp", "value": chain(20)},
+                {"op": "copy", "from": "/tmp", "path": path + "/-"},
+                {"op": "remove", "path": "/tmp"},
+            ]
+        path += "/0" * 20
+        if kind == "state":
+            events.append({"type": "STATE_DELTA", "delta": ops})
+        else:
+            events.append(
+                {"type": "ACTIVITY_DELTA", "messageId": "act", "activityType": "p", "patch": ops}
+            )
+    events.append(FINISH)
+    return events
+
+
+@pytest.mark.parametrize("kind", ["state", "activity"])
+def test_patches_never_build_a_document_deeper_than_a_snapshot_carries(kind: str) -> None:
+    events = deepening(kind)
+    outcome = run([sse(events)])
+    assert outcome.error is None, repr(outcome.error)
+    document = (
+        outcome.store.state if kind == "state" else outcome.store.messages_wire()[0]["content"]
+    )
+    assert depth(document) == 1 + 20 + 5 * 20  # {"a": …}, then five deltas of 20 levels each
+    # The first delta that would pass the limit fails, with its operation named; later ones
+    # cannot find their path any more.
+    failed = [r for r in outcome.reports if r.code == "patch-failed"]
+    assert failed and "more than 127 levels deep" in failed[0].message
+    assert failed[0].index == 2 + 5 and failed[0].path is not None
+    # Whatever got in can be encoded, re-sent as a snapshot and decoded again.
+    wire = json.dumps({"messages": outcome.store.messages_wire(), "state": outcome.store.state})
+    snapshot = {"type": "STATE_SNAPSHOT", "snapshot": document}
+    assert agui_meta.decode_event(json.dumps(snapshot).encode()) is not None
+    assert json.loads(wire)
+    for args in (["replay", "-"], ["replay", "--json", "-"], ["validate", "-"]):
+        assert_no_traceback(cli(*args, stdin=sse(events)))
+
+
+def test_a_document_may_reach_the_limit_exactly() -> None:
+    # The root object is level 1: a value of depth 126 under "/a" makes 127 levels.
+    assert DOCUMENT_DEPTH == agui_meta.MAX_NESTING - 1
+    doc = apply_patch({}, [{"op": "add", "path": "/a", "value": chain(DOCUMENT_DEPTH - 1)}])
+    assert depth(doc) == DOCUMENT_DEPTH
+    with pytest.raises(PatchError) as info:
+        apply_patch({}, [{"op": "add", "path": "/a", "value": chain(DOCUMENT_DEPTH)}])
+    assert info.value.name == "TOO_DEEP"
+    # Moving a subtree up, or sideways, never needs a check; moving it down does.
+    top = apply_patch({}, [{"op": "add", "path": "/a", "value": {"b": chain(DOCUMENT_DEPTH - 2)}}])
+    assert depth(apply_patch(top, [{"op": "move", "from": "/a/b", "path": "/c"}])) < DOCUMENT_DEPTH
+    with pytest.raises(PatchError):
+        apply_patch(top, [{"op": "move", "from": "/a/b", "path": "/a/b/0/x"}])
+    with pytest.raises(PatchError):
+        apply_patch(
+            {"a": {}, "b": chain(DOCUMENT_DEPTH - 1)},
+            [{"op": "copy", "from": "/b", "path": "/a/c"}],
+        )
+    # The root itself.
+    with pytest.raises(PatchError):
+        apply_patch({}, [{"op": "replace", "path": "", "value": chain(DOCUMENT_DEPTH + 1)}])
