@@ -355,7 +355,9 @@ def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
         last_seq[envelope.source] = envelope.seq
         state = threads.get(envelope.thread)
         if state is None:
-            state = threads[envelope.thread] = ThreadState(ThreadSnapshot(thread_id=envelope.thread))
+            state = threads[envelope.thread] = ThreadState(
+                ThreadSnapshot(thread_id=envelope.thread)
+            )
         state.apply(f"0-{n}", envelope)
         changes = state.take()
         outputs.extend(changes.outputs)

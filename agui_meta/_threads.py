@@ -264,7 +264,7 @@ class SQLiteThreadStore:
             "thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL, snapshot BLOB NOT NULL)"
         )
 
-    def __enter__(self) -> SQLiteThreadStore:
+    def __enter__(self) -> SQLiteThreadStore:  # noqa: PYI034 - the class is not meant to be subclassed
         return self
 
     def __exit__(self, *exc_info: object) -> None:

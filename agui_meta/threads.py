@@ -8,12 +8,14 @@ compare-and-set on the version) and two implementations: :class:`MemoryThreadSto
 
 from __future__ import annotations
 
-from ._threads import LedgerSummary as LedgerSummary
-from ._threads import MemoryThreadStore as MemoryThreadStore
-from ._threads import SQLiteThreadStore as SQLiteThreadStore
-from ._threads import ThreadSnapshot as ThreadSnapshot
-from ._threads import ThreadStore as ThreadStore
-from ._threads import VersionConflict as VersionConflict
+from ._threads import (
+    LedgerSummary,
+    MemoryThreadStore,
+    SQLiteThreadStore,
+    ThreadSnapshot,
+    ThreadStore,
+    VersionConflict,
+)
 
 __all__ = (
     "LedgerSummary",

@@ -48,7 +48,9 @@ async def committed(client: redis.asyncio.Redis, namespace: str = "agui") -> dic
         for _, fields in await client.xrange(keys.out)
     ]
     threads = {}
-    async for key in client.scan_iter(match=keys.thread_prefix.replace("{", "\\{").replace("}", "\\}") + "*"):
+    async for key in client.scan_iter(
+        match=keys.thread_prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+    ):
         snap = await client.hget(key, "snap")
         if snap is not None:
             threads[key.decode()[len(keys.thread_prefix) :]] = json.loads(snap)

@@ -57,14 +57,22 @@ class RedisServer:
     def start(self) -> None:
         args = [
             self.binary,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.directory),
-            "--appendonly", "yes",
-            "--appendfsync", self.fsync,
-            "--save", "",
-            "--daemonize", "no",
-            "--loglevel", "warning",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            self.fsync,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
         ]
         log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

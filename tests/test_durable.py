@@ -12,7 +12,6 @@ import msgspec
 import pytest
 
 import agui_meta
-
 from agui_meta import _durable
 from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
 from agui_meta._ledger import aggregate_token_usage
@@ -65,8 +64,11 @@ def test_reports_are_those_validate_gives() -> None:
         [sys.executable, "-m", "agui_meta", "validate", str(STREAMS / "broken.jsonl")],
         capture_output=True,
         text=True,
+        check=False,
     ).stdout
-    codes = [line.split("[", 1)[1].split("]", 1)[0] for line in expected.splitlines() if "[" in line]
+    codes = [
+        line.split("[", 1)[1].split("]", 1)[0] for line in expected.splitlines() if "[" in line
+    ]
     assert [r["code"] for r in reports if r["code"] != "unprefixed-metadata-key"] == [
         c for c in codes if c != "unprefixed-metadata-key"
     ]

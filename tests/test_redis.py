@@ -11,17 +11,16 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import anyio
 import msgspec
 import pytest
 
-redis = pytest.importorskip("redis", reason="the redis extra is not installed")
-import redis.asyncio  # noqa: E402
+pytest.importorskip("redis", reason="the redis extra is not installed")
+import redis.asyncio
 
-import agui_meta  # noqa: E402
-from agui_meta.redis import (  # noqa: E402
+import agui_meta
+from agui_meta.redis import (
     Keys,
     RedisThreadStore,
     SequenceGap,
@@ -31,11 +30,10 @@ from agui_meta.redis import (  # noqa: E402
     read_frames,
     run_local,
 )
-from agui_meta.redis._common import Scripts  # noqa: E402
-from agui_meta.threads import ThreadSnapshot, VersionConflict  # noqa: E402
-
-from tests.redis_helpers import STREAMS, assert_same, committed, expected, in_order, workload  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
+from agui_meta.redis._common import Scripts
+from agui_meta.threads import ThreadSnapshot, VersionConflict
+from tests.redis_helpers import STREAMS, assert_same, committed, expected, in_order, workload
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -84,8 +82,14 @@ async def test_ingest_is_idempotent_per_source_sequence(client, namespace) -> No
 
 
 async def test_a_sequence_gap_is_refused_and_names_the_source(client, namespace) -> None:
-    cut = list(envelopes([b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}'] * 3,
-                         thread="t", source="src-a", batch=1))
+    cut = list(
+        envelopes(
+            [b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}'] * 3,
+            thread="t",
+            source="src-a",
+            batch=1,
+        )
+    )
     with pytest.raises(SequenceGap, match="src-a is at 0, got 2"):
         await publish(client, cut[1:], namespace=namespace)
     assert (await publish(client, cut, namespace=namespace)).appended == len(cut)
@@ -111,8 +115,11 @@ async def test_an_open_runs_entries_stay_pending_and_are_never_trimmed(client, n
     frames = read_frames(str(STREAMS / "travel.sse"))
     open_run = list(envelopes(frames[:40], thread="a", source="a", batch=8, end=False))
     others = [
-        list(envelopes(read_frames(str(STREAMS / "support.jsonl")), thread=f"b{i}",
-                       source=f"b{i}", batch=8))
+        list(
+            envelopes(
+                read_frames(str(STREAMS / "support.jsonl")), thread=f"b{i}", source=f"b{i}", batch=8
+            )
+        )
         for i in range(4)
     ]
     done_first = [e for o in others[:2] for e in o]
@@ -130,8 +137,9 @@ async def test_an_open_runs_entries_stay_pending_and_are_never_trimmed(client, n
     assert len(stream) == len(open_run) + len(done_after)
     assert await RedisThreadStore(client, namespace=namespace).load("a") is None
     # The rest of the stream, then its end: the run completes from its pending entries.
-    rest = list(envelopes(frames[40:], thread="a", source="a", batch=8,
-                          first_seq=len(open_run) + 1))
+    rest = list(
+        envelopes(frames[40:], thread="a", source="a", batch=8, first_seq=len(open_run) + 1)
+    )
     await publish(client, rest, namespace=namespace)
     await Worker(client, namespace=namespace, lease=2).run(exit_when_idle=0.3)
     got = await committed(client, namespace)
@@ -179,8 +187,12 @@ async def test_a_stale_owners_commit_and_read_are_refused(client, namespace) -> 
     )
     assert read == [-1]
     payload = msgspec.msgpack.encode(
-        {"threads": [["t", 0, "{}", 1, "9-9"]], "outputs": [["k", "t", "item", "{}"]],
-         "usage": [["entries", "1"]], "acks": []}
+        {
+            "threads": [["t", 0, "{}", 1, "9-9"]],
+            "outputs": [["k", "t", "item", "{}"]],
+            "usage": [["entries", "1"]],
+            "acks": [],
+        }
     )
     with pytest.raises(redis.exceptions.ResponseError, match="FENCED"):
         await scripts.call(
@@ -200,8 +212,7 @@ async def test_a_stale_owners_commit_and_read_are_refused(client, namespace) -> 
 async def test_a_worker_that_loses_its_lease_stops_and_the_next_redoes_its_batch(
     client, namespace
 ) -> None:
-    cut = list(envelopes(read_frames(str(STREAMS / "travel.sse")), thread="t", source="s",
-                         batch=5))
+    cut = list(envelopes(read_frames(str(STREAMS / "travel.sse")), thread="t", source="s", batch=5))
     await publish(client, cut, namespace=namespace, shards=1)
     worker = Worker(client, namespace=namespace, name="slow", lease=5, batch=3)
     await worker._leases()
@@ -286,9 +297,24 @@ def test_the_command_line(
     support = str(STREAMS / "support.jsonl")
     # The installed entry point, once, in its own process.
     first = subprocess.run(
-        [sys.executable, "-m", "agui_meta", "ingest", *ns, "--thread", "trip", "--batch", "8",
-         "--shards", "4", travel],
-        capture_output=True, text=True, timeout=60, check=True,
+        [
+            sys.executable,
+            "-m",
+            "agui_meta",
+            "ingest",
+            *ns,
+            "--thread",
+            "trip",
+            "--batch",
+            "8",
+            "--shards",
+            "4",
+            travel,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     assert "appended" in first.stderr
     _, err = _cli(capsys, "ingest", *ns, "--thread", "trip", "--batch", "8", travel)

@@ -119,9 +119,7 @@ def test_the_ledger_summary_sums_usage_over_runs() -> None:
     assert summary.runs == 2
     assert summary.statuses == {"finished": 1, "error": 1}
     assert (summary.last_run_id, summary.last_status) == ("b", "error")
-    assert msgspec.to_builtins(summary.usage) == [
-        {"provider": "p", "model": "m", "inputTokens": 6}
-    ]
+    assert msgspec.to_builtins(summary.usage) == [{"provider": "p", "model": "m", "inputTokens": 6}]
 
 
 def test_a_stored_message_that_is_not_valid_is_an_error_naming_it() -> None:
@@ -193,10 +191,8 @@ async def test_sqlite_snapshots_survive_the_process(tmp_path: Path) -> None:
         "        print((await s.load('t')).state)\n"
         "anyio.run(main)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[1, 2]"
+    out = await anyio.run_process([sys.executable, "-c", code, str(path)])
+    assert out.stdout.decode().strip() == "[1, 2]"
 
 
 async def test_the_memory_store_keeps_its_own_copy() -> None:

@@ -57,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
         snapshot = await RedisThreadStore(client, namespace=args.namespace).load(args.thread)
         if snapshot is None:
-            print(f"agui-meta: no thread {args.thread!r} in namespace {args.namespace!r}", file=sys.stderr)
+            print(
+                f"agui-meta: no thread {args.thread!r} in namespace {args.namespace!r}",
+                file=sys.stderr,
+            )
             return 1
         if args.json:
             data = {
@@ -73,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         style = Style(use_color(args))
         store = snapshot.to_store()
         lines = [style.bold(f"--- thread {snapshot.thread_id} (version {snapshot.version}) ---")]
-        lines += list(render_transcript(store, style)) if len(store) else [style.dim("(no messages)")]
+        lines += (
+            list(render_transcript(store, style)) if len(store) else [style.dim("(no messages)")]
+        )
         if snapshot.state not in ({}, None):
             lines += ["", style.bold("--- state ---"), *pretty_json(snapshot.state)]
         for interrupt in snapshot.pending_interrupts:
@@ -82,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
         statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
         lines += ["", style.bold(f"--- runs ({summary.runs}) ---")]
         if summary.runs:
-            lines.append(f"{statuses}; last: {summary.last_run_id or '(no id)'} {summary.last_status}")
+            lines.append(
+                f"{statuses}; last: {summary.last_run_id or '(no id)'} {summary.last_status}"
+            )
         for entry in summary.usage:
             lines.append("usage " + usage_text(msgspec.to_builtins(entry)))
         lines.append(style.dim(f"{plural(len(store), 'message')}"))

@@ -69,9 +69,7 @@ def run(args: argparse.Namespace) -> int:
         from ..redis import Keys
 
         raw = await client.hgetall(Keys(args.namespace).usage)
-        counters = {
-            (k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()
-        }
+        counters = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
         usage = usage_of(counters)
         if args.json:
             sys.stdout.buffer.write(msgspec.json.encode(usage) + b"\n")

@@ -70,7 +70,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.lease <= 0 or args.batch < 1 or (args.shards is not None and args.shards < 1):
-        print("agui-meta: --lease must be positive, --batch and --shards at least 1", file=sys.stderr)
+        print(
+            "agui-meta: --lease must be positive, --batch and --shards at least 1", file=sys.stderr
+        )
         return 2
     for name in ("exit_when_idle", "idle_timeout"):
         value = getattr(args, name)

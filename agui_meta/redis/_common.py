@@ -54,7 +54,9 @@ class Scripts:
         self._sha.clear()
 
 
-async def shard_count(client: redis.asyncio.Redis, keys: Keys, default: int = DEFAULT_SHARDS) -> int:
+async def shard_count(
+    client: redis.asyncio.Redis, keys: Keys, default: int = DEFAULT_SHARDS
+) -> int:
     """The namespace's number of virtual shards, set to ``default`` by its first user."""
     if default < 1:
         raise ValueError(f"the number of shards must be at least 1, not {default}")

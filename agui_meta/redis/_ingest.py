@@ -74,7 +74,7 @@ async def publish(
                 sha = await scripts.sha("INGEST")
                 continue  # the calls before the first NOSCRIPT ran: resent, they are retries
             break
-        for env, reply in zip(batch, replies):
+        for reply in replies:
             if isinstance(reply, Exception):
                 if "SEQGAP" in str(reply):
                     raise SequenceGap(str(reply).partition("SEQGAP ")[2] or str(reply))

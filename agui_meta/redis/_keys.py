@@ -26,7 +26,9 @@ class Keys:
 
     def __init__(self, namespace: str = "agui") -> None:
         if not namespace or any(c in namespace for c in "{} "):
-            raise ValueError(f"a namespace is a non-empty name without braces or spaces: {namespace!r}")
+            raise ValueError(
+                f"a namespace is a non-empty name without braces or spaces: {namespace!r}"
+            )
         self.namespace = namespace
         ns = "{" + namespace + "}"
         self.config = f"{ns}:config"

@@ -45,7 +45,9 @@ class RedisThreadStore:
         """The ids of the stored threads (a ``SCAN`` of the namespace, in no particular order)."""
         prefix = self.keys.thread_prefix
         out = []
-        async for key in self.client.scan_iter(match=prefix.replace("{", "\\{").replace("}", "\\}") + "*", count=count):
+        async for key in self.client.scan_iter(
+            match=prefix.replace("{", "\\{").replace("}", "\\}") + "*", count=count
+        ):
             name = key.decode() if isinstance(key, bytes) else key
             out.append(name[len(prefix) :])
         return sorted(out)

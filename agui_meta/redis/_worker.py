@@ -196,7 +196,7 @@ class Worker:
             for n in free:
                 pipe.exists(keys.lease(n))
             held = await pipe.execute()
-            candidates = [n for n, h in zip(free, held) if not h]
+            candidates = [n for n, h in zip(free, held, strict=True) if not h]
             random.shuffle(candidates)
             for n in candidates:
                 if len(self._held) >= target:
@@ -275,7 +275,7 @@ class Worker:
         replies = await self._scripts.call(
             "READ", keys, [GROUP, self.name, self.batch, *(s.holder for s in shards)]
         )
-        for shard, reply in zip(shards, replies):
+        for shard, reply in zip(shards, replies, strict=True):
             if reply == -1:
                 self._drop(shard.n)
             elif reply:
@@ -288,15 +288,13 @@ class Worker:
         pipe = self.client.pipeline(transaction=False)
         for thread_id in thread_ids:
             pipe.hmget(self.keys.thread(thread_id), "snap", "wm")
-        for thread_id, (snap, wm) in zip(thread_ids, await pipe.execute()):
+        for thread_id, (snap, wm) in zip(thread_ids, await pipe.execute(), strict=True):
             snapshot = (
                 ThreadSnapshot(thread_id=thread_id)
                 if snap is None
                 else ThreadSnapshot.from_json(snap)
             )
-            shard.threads[thread_id] = ThreadState(
-                snapshot, None if wm is None else text(wm)
-            )
+            shard.threads[thread_id] = ThreadState(snapshot, None if wm is None else text(wm))
 
     async def _process(self, shard: _Shard, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
         decoded: list[tuple[str, Envelope | None]] = []
@@ -416,4 +414,6 @@ def _id_key(entry_id: str) -> tuple[int, int]:
 
 def _fields(flat: list[Any]) -> dict[bytes, bytes]:
     it = iter(flat)
-    return {(k if isinstance(k, bytes) else str(k).encode()): v for k, v in zip(it, it)}
+    return {
+        (k if isinstance(k, bytes) else str(k).encode()): v for k, v in zip(it, it, strict=True)
+    }
