@@ -218,6 +218,7 @@ class EventDecoder:
                     yield event
         finally:
             ctx.index = -1
+            ctx.finish()
 
     # -- everything but the fast path ----------------------------------------------------------
 
@@ -384,7 +385,11 @@ def decode_event(data: Any) -> Event | None:
         event = fast_decode(data)
         if event is not None:
             return event
-    return EventDecoder()._other(data, None)
+    decoder = EventDecoder()
+    try:
+        return decoder._other(data, None)
+    finally:
+        decoder.context.finish()
 
 
 _MESSAGE_DECODE: Final = msgspec.json.Decoder(Message).decode
@@ -423,7 +428,9 @@ def decode_message(data: Any) -> Message:
     stripped = walk(value, MESSAGE_NODE, None, out)
     if stripped is DROP:
         raise DecodeError(f"not a message: {out.drop_reason}", path="$.role")
-    EventDecoder._deliver(Context(), out, "a message", None, None)
+    ctx = Context()
+    EventDecoder._deliver(ctx, out, "a message", None, None)
+    ctx.finish()
     try:
         message: Message = msgspec.convert(stripped, MESSAGE_TYPES[stripped["role"]])
     except msgspec.ValidationError as exc:

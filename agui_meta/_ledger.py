@@ -24,8 +24,24 @@ How runs are delimited:
   which carries ids, fills them in); a RUN_STARTED while a run is open, and the end of the
   stream (:meth:`Ledger.close`), end the open record with status ``"incomplete"``.
 
+Times: every run, step, subagent and tool call records when it started and ended, in
+milliseconds since the Unix epoch: the event's own ``timestamp`` when it has one, else the time
+the ledger received it (``clock``, :func:`time.time` by default), and says which (``"event"``
+or ``"receipt"`` in the ``*_clock`` field beside each time). A record ended by the end of the
+stream or by another RUN_STARTED takes the latest time the ledger knew in its run. The events
+``expand_chunks`` synthesizes carry no ``timestamp`` (as the reference builds them), so behind
+it what a chunk opened is timed at receipt; a ledger before it times the chunks themselves.
+
+Tool calls: each TOOL_CALL_START (or TOOL_CALL_CHUNK naming a new call) gets a
+:class:`ToolCallRecord`: id, name, parent message, subagent, the size of its arguments, its
+merged metadata, and the tool message its TOOL_CALL_RESULT created (id and metadata). Behind the
+accumulator (``Update`` items), size and metadata are the store's own, as of TOOL_CALL_END;
+on bare events they are the ledger's sum and merge of the TOOL_CALL_ARGS deltas it saw. When
+the run ends, ``pending`` says whether the call is still waiting for its result: named by the
+outcome's ``pendingToolCallIds`` when it names some, else not answered in the run.
+
 Memory: the ledger keeps at most ``max_runs`` ended runs (the oldest are dropped and counted in
-``dropped_runs``), plus the open one. Within a run, the step, subagent, RAW and CUSTOM lists
+``dropped_runs``), plus the open one. Within a run, the step, subagent, tool-call, RAW and CUSTOM lists
 keep at most ``max_entries`` entries each (the rest are counted in ``dropped_entries``); usage
 lists are those the terminal events carry; the tool-call tally used to derive pending calls
 holds each distinct call id the run started or answered, and is dropped when the run ends.
@@ -37,6 +53,7 @@ usage entries (treat them as read-only, like the events). A content event costs 
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal, TypeVar, Union
@@ -64,7 +81,9 @@ from ._events import (
     SubagentFinishedSuspendedOutcome,
     SubagentStartedEvent,
     TokenUsage,
+    ToolCallArgsEvent,
     ToolCallChunkEvent,
+    ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
@@ -83,6 +102,8 @@ __all__ = [
     "RunSuccess",
     "StepRecord",
     "SubagentRecord",
+    "TimeSource",
+    "ToolCallRecord",
     "aggregate_token_usage",
     "ledger",
 ]
@@ -94,6 +115,11 @@ T = TypeVar("T")
 RunStatus = Literal["running", "finished", "error", "incomplete"]
 StepStatus = Literal["running", "finished", "incomplete"]
 SubagentStatus = Literal["running", "finished", "error", "incomplete"]
+#: ``"started"`` while its arguments stream; ``"ended"`` after TOOL_CALL_END; ``"answered"``
+#: after its TOOL_CALL_RESULT; ``"incomplete"`` when the run ended before its TOOL_CALL_END.
+ToolCallStatus = Literal["started", "ended", "answered", "incomplete"]
+#: Where a time comes from: the event's ``timestamp``, or the time the ledger received it.
+TimeSource = Literal["event", "receipt"]
 
 _COUNT_FIELDS = (
     "input_tokens",
@@ -197,6 +223,10 @@ class StepRecord(_Record, kw_only=True):
     finished_index: int | UnsetType = UNSET
     started_metadata: Metadata | UnsetType = UNSET
     finished_metadata: Metadata | UnsetType = UNSET
+    started_at: float | UnsetType = UNSET
+    started_clock: TimeSource | UnsetType = UNSET
+    ended_at: float | UnsetType = UNSET
+    ended_clock: TimeSource | UnsetType = UNSET
 
 
 class SubagentRecord(_Record, kw_only=True):
@@ -224,6 +254,41 @@ class SubagentRecord(_Record, kw_only=True):
     result: JsonValue | UnsetType = UNSET
     error_message: str | UnsetType = UNSET
     error_code: str | UnsetType = UNSET
+    started_at: float | UnsetType = UNSET
+    started_clock: TimeSource | UnsetType = UNSET
+    ended_at: float | UnsetType = UNSET
+    ended_clock: TimeSource | UnsetType = UNSET
+
+
+class ToolCallRecord(_Record, kw_only=True):
+    """A tool call of the run: TOOL_CALL_START, its arguments, TOOL_CALL_END and its result.
+
+    ``arguments_length`` counts the characters (code points) of the arguments. ``metadata`` is
+    the call's merged metadata (START, ARGS and END merged as the store merges them);
+    ``result_message_id`` and ``result_metadata`` are those of the tool message its
+    TOOL_CALL_RESULT created. ``pending`` is set when the run ends (see the module). A
+    TOOL_CALL_RESULT for a call not started in this run gets a record without start fields.
+    """
+
+    tool_call_id: str
+    name: str | UnsetType = UNSET
+    parent_message_id: str | UnsetType = UNSET
+    subagent_run_id: str | UnsetType = UNSET
+    status: ToolCallStatus = "started"
+    pending: bool = False
+    arguments_length: int = 0
+    metadata: Metadata | UnsetType = UNSET
+    result_message_id: str | UnsetType = UNSET
+    result_metadata: Metadata | UnsetType = UNSET
+    started_index: int | UnsetType = UNSET
+    ended_index: int | UnsetType = UNSET
+    result_index: int | UnsetType = UNSET
+    started_at: float | UnsetType = UNSET
+    started_clock: TimeSource | UnsetType = UNSET
+    ended_at: float | UnsetType = UNSET
+    ended_clock: TimeSource | UnsetType = UNSET
+    result_at: float | UnsetType = UNSET
+    result_clock: TimeSource | UnsetType = UNSET
 
 
 class RawRecord(_Record, kw_only=True):
@@ -272,10 +337,15 @@ class RunRecord(_Record, kw_only=True):
     aggregated_usage: list[TokenUsage] = msgspec.field(default_factory=list)
     steps: list[StepRecord] = msgspec.field(default_factory=list)
     subagents: list[SubagentRecord] = msgspec.field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=list)
     raw_events: list[RawRecord] = msgspec.field(default_factory=list)
     custom_events: list[CustomRecord] = msgspec.field(default_factory=list)
     event_counts: dict[str, int] = msgspec.field(default_factory=dict)
     dropped_entries: int = 0
+    started_at: float | UnsetType = UNSET
+    started_clock: TimeSource | UnsetType = UNSET
+    ended_at: float | UnsetType = UNSET
+    ended_clock: TimeSource | UnsetType = UNSET
 
 
 class LedgerSnapshot(_Record, kw_only=True):
@@ -304,6 +374,8 @@ _RECORDED = frozenset(
         CustomEvent,
         ToolCallStartEvent,
         ToolCallChunkEvent,
+        ToolCallArgsEvent,
+        ToolCallEndEvent,
         ToolCallResultEvent,
     }
 )
@@ -313,6 +385,10 @@ _PLAIN: dict[type, str] = {cls: cls.type for cls in _EVENT_CLASSES if cls not in
 
 def _discard(item: Any) -> None:
     pass
+
+
+def _now_ms() -> float:
+    return time.time() * 1000.0
 
 
 def _event_of(item: object) -> Event | None:
@@ -345,7 +421,8 @@ class Ledger(Transducer[T, T]):
     RUN_STARTED or the end of the stream comes first. Exceptions it raises propagate.
 
     A ledger can also be fed directly (``feed(event)`` then ``close()``) outside a pipeline;
-    event indexes are then ``-1``.
+    event indexes are then ``-1``. ``clock()`` gives the time of receipt, in milliseconds since
+    the Unix epoch, for events without a ``timestamp``.
     """
 
     def __init__(
@@ -354,6 +431,7 @@ class Ledger(Transducer[T, T]):
         *,
         max_runs: int = 1000,
         max_entries: int | None = 10_000,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if max_runs < 0:
             raise ValueError(f"max_runs must be >= 0, got {max_runs}")
@@ -380,6 +458,13 @@ class Ledger(Transducer[T, T]):
         self._answered: set[str] = set()
         self._open_steps: dict[tuple[str | UnsetType, str], StepRecord] = {}
         self._open_subagents: dict[str, SubagentRecord] = {}
+        self._tools: dict[str, ToolCallRecord] = {}  # this run's tool calls, by id
+        # Behind the accumulator: the store's own tool call of each record, read at its end.
+        self._live: dict[str, Any] = {}
+        self._clock = clock or _now_ms
+        # The latest time known in the open run (and its source), for records the stream ends.
+        self._latest: tuple[float, TimeSource] | None = None
+        self._item: object = None  # the item being observed (an event, or an Update)
         self._handlers: dict[type, Callable[[Any], None]] = {
             RunStartedEvent: self._run_started,
             RunFinishedEvent: self._run_finished,
@@ -393,6 +478,8 @@ class Ledger(Transducer[T, T]):
             CustomEvent: self._custom,
             ToolCallStartEvent: self._tool_call_start,
             ToolCallChunkEvent: self._tool_call_chunk,
+            ToolCallArgsEvent: self._tool_call_args,
+            ToolCallEndEvent: self._tool_call_end,
             ToolCallResultEvent: self._tool_call_result,
         }
 
@@ -451,6 +538,7 @@ class Ledger(Transducer[T, T]):
 
     def _observe(self, item: object, event: object) -> None:
         """The events the ledger records (and wrappers and subclasses seen the first time)."""
+        self._item = item
         handler = self._handlers.get(type(event))
         if handler is not None:
             handler(event)
@@ -491,7 +579,19 @@ class Ledger(Transducer[T, T]):
         counts[kind] = counts.get(kind, 0) + 1
         return record
 
+    def _time(self, event: Event) -> tuple[float, TimeSource]:
+        """When ``event`` happened: its ``timestamp``, else now; remembered as the latest."""
+        stamp = event.timestamp
+        when: tuple[float, TimeSource] = (
+            (self._clock(), "receipt") if isinstance(stamp, UnsetType) else (stamp, "event")
+        )
+        self._latest = when
+        return when
+
     def _end(self, record: RunRecord, status: RunStatus) -> None:
+        if isinstance(record.ended_at, UnsetType) and self._latest is not None:
+            record.ended_at, record.ended_clock = self._latest
+        self._end_tools(record)
         record.status = status
         for step in self._open_steps.values():
             step.status = "incomplete"
@@ -501,6 +601,7 @@ class Ledger(Transducer[T, T]):
         self._open_subagents.clear()
         self._calls.clear()
         self._answered.clear()
+        self._latest = None
         self._current = None
         self._counts = None
         if len(self._ended) == self.max_runs:
@@ -527,6 +628,7 @@ class Ledger(Transducer[T, T]):
     def _run_started(self, event: RunStartedEvent) -> None:
         if self._current is not None:
             self._end(self._current, "incomplete")
+        started_at, started_clock = self._time(event)
         record = self._open(
             RunRecord(
                 thread_id=event.thread_id,
@@ -535,6 +637,8 @@ class Ledger(Transducer[T, T]):
                 protocol_version=event.protocol_version,
                 started_index=self.ctx.index,
                 started_metadata=event.metadata,
+                started_at=started_at,
+                started_clock=started_clock,
             )
         )
         record.event_counts["RUN_STARTED"] = 1
@@ -552,6 +656,7 @@ class Ledger(Transducer[T, T]):
         counts["RUN_FINISHED"] = counts.get("RUN_FINISHED", 0) + 1
         record.finished_index = self.ctx.index
         record.finished_metadata = event.metadata
+        record.ended_at, record.ended_clock = self._time(event)
         outcome = event.outcome
         outcome_record: RunOutcome
         if isinstance(outcome, RunFinishedInterruptOutcome):
@@ -591,6 +696,7 @@ class Ledger(Transducer[T, T]):
         counts["RUN_ERROR"] = counts.get("RUN_ERROR", 0) + 1
         record.error_index = self.ctx.index
         record.error_metadata = event.metadata
+        record.ended_at, record.ended_clock = self._time(event)
         record.error_message = event.message
         record.error_code = event.code
         self._add_usage(record, event.usage)
@@ -606,17 +712,21 @@ class Ledger(Transducer[T, T]):
 
     def _step_started(self, event: StepStartedEvent) -> None:
         record = self._counted("STEP_STARTED")
+        started_at, started_clock = self._time(event)
         step = StepRecord(
             name=event.step_name,
             subagent_run_id=event.subagent_run_id,
             started_index=self.ctx.index,
             started_metadata=event.metadata,
+            started_at=started_at,
+            started_clock=started_clock,
         )
         if self._keep(record, record.steps, step):
             self._open_steps[(event.subagent_run_id, event.step_name)] = step
 
     def _step_finished(self, event: StepFinishedEvent) -> None:
         record = self._counted("STEP_FINISHED")
+        when = self._time(event)
         step = self._open_steps.pop((event.subagent_run_id, event.step_name), None)
         if step is None:
             step = StepRecord(name=event.step_name, subagent_run_id=event.subagent_run_id)
@@ -625,6 +735,7 @@ class Ledger(Transducer[T, T]):
         step.status = "finished"
         step.finished_index = self.ctx.index
         step.finished_metadata = event.metadata
+        step.ended_at, step.ended_clock = when
 
     def _subagent_started(self, event: SubagentStartedEvent) -> None:
         record = self._counted("SUBAGENT_STARTED")
@@ -638,21 +749,26 @@ class Ledger(Transducer[T, T]):
             started_index=self.ctx.index,
             started_metadata=event.metadata,
         )
+        sub.started_at, sub.started_clock = self._time(event)
         if self._keep(record, record.subagents, sub):
             self._open_subagents[event.subagent_run_id] = sub
 
-    def _subagent_ended(self, record: RunRecord, subagent_run_id: str) -> SubagentRecord | None:
+    def _subagent_ended(
+        self, record: RunRecord, subagent_run_id: str, event: Event
+    ) -> SubagentRecord | None:
+        when = self._time(event)
         sub = self._open_subagents.pop(subagent_run_id, None)
         if sub is None:
             sub = SubagentRecord(subagent_run_id=subagent_run_id)
             if not self._keep(record, record.subagents, sub):
                 return None
         sub.ended_index = self.ctx.index
+        sub.ended_at, sub.ended_clock = when
         return sub
 
     def _subagent_finished(self, event: SubagentFinishedEvent) -> None:
         record = self._counted("SUBAGENT_FINISHED")
-        sub = self._subagent_ended(record, event.subagent_run_id)
+        sub = self._subagent_ended(record, event.subagent_run_id, event)
         if sub is None:
             return
         sub.status = "finished"
@@ -667,7 +783,7 @@ class Ledger(Transducer[T, T]):
 
     def _subagent_error(self, event: SubagentErrorEvent) -> None:
         record = self._counted("SUBAGENT_ERROR")
-        sub = self._subagent_ended(record, event.subagent_run_id)
+        sub = self._subagent_ended(record, event.subagent_run_id, event)
         if sub is None:
             return
         sub.status = "error"
@@ -702,18 +818,138 @@ class Ledger(Transducer[T, T]):
         )
 
     def _tool_call_start(self, event: ToolCallStartEvent) -> None:
-        self._counted("TOOL_CALL_START")
+        record = self._counted("TOOL_CALL_START")
         self._calls.setdefault(event.tool_call_id)
+        tool = self._tool_started(record, event.tool_call_id, event)
+        if tool is not None:
+            tool.name = event.tool_call_name
+            tool.parent_message_id = event.parent_message_id
+            self._tool_metadata(tool, event)
 
     def _tool_call_chunk(self, event: ToolCallChunkEvent) -> None:
         # Before chunk expansion: a chunk naming a call opens it (or continues it).
-        self._counted("TOOL_CALL_CHUNK")
-        if not isinstance(event.tool_call_id, UnsetType):
-            self._calls.setdefault(event.tool_call_id)
+        record = self._counted("TOOL_CALL_CHUNK")
+        call_id = event.tool_call_id
+        if isinstance(call_id, UnsetType):
+            return
+        self._calls.setdefault(call_id)
+        tool = self._tools.get(call_id)
+        if tool is None:
+            tool = self._tool_started(record, call_id, event)
+            if tool is None:
+                return
+            tool.name = event.tool_call_name
+            tool.parent_message_id = event.parent_message_id
+        if not isinstance(event.delta, UnsetType):
+            tool.arguments_length += len(event.delta)
+        self._tool_metadata(tool, event)
+
+    def _tool_call_args(self, event: ToolCallArgsEvent) -> None:
+        # Behind the accumulator, the store's tool call is read at the end instead (the fused
+        # path counts these deltas without the ledger seeing them).
+        self._counted("TOOL_CALL_ARGS")
+        tool = self._tools.get(event.tool_call_id)
+        if tool is not None and event.tool_call_id not in self._live:
+            tool.arguments_length += len(event.delta)
+            self._tool_metadata(tool, event)
+
+    def _tool_call_end(self, event: ToolCallEndEvent) -> None:
+        self._counted("TOOL_CALL_END")
+        when = self._time(event)
+        tool = self._tools.get(event.tool_call_id)
+        if tool is None:
+            return
+        if tool.status == "started":
+            tool.status = "ended"
+        tool.ended_index = self.ctx.index
+        tool.ended_at, tool.ended_clock = when
+        live = self._live.get(event.tool_call_id)
+        if live is None:
+            self._tool_metadata(tool, event)
+        else:
+            self._sync(tool, live)
 
     def _tool_call_result(self, event: ToolCallResultEvent) -> None:
-        self._counted("TOOL_CALL_RESULT")
+        record = self._counted("TOOL_CALL_RESULT")
         self._answered.add(event.tool_call_id)
+        when = self._time(event)
+        tool = self._tools.get(event.tool_call_id)
+        if tool is None:
+            tool = ToolCallRecord(tool_call_id=event.tool_call_id)
+            if not self._keep(record, record.tool_calls, tool):
+                return
+            self._tools[event.tool_call_id] = tool
+        tool.status = "answered"
+        tool.result_message_id = event.message_id
+        tool.result_index = self.ctx.index
+        tool.result_at, tool.result_clock = when
+        item = self._item
+        tool.result_metadata = (
+            event.metadata if item is event else getattr(item, "metadata", event.metadata)
+        )
+
+    def _tool_started(self, record: RunRecord, call_id: str, event: Event) -> ToolCallRecord | None:
+        """The record of call ``call_id`` (a new one, kept if the run's list has room)."""
+        when = self._time(event)
+        tool = self._tools.get(call_id)
+        if tool is not None:  # a START repeated in the same run
+            return tool
+        tool = ToolCallRecord(
+            tool_call_id=call_id,
+            subagent_run_id=getattr(event, "subagent_run_id", UNSET),
+            started_index=self.ctx.index,
+            started_at=when[0],
+            started_clock=when[1],
+        )
+        if not self._keep(record, record.tool_calls, tool):
+            return None
+        self._tools[call_id] = tool
+        live = getattr(self._item, "item", None)
+        if hasattr(live, "arguments"):  # an Update with the store's tool call
+            self._live[call_id] = live
+        return tool
+
+    @staticmethod
+    def _sync(tool: ToolCallRecord, live: Any) -> None:
+        """Size and merged metadata from the store's tool call."""
+        arguments = live.arguments
+        if isinstance(arguments, str):
+            tool.arguments_length = len(arguments)
+        tool.metadata = live.metadata
+
+    def _tool_metadata(self, tool: ToolCallRecord, event: Event) -> None:
+        """The call's merged metadata: the store's (behind the accumulator), else merged here."""
+        live = self._live.get(tool.tool_call_id)
+        if live is not None:
+            tool.metadata = live.metadata
+            return
+        incoming = event.metadata
+        if isinstance(incoming, UnsetType):
+            return
+        if isinstance(tool.metadata, UnsetType):
+            tool.metadata = dict(incoming)
+        else:  # a dict of the ledger's own: merged in place
+            tool.metadata.update(incoming)
+
+    def _end_tools(self, record: RunRecord) -> None:
+        """The run ends: which calls are still pending, which never ended."""
+        outcome = record.outcome
+        named: set[str] | None = None
+        if isinstance(outcome, RunSuccess) and outcome.pending_from == "outcome":
+            named = set(outcome.pending_tool_call_ids)
+        live = self._live
+        for tool in self._tools.values():
+            if tool.status == "started":
+                tool.status = "incomplete"
+                item = live.get(tool.tool_call_id)
+                if item is not None:
+                    self._sync(tool, item)
+            if named is not None:
+                tool.pending = tool.tool_call_id in named
+            else:
+                tool.pending = tool.status != "answered"
+        self._tools.clear()
+        live.clear()
 
 
 def ledger(
@@ -721,10 +957,12 @@ def ledger(
     *,
     max_runs: int = 1000,
     max_entries: int | None = 10_000,
+    clock: Callable[[], float] | None = None,
 ) -> Ledger[Any]:
     """A pass-through stage that records run metadata (a :class:`Ledger`).
 
     ``on_run(record)`` is called as each run ends. ``max_runs`` bounds the ended runs kept,
-    ``max_entries`` each per-run list (steps, subagents, RAW, CUSTOM; ``None``: no bound).
+    ``max_entries`` each per-run list (steps, subagents, tool calls, RAW, CUSTOM; ``None``: no
+    bound). ``clock()`` gives the time of receipt in milliseconds (:func:`time.time` by default).
     """
-    return Ledger(on_run, max_runs=max_runs, max_entries=max_entries)
+    return Ledger(on_run, max_runs=max_runs, max_entries=max_entries, clock=clock)

@@ -137,6 +137,7 @@ async def transduce(
         for x in out:
             yield x
     finally:
+        context.finish()
         aclose = getattr(upstream, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -15,7 +15,9 @@ before the first stage sees it.
 Lifecycle. ``wrap()`` returns a single-use :class:`Pipeline`, to be iterated inside its
 ``async with`` block. When the block exits (normally, by ``break``, an exception or
 cancellation) every iterator of the chain, from the consumer's end back to the source, is
-closed in the current task, shielded from cancellation, before ``__aexit__`` returns. Without
+closed, shielded from cancellation (asyncio's own included: see :func:`_uninterrupted`), before
+``__aexit__`` returns; a source interrupted inside an ``await`` (the prefetch task stopped while
+it waits for its next item) sees the cancellation there, as any awaiting code does. Without
 ``prefetch`` no task is spawned at all: the chain is pulled by the consumer, so a slow consumer
 slows the source. With ``prefetch=n`` the source and the first fused run of stages work ahead
 in one background task, at most ``n`` batches ahead, inside a task group owned by the ``async
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Generic, TypeVar, Union, cast
 
@@ -309,12 +311,14 @@ class Pipeline(Generic[T]):
                 try:
                     await tg.__aexit__(exc_type, exc, tb)
                 except BaseExceptionGroup as group:
-                    raise _unwrap(group) from None
+                    error = _unwrap(group, exc)
+                    if error is not exc:
+                        raise error from None
         finally:
             if self._send is not None:
                 self._send.close()
-            with anyio.CancelScope(shield=True):
-                await self._close_chain()
+            await _uninterrupted(self._close_chain)
+            self.context.finish()
         return None
 
     async def _close_chain(self) -> None:
@@ -486,13 +490,58 @@ async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIt
             yield chunk
 
 
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one real error of a task group, rather than the group (cancellations dropped)."""
+def _unwrap(group: BaseExceptionGroup[BaseException], body: BaseException | None) -> BaseException:
+    """The one error for the caller, rather than the prefetch task group's group.
+
+    Cancellations are dropped. When the ``async with`` block raised ``body`` and the prefetch
+    task failed too, ``body`` is the caller's error (it is what the caller's code did), with a
+    note naming the other; otherwise the prefetch task's error.
+    """
     cancelled = anyio.get_cancelled_exc_class()
-    real = [e for e in group.exceptions if not isinstance(e, cancelled)]
-    while len(real) == 1 and isinstance(real[0], BaseExceptionGroup):
-        real = [e for e in real[0].exceptions if not isinstance(e, cancelled)]
-    return cast(BaseException, real[0]) if len(real) == 1 else group
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        error = pending.pop()
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(reversed(error.exceptions))
+        else:
+            leaves.append(error)
+    real = [e for e in leaves if not isinstance(e, cancelled)] or leaves
+    first = body if body is not None and any(e is body for e in real) else real[0]
+    if sys.version_info >= (3, 11):
+        for other in real:
+            if other is not first:
+                first.add_note(f"agui-meta: the source failed too: {other!r}")
+    return first
+
+
+async def _uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
+    """Run ``close`` to its end whatever cancellation arrives meanwhile, then let that through.
+
+    A shielded cancel scope holds back anyio's and trio's cancellations. asyncio's own
+    (``Task.cancel()``, ``asyncio.timeout``) pass through anyio's shields, so on asyncio the
+    close runs in a task of its own, awaited to its end; a cancellation that arrived meanwhile
+    is raised afterwards (``asyncio.timeout`` then turns it into its ``TimeoutError``).
+    """
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None or anyio.get_cancelled_exc_class() is not asyncio.CancelledError:
+        with anyio.CancelScope(shield=True):
+            await close()
+        return
+    with anyio.CancelScope(shield=True):
+        task = asyncio.ensure_future(close())
+        interrupted = False
+        while True:
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    raise
+                interrupted = True
+            else:
+                break
+    if interrupted:
+        raise asyncio.CancelledError
 
 
 def wrap(

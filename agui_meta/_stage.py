@@ -13,11 +13,11 @@ keep-going mode, turns them into reports and carries on with the next event.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Literal, TypeVar
 
-from ._exceptions import AguiWarning, DataError, Report, Severity, StrictError
+from ._exceptions import DataError, Report, Severity, StrictError
+from ._warn import ReportWarnings
 
 __all__ = ["Context", "Mode", "ReportHandler", "Transducer", "close_chain", "run_sync"]
 
@@ -31,17 +31,15 @@ Mode = Literal["default", "strict", "keep_going"]
 ReportHandler = Callable[[Report], None]
 
 
-def _warn(report: Report) -> None:
-    warnings.warn(str(report), AguiWarning, stacklevel=2)
-
-
 class Context:
     """What a running pipeline shares with its stages: the mode, the event index, reporting.
 
     ``index`` is the 0-based index of the source item being processed (events a stage
     synthesizes share the index of the event that caused them); ``-1`` while stages close.
     ``reports`` keeps every report in order (bounded by ``max_reports`` to keep memory
-    bounded on endless streams; ``dropped_reports`` counts the overflow).
+    bounded on endless streams; ``dropped_reports`` counts the overflow). Without
+    ``on_report``, reports are issued as :class:`~agui_meta.AguiWarning` warnings, repeats of
+    a code summed up (see :mod:`agui_meta._warn`); :meth:`finish` ends the stream.
     """
 
     __slots__ = ("dropped_reports", "index", "max_reports", "mode", "on_report", "reports")
@@ -56,7 +54,7 @@ class Context:
         if mode not in ("default", "strict", "keep_going"):
             raise ValueError(f"mode must be 'default', 'strict' or 'keep_going', got {mode!r}")
         self.mode: Mode = mode
-        self.on_report: ReportHandler = on_report or _warn
+        self.on_report: ReportHandler = on_report or ReportWarnings()
         self.index = -1
         self.reports: list[Report] = []
         self.max_reports = max_reports
@@ -93,6 +91,11 @@ class Context:
         else:
             self.dropped_reports += 1
         self.on_report(report)
+
+    def finish(self) -> None:
+        """The stream ended: without ``on_report``, sum up the repeated reports' warnings."""
+        if type(self.on_report) is ReportWarnings:
+            self.on_report.finish()
 
     def skip(self, error: DataError) -> None:
         """In keep-going mode, report ``error`` and carry on; otherwise raise it."""
@@ -171,11 +174,14 @@ def run_sync(
     ctx = ctx or Context(mode, on_report)
     out: list[Any] = []
     head, chain = connect_chain(transducers, out.append, ctx)
-    for i, item in enumerate(items):
-        ctx.index = i
-        try:
-            head(item)
-        except DataError as exc:
-            ctx.skip(exc)
-    close_chain(chain, ctx)
+    try:
+        for i, item in enumerate(items):
+            ctx.index = i
+            try:
+                head(item)
+            except DataError as exc:
+                ctx.skip(exc)
+        close_chain(chain, ctx)
+    finally:
+        ctx.finish()
     return out

@@ -71,7 +71,9 @@ def _run(
     try:
         mock.patch.object(uuid, "uuid4", minted.__next__).start()
         reports: list[str] = []
-        stages = agui_meta.default_stages(_history(case or {}))
+        # A fixed clock: the ledger's receipt times are the same in both runs.
+        led = agui_meta.ledger(clock=lambda: 0.0)
+        stages = agui_meta.default_stages(_history(case or {}), ledger=led)
         chain: list[Transducer[Any, Any]] = [agui_meta.enforce(), *stages, _Record()]
         if not ledger:
             chain.remove(stages.ledger)
@@ -232,7 +234,7 @@ def test_a_frame_source_through_the_pipeline() -> None:
     async def run(fused: bool) -> tuple[Any, ...]:
         _fuse.ENABLED = fused
         try:
-            stages = agui_meta.default_stages()
+            stages = agui_meta.default_stages(ledger=agui_meta.ledger(clock=lambda: 0.0))
             reports: list[agui_meta.Report] = []
             async with agui_meta.wrap(
                 [sse[i : i + 4096] for i in range(0, len(sse), 4096)],

@@ -9,7 +9,9 @@ replay`` (see :mod:`agui_meta.cli._command` for the two functions a command modu
 - ``validate FILE|-``: list every problem of a recorded stream with its location
   (:mod:`agui_meta.cli.validate`);
 - ``apply CASES.jsonl [--no-verify]``: run conformance cases (the reference oracle's format)
-  through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`).
+  through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`);
+- ``compact FILE|- [-o OUT]``: a recorded stream compacted as the official client's
+  ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`).
 
 Modules whose name starts with ``_`` are shared helpers, not commands.
 """
