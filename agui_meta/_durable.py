@@ -23,7 +23,8 @@ is processed again only to rebuild the run, its outputs and counters suppressed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
 import msgspec
@@ -57,6 +58,8 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True):
 
     ``frames`` are the events' JSON text, in order, as the source framed them. ``seq`` numbers
     the source's envelopes from 1, so that a producer's retry of an envelope is recognised.
+    ``received`` is when ingest cut it (milliseconds since the Unix epoch): the time of receipt
+    the ledger gives events without a ``timestamp``, the same however often it is processed.
     """
 
     thread: str
@@ -64,6 +67,7 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True):
     seq: int
     frames: list[bytes] = msgspec.field(default_factory=list)
     end: bool = False
+    received: int = 0
 
     def encode(self) -> bytes:
         return _pack(self)
@@ -115,13 +119,15 @@ def envelopes(
     batch: int = 64,
     first_seq: int = 1,
     end: bool = True,
+    clock: Callable[[], float] = time.time,
 ) -> Iterator[Envelope]:
     """Cut a thread's frames into envelopes of at most ``batch`` frames, numbered from ``first_seq``.
 
     An envelope also ends after each ``RUN_FINISHED`` or ``RUN_ERROR``, so that a run's end
     never shares an entry with the next run's start (the entry can be acknowledged at once).
     With ``end=True`` an end-of-source marker follows the last envelope. The cut depends only
-    on the frames and ``batch``: a retry with the same arguments yields the same envelopes.
+    on the frames and ``batch``: a retry with the same arguments yields envelopes with the same
+    numbers and events (``clock()``, in seconds, stamps each with its time of receipt).
 
     >>> frames = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
     ...           b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}']
@@ -135,14 +141,14 @@ def envelopes(
     for frame in frames:
         held.append(frame)
         if len(held) >= batch or _terminal(frame):
-            yield Envelope(thread, source, seq, held)
+            yield Envelope(thread, source, seq, held, received=int(clock() * 1000))
             seq += 1
             held = []
     if held:
-        yield Envelope(thread, source, seq, held)
+        yield Envelope(thread, source, seq, held, received=int(clock() * 1000))
         seq += 1
     if end:
-        yield Envelope(thread, source, seq, end=True)
+        yield Envelope(thread, source, seq, end=True, received=int(clock() * 1000))
 
 
 def entry_key(entry_id: str) -> tuple[int, int]:
@@ -190,8 +196,10 @@ class _Segment:
         self.base = base
         self.store = base.to_store()
         self.ended: dict[int, RunRecord] = {}
+        self.now = 0  # the time of receipt of the entry being processed
+        ledger: Ledger[Any] = Ledger(on_run=self._run, clock=lambda: self.now)
         self.stages = default_stages(
-            self.store, verify=Verify(report_unfinished=True), ledger=Ledger(on_run=self._run)
+            self.store, verify=Verify(report_unfinished=True), ledger=ledger
         )
         self.ctx = Context("keep_going", self._report)
         self.feed, self.chain = connect_chain([Enforce(), *self.stages], self._update, self.ctx)
@@ -220,6 +228,7 @@ class _Segment:
 
     def take(self, envelope: Envelope) -> None:
         ctx, feed = self.ctx, self.feed
+        self.now = envelope.received
         for n, frame in enumerate(envelope.frames):
             ctx.index = self.events
             self.events += 1

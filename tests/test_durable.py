@@ -78,7 +78,8 @@ def test_reports_are_those_validate_gives() -> None:
 
 def test_envelopes_are_cut_at_the_batch_size_and_after_each_run_end() -> None:
     frames = read_frames(str(STREAMS / "support.jsonl"))
-    cut = list(envelopes(frames, thread="t", source="s", batch=7))
+    cut = list(envelopes(frames, thread="t", source="s", batch=7, clock=lambda: 1.5))
+    assert {e.received for e in cut} == {1500}
     assert [e.seq for e in cut] == list(range(1, len(cut) + 1))
     assert all(len(e.frames) <= 7 for e in cut)
     assert [f for e in cut for f in e.frames] == frames
@@ -87,7 +88,7 @@ def test_envelopes_are_cut_at_the_batch_size_and_after_each_run_end() -> None:
         types = [json.loads(f)["type"] for f in envelope.frames]
         ends = [i for i, t in enumerate(types) if t in ("RUN_FINISHED", "RUN_ERROR")]
         assert ends in ([], [len(types) - 1])
-    assert list(envelopes(frames, thread="t", source="s", batch=7)) == cut
+    assert list(envelopes(frames, thread="t", source="s", batch=7, clock=lambda: 1.5)) == cut
     assert Envelope.decode(cut[0].encode()) == cut[0]
     assert not list(envelopes(frames, thread="t", source="s", end=False))[-1].end
     with pytest.raises(ValueError, match="at least 1"):
@@ -111,8 +112,14 @@ def test_an_end_marker_closes_an_open_run_as_validate_would() -> None:
     open_only = run_local(envelopes(frames, thread="t", source="s", end=False))
     assert open_only.pending == {"t": 1}
     assert open_only.threads == {}
-    closed = run_local(envelopes(frames, thread="t", source="s"))
+    ticks = iter([100.0, 200.0])
+    closed = run_local(envelopes(frames, thread="t", source="s", clock=lambda: next(ticks)))
     assert closed.pending == {}
+    [record] = [o.data for o in closed.outputs if o.kind == "run"]
+    # Events without a timestamp get their envelope's time of receipt; a run the end of the
+    # source closes ends at the latest time it knew (the ledger's rule).
+    assert (record["startedAt"], record["startedClock"]) == (100_000, "receipt")
+    assert (record["endedAt"], record["endedClock"]) == (100_000, "receipt")
     kinds = [(o.kind, o.data.get("code") or o.data.get("status")) for o in closed.outputs]
     assert ("report", "stream-ended-open") in kinds
     assert ("run", "incomplete") in kinds

@@ -34,6 +34,8 @@ import anyio
 import msgspec
 import redis.asyncio
 import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from .._durable import Envelope, Output, ThreadState
 from .._threads import ThreadSnapshot
@@ -73,7 +75,10 @@ class _Shard:
 class Worker:
     """One worker process's share of the shards of a namespace.
 
-    :param client: a ``redis.asyncio.Redis`` client (responses as bytes, the default).
+    :param client: a ``redis.asyncio.Redis`` client (responses as bytes, the default). The
+        worker turns its automatic retries off: a read or a commit whose reply was lost with
+        the connection must not run a second time (the worker starts again from what Redis
+        holds instead).
     :param namespace: the key namespace shared with ingest.
     :param name: the consumer name (unique per worker; host and process id by default).
     :param lease: the lease duration in seconds. A worker that cannot renew within it stops
@@ -101,6 +106,7 @@ class Worker:
             raise ValueError("lease and poll must be positive, batch at least 1")
         if idle_timeout is not None and idle_timeout <= 0:
             raise ValueError("idle_timeout must be positive (or None)")
+        client.set_retry(Retry(NoBackoff(), 0))
         self.client = client
         self.keys = Keys(namespace)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{random.getrandbits(24):06x}"
