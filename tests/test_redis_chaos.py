@@ -155,10 +155,10 @@ async def _ingest(url: str, order: list[Envelope], rng: random.Random) -> None:
         await client.aclose()
 
 
-async def _wait_done(url: str, total: int, timeout: float) -> dict:
+async def _wait_done(url: str, total: int, within: float) -> dict:
     """Until every envelope was counted once and nothing is pending (or the timeout)."""
     client = redis.asyncio.Redis.from_url(url)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     try:
         while True:
             try:
@@ -173,7 +173,7 @@ async def _wait_done(url: str, total: int, timeout: float) -> dict:
                     # returned was read while the last commits were still arriving.
                     return await committed(client, NAMESPACE)
             if time.monotonic() > deadline:
-                raise AssertionError(f"not done after {timeout} s: {got and got['usage']}")
+                raise AssertionError(f"not done after {within} s: {got and got['usage']}")
             await anyio.sleep(0.1)
     finally:
         await client.aclose()
@@ -208,7 +208,7 @@ async def test_chaos_results_equal_one_process(
             else:
                 await anyio.sleep(rng.uniform(0.8, 1.5))
                 server.restart()  # SIGKILL, then start again from the append-only file
-        got = await _wait_done(server.url, len(order), timeout=40)
+        got = await _wait_done(server.url, len(order), within=40)
         (tmp_path / "got.json").write_text(json.dumps(got, indent=1))
         (tmp_path / "want.json").write_text(json.dumps(want, indent=1))
         assert_same(got, want)
