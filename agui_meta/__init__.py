@@ -7,6 +7,8 @@ byte layer under it :mod:`agui_meta.framing`.
 
 from __future__ import annotations
 
+import typing as _typing
+
 from . import events as events
 from . import framing as framing
 from ._accumulate import Accumulate as Accumulate
@@ -14,6 +16,12 @@ from ._accumulate import Update as Update
 from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._chunks import ExpandChunks as ExpandChunks
+from ._client import HttpAgent as HttpAgent
+from ._client import HttpStatusError as HttpStatusError
+from ._client import IncompleteStream as IncompleteStream
+from ._client import RunFailed as RunFailed
+from ._client import RunResult as RunResult
+from ._client import TransportError as TransportError
 from ._compact import compact_events as compact_events
 from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
@@ -33,6 +41,8 @@ from ._exceptions import Report as Report
 from ._exceptions import StrictError as StrictError
 from ._exceptions import UsageError as UsageError
 from ._exceptions import VerifyError as VerifyError
+from ._interrupts import build_resume_array as build_resume_array
+from ._interrupts import is_interrupt_expired as is_interrupt_expired
 from ._ledger import CustomRecord as CustomRecord
 from ._ledger import Ledger as Ledger
 from ._ledger import LedgerSnapshot as LedgerSnapshot
@@ -61,6 +71,7 @@ from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
 from ._public import public_module as _public_module
+from ._resume import ReplayBuffer as ReplayBuffer
 from ._stage import Context as Context
 from ._stage import Mode as Mode
 from ._stage import Transducer as Transducer
@@ -88,9 +99,13 @@ __all__ = (
     "DefaultStages",
     "Enforce",
     "EventDecoder",
+    "EventStreamResponse",
     "ExpandChunks",
     "FilterToolCalls",
     "FramingError",
+    "HttpAgent",
+    "HttpStatusError",
+    "IncompleteStream",
     "ItemStore",
     "Ledger",
     "LedgerSnapshot",
@@ -104,11 +119,14 @@ __all__ = (
     "PipelineClosed",
     "PipelineConsumed",
     "RawRecord",
+    "ReplayBuffer",
     "Report",
     "RunCancelled",
+    "RunFailed",
     "RunInterrupted",
     "RunOutcome",
     "RunRecord",
+    "RunResult",
     "RunStatus",
     "RunSuccess",
     "Stage",
@@ -118,13 +136,16 @@ __all__ = (
     "SubagentRecord",
     "ToolCallItem",
     "Transducer",
+    "TransportError",
     "Update",
     "UsageError",
     "Verify",
     "VerifyError",
     "aggregate_token_usage",
+    "build_resume_array",
     "compact_events",
     "from_agui_core",
+    "is_interrupt_expired",
     "iter_metadata",
     "merge_metadata",
     "middleware",
@@ -136,4 +157,22 @@ __all__ = (
     "wrap",
 )
 
-_public_module(__name__, globals(), __all__)
+if _typing.TYPE_CHECKING:
+    from ._server import EventStreamResponse as EventStreamResponse
+
+#: Public names imported on first use (they need an optional dependency).
+_LAZY = ("EventStreamResponse",)
+
+_public_module(__name__, globals(), [name for name in __all__ if name not in _LAZY])
+
+
+def __getattr__(name: str) -> object:
+    # EventStreamResponse is a Starlette Response: imported on first use, so that agui-meta
+    # itself does not need Starlette (pip install 'agui-meta[server]').
+    if name == "EventStreamResponse":
+        from ._server import EventStreamResponse
+
+        EventStreamResponse.__module__ = __name__
+        globals()[name] = EventStreamResponse
+        return EventStreamResponse
+    raise AttributeError(f"module 'agui_meta' has no attribute {name!r}")

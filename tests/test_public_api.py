@@ -24,7 +24,7 @@ def _public_names(module: types.ModuleType) -> set[str]:
         if not name.startswith("_")
         and not isinstance(value, types.ModuleType)
         and name != "annotations"
-    }
+    } | set(getattr(module, "_LAZY", ()))  # imported on first use (an optional dependency)
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
