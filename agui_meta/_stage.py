@@ -13,10 +13,11 @@ keep-going mode, turns them into reports and carries on with the next event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from ._exceptions import DataError, Report, Severity, StrictError
+from ._framing import Frame
 from ._warn import ReportWarnings
 
 __all__ = ["Context", "Mode", "ReportHandler", "Transducer", "close_chain", "run_sync"]
@@ -108,7 +109,10 @@ class Context:
 class Transducer(Generic[In, Out]):
     """Base class of synchronous stages. Subclasses override :meth:`feed` (and maybe :meth:`close`).
 
-    ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed.
+    ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed. A stage fed
+    directly, outside any chain, works too: its outputs are dropped (``run_sync`` collects
+    them) and it reports to a :class:`Context` of its own (``stage.ctx``: the default mode,
+    reports issued as warnings), made on first use.
 
     >>> class Double(Transducer[int, int]):
     ...     def feed(self, item: int) -> None:
@@ -120,6 +124,9 @@ class Transducer(Generic[In, Out]):
 
     emit: Callable[[Out], None]
     ctx: Context
+    #: Whether the stage takes decoded events only: :func:`run_sync` then decodes the wire
+    #: forms it is given (dicts, JSON, ``ag_ui.core`` models) before feeding them to it.
+    takes_events: ClassVar[bool] = False
 
     def connect(self, emit: Callable[[Out], None], ctx: Context) -> Callable[[In], None]:
         """Attach the downstream ``emit`` and the shared context; returns ``self.feed``."""
@@ -133,6 +140,25 @@ class Transducer(Generic[In, Out]):
 
     def close(self) -> None:
         """The stream ended normally: emit any trailing outputs."""
+
+    if not TYPE_CHECKING:  # type checkers keep reporting misspelt attributes
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached when the attribute is missing: a stage that was never connected.
+            if name == "ctx":
+                self.ctx = Context()
+                return self.ctx
+            if name == "emit":
+                return _drop
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+#: What run_sync() decodes before the first stage (besides pydantic models): an event's wire form.
+_WIRE_FORMS = (Mapping, bytes, bytearray, memoryview, str, Frame)
+
+
+def _drop(item: object) -> None:
+    """The ``emit`` of a stage fed outside any chain: nothing downstream."""
 
 
 def connect_chain(
@@ -170,10 +196,35 @@ def run_sync(
     on_report: ReportHandler | None = None,
     ctx: Context | None = None,
 ) -> list[Any]:
-    """Run items through transducers synchronously and return every output (for tests, CLIs)."""
+    """Run items through transducers synchronously and return every output (for tests, CLIs).
+
+    When the first stage takes events (:attr:`Transducer.takes_events`: every built-in event
+    stage), items in an event's wire form (a dict, the JSON of one event as ``bytes``/``str``,
+    an ``ag_ui.core`` model, a frame) are decoded first, with the reports and errors of
+    :class:`~agui_meta.Enforce`, as ``wrap()`` does; anything else (events, updates, your own
+    items) passes as it is.
+
+    >>> import agui_meta
+    >>> stages = agui_meta.DefaultStages()
+    >>> _ = run_sync(stages, [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+    >>> stages.ledger.runs[0].run_id
+    'r'
+    """
+    from ._decode import Enforce  # the driver decodes; the contract above does not know it
+
     ctx = ctx or Context(mode, on_report)
     out: list[Any] = []
     head, chain = connect_chain(transducers, out.append, ctx)
+    if chain and chain[0].takes_events:
+        decode = Enforce().connect(head, ctx)
+        feed = head
+
+        def head(item: Any) -> None:
+            if isinstance(item, _WIRE_FORMS) or hasattr(item, "model_dump"):
+                decode(item)
+            else:
+                feed(item)
+
     try:
         for i, item in enumerate(items):
             ctx.index = i
