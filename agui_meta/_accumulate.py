@@ -233,7 +233,8 @@ class Accumulate(Transducer[Event, Update]):
                 "event yet first (wrap() and run_sync() do; in a hand-built chain put "
                 "agui_meta.Enforce() first)"
             )
-        handler = self._handlers[type(event)] = self._handlers[cls]
+        handler = self._handlers.get(cls) or self.fast_converts[cls]
+        self._handlers[type(event)] = handler
         return handler
 
     def feed(self, event: Event) -> None:
