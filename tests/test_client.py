@@ -19,8 +19,7 @@ import httpx
 import pytest
 
 import agui_meta
-from tests.oracle import OracleUnavailable, oracle_required, prepare_oracle
-from tests.servers import agent_app, serve
+from tests.servers import agent_app, official_http_agent, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -30,27 +29,6 @@ def server() -> Iterator[tuple[str, Any]]:
     app = agent_app(max_events=100, linger=0.5)
     with serve(app) as url:
         yield url, app
-
-
-def official_http_agent(url: str, spec: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
-    """The official HttpAgent's run lines (``http_agent.cjs``), skipping without Node.js."""
-    try:
-        directory = prepare_oracle()
-    except OracleUnavailable as exc:
-        if oracle_required():
-            pytest.fail(f"the reference oracle is required but unavailable: {exc}")
-        pytest.skip(f"the reference oracle is unavailable: {exc}")
-    path = tmp / "runs.json"
-    path.write_text(json.dumps(spec))
-    done = subprocess.run(
-        ["node", str(directory / "http_agent.cjs"), url, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 THREAD_SPEC: dict[str, Any] = {
