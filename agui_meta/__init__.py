@@ -27,6 +27,7 @@ from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
 from ._defaults import DefaultStages as DefaultStages
+from ._driver import run_sync as run_sync
 from ._exceptions import AguiMetaError as AguiMetaError
 from ._exceptions import AguiWarning as AguiWarning
 from ._exceptions import ApplyError as ApplyError
@@ -58,6 +59,7 @@ from ._ledger import SubagentRecord as SubagentRecord
 from ._ledger import aggregate_token_usage as aggregate_token_usage
 from ._lint import LintMetadataKeys as LintMetadataKeys
 from ._metadata import AGUI_METADATA_KEY as AGUI_METADATA_KEY
+from ._metadata import MergedMetadata as MergedMetadata
 from ._metadata import iter_metadata as iter_metadata
 from ._metadata import merge_metadata as merge_metadata
 from ._metadata import unprefixed_keys as unprefixed_keys
@@ -67,6 +69,7 @@ from ._middleware import FilterToolCalls as FilterToolCalls
 from ._middleware import Middleware as Middleware
 from ._middleware import middleware as middleware
 from ._middleware import transduce as transduce
+from ._otel import otel as otel
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
@@ -75,11 +78,11 @@ from ._resume import ReplayBuffer as ReplayBuffer
 from ._stage import Context as Context
 from ._stage import Mode as Mode
 from ._stage import Transducer as Transducer
-from ._stage import run_sync as run_sync
 from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._usage import UsageMeter as UsageMeter
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
 
@@ -110,6 +113,7 @@ __all__ = (
     "Ledger",
     "LedgerSnapshot",
     "LintMetadataKeys",
+    "MergedMetadata",
     "MessageItem",
     "MetadataError",
     "Middleware",
@@ -139,6 +143,7 @@ __all__ = (
     "TransportError",
     "Update",
     "UsageError",
+    "UsageMeter",
     "Verify",
     "VerifyError",
     "aggregate_token_usage",
@@ -149,6 +154,7 @@ __all__ = (
     "iter_metadata",
     "merge_metadata",
     "middleware",
+    "otel",
     "run_sync",
     "to_agui_core",
     "transduce",

@@ -44,6 +44,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._decode import EventDecoder
+from ._driver import Runner
 from ._events import (
     Event,
     Metadata,
@@ -59,11 +60,10 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from ._exceptions import DataError
 from ._framing import make_decoder
 from ._metadata import copy_json, merge_metadata
 from ._patch import PatchError, apply_patch
-from ._stage import Context, Mode, ReportHandler, Transducer, close_chain
+from ._stage import Context, Mode, ReportHandler, Transducer
 
 __all__ = ["Compact", "compact_events"]
 
@@ -303,19 +303,14 @@ def compact_events(
     else:
         items = events
     ctx = Context(mode, on_report)
-    out: list[Event] = []
-    enforce = _Decode()
-    compact = Compact()
-    compact.connect(out.append, ctx)
-    head = enforce.connect(compact.feed, ctx)
-    for index, item in enumerate(items):
-        ctx.index = index
-        try:
-            head(item)
-        except DataError as exc:
-            ctx.skip(exc)
-    close_chain([enforce, compact], ctx)
-    return out
+    runner = Runner([_Decode(), Compact()], ctx)
+    try:
+        for item in items:
+            runner.feed(item)
+        runner.close()
+    finally:
+        ctx.finish()
+    return runner.out
 
 
 class _Decode(Transducer[Any, Event]):

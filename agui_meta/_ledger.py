@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -87,7 +87,8 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._stage import Context, Transducer
+from ._metadata import enc_hook
+from ._stage import CONTENT_DELTAS, Context, Transducer
 
 __all__ = [
     "CustomRecord",
@@ -359,7 +360,7 @@ class LedgerSnapshot(_Record, kw_only=True):
     dropped_runs: int = 0
 
 
-_ENCODER = msgspec.json.Encoder()
+_ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)  # merged metadata as its object
 _EVENT_CLASSES = frozenset(EVENT_TYPES.values())
 _RECORDED = frozenset(
     {
@@ -518,10 +519,24 @@ class Ledger(Transducer[T, T]):
 
     def to_builtins(self) -> dict[str, Any]:
         """The ledger as plain dicts and lists, shaped like :meth:`to_json`."""
-        result: dict[str, Any] = msgspec.to_builtins(self.snapshot())
+        result: dict[str, Any] = msgspec.to_builtins(self.snapshot(), enc_hook=enc_hook)
         return result
 
     # -- the stage -------------------------------------------------------------------------
+
+    # The fast path (see ``_stage``): while a run is open, every content delta, bare or in an
+    # Update, passes and is counted in the run's event counts.
+    fast_wrapped = True
+
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None]:
+        """While a run is open, the content deltas :meth:`feed` only passes and counts."""
+        return _EVERY_DELTA if self._counts is not None else _NO_DELTA
+
+    @property
+    def fast_tally(self) -> dict[str, int] | None:
+        """The open run's event counts."""
+        return self._counts
 
     def feed(self, item: T) -> None:
         self.emit(item)
@@ -951,3 +966,12 @@ class Ledger(Transducer[T, T]):
                 tool.pending = tool.status != "answered"
         self._tools.clear()
         live.clear()
+
+
+Ledger.fast_feed = Ledger.feed
+#: The deltas :meth:`Ledger.feed` only counts (those it records, such as TOOL_CALL_ARGS for
+#: its tool-call records, are not in ``_PLAIN`` and so never pass).
+_EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = {
+    cls: None for cls in CONTENT_DELTAS if cls in _PLAIN
+}
+_NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, Union
 
+from ._driver import Runner
 from ._events import (
     Event,
     RunAgentInput,
@@ -25,8 +26,8 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._exceptions import DataError, UsageError
-from ._stage import Context, Transducer, close_chain, connect_chain
+from ._exceptions import UsageError
+from ._stage import Context, Transducer
 
 __all__ = [
     "Agent",
@@ -115,28 +116,21 @@ async def transduce(
     ctx: Context | None = None,
 ) -> AsyncIterator[Any]:
     """Run transducers over an async iterator, outside a pipeline; closes ``upstream`` when done."""
-    out: list[Any] = []
-    context = ctx or Context()
-    head, chain = connect_chain(transducers, out.append, context)
+    runner = Runner(transducers, ctx or Context())
+    out = runner.out
     try:
-        index = 0
         async for item in upstream:
-            context.index = index
-            index += 1
-            try:
-                head(item)
-            except DataError as exc:
-                context.skip(exc)
+            runner.feed(item)
             if out:
                 batch = out[:]
                 out.clear()
                 for x in batch:
                     yield x
-        close_chain(chain, context)
+        runner.close()
         for x in out:
             yield x
     finally:
-        context.finish()
+        runner.ctx.finish()
         aclose = getattr(upstream, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -48,8 +48,9 @@ class ToolCallItem:
     """A tool call of an assistant message, as the store holds it.
 
     ``owner`` is the message whose ``toolCalls`` holds it. ``metadata`` is ``UNSET`` or the
-    merged metadata dict (a new dict after every merge, so a reference taken earlier keeps the
-    value it had). ``arguments`` joins the streamed deltas on demand. The item keeps changing as
+    merged metadata: a :class:`~agui_meta.MergedMetadata` once an event merged into it (a new
+    version after every merge, so a reference taken earlier keeps the value it had), else the
+    history's dict. ``arguments`` joins the streamed deltas on demand. The item keeps changing as
     later events arrive; :meth:`to_wire` gives a frozen copy.
     """
 
@@ -164,8 +165,8 @@ class MessageItem:
     ``id`` and ``role`` are the wire values. ``content`` is the text (deltas joined on
     demand), the content parts, or an activity's object; ``UNSET`` when absent (an assistant
     message made for tool calls has none). ``tool_calls`` is ``None`` when the message has no
-    ``toolCalls`` member. ``metadata`` is ``UNSET`` or the merged metadata dict (a new dict
-    after every merge). ``fields`` holds the other wire members under their wire names
+    ``toolCalls`` member. ``metadata`` is ``UNSET`` or the merged metadata (see
+    :class:`ToolCallItem`). ``fields`` holds the other wire members under their wire names
     (``name``, ``subagentRunId``, ``encryptedValue``, ``toolCallId``, ``activityType``,
     ``error`` and, for a history the client supplied, any unknown member).
 

@@ -49,7 +49,7 @@ async def consume(url: str, body: dict[str, Any]) -> agui_meta.DefaultStages[agu
                 item = update.item
                 if not update.done or item is None:
                     continue
-                metadata = update.metadata if isinstance(update.metadata, dict) else {}
+                metadata = dict(update.metadata or {})
                 if isinstance(item, agui_meta.ToolCallItem):
                     print(f"[tool call] {item.name}({item.arguments})  {json.dumps(metadata)}")
                 else:

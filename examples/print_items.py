@@ -80,7 +80,7 @@ async def print_items(events: AsyncIterator[Any]) -> agui_meta.DefaultStages[agu
             if update.done and update.item is not None:
                 print(describe(update.item))
                 # The item's metadata merged from every event that built it, as of this event.
-                metadata = update.metadata if isinstance(update.metadata, dict) else None
+                metadata = None if update.metadata is None else dict(update.metadata)
                 print(f"  metadata: {json.dumps(metadata)}")
     return stages
 

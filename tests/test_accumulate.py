@@ -27,7 +27,8 @@ from agui_meta import (
     run_sync,
 )
 from agui_meta._conformance import run_case
-from agui_meta._stage import Context, connect_chain
+from agui_meta._driver import connect_chain
+from agui_meta._stage import Context
 from agui_meta.events import AnyEvent, Event
 from tests.oracle import OracleServer, assert_same_result
 
@@ -1465,7 +1466,7 @@ class TestUpdates:
         assert [
             (u.event.type, None if u.item is None else u.item.id, u.metadata, u.done)
             for u in updates
-        ] == _EXPECTED
+        ] == [(kind, key, None if m is UNSET else m, done) for kind, key, m, done in _EXPECTED]
 
     def test_an_earlier_metadata_object_is_not_changed_by_later_merges(self) -> None:
         updates, _, _ = run(
@@ -1787,13 +1788,13 @@ async def test_in_an_async_pipeline(anyio_backend: str) -> None:
     # The chunk's START and CONTENT come from one source item, so by the time the consumer
     # sees the START's update the content was appended; the metadata is exact nevertheless.
     assert seen == [
-        ("RUN_STARTED", None, UNSET, False),
+        ("RUN_STARTED", None, None, False),
         ("TEXT_MESSAGE_START", "m", {"a": 1}, False),
         ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
         ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
         ("TEXT_MESSAGE_CONTENT", "m", {"a": 1, "usage": 3}, False),
         ("TEXT_MESSAGE_END", "m", {"a": 1, "usage": 3}, True),
-        ("RUN_FINISHED", None, UNSET, False),
+        ("RUN_FINISHED", None, None, False),
     ]
     assert store.messages_wire() == [
         {"id": "m", "role": "assistant", "content": "Hello", "metadata": {"a": 1, "usage": 3}}

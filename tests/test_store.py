@@ -18,7 +18,8 @@ from agui_meta import (
     Update,
     run_sync,
 )
-from agui_meta._stage import Context, connect_chain
+from agui_meta._driver import connect_chain
+from agui_meta._stage import Context
 from agui_meta.events import AnyEvent, Event, UserMessage
 
 
