@@ -45,7 +45,6 @@ from agui_meta.events import (
     ToolCallStartEvent,
 )
 
-
 log = logging.getLogger("agui-meta.proxy")
 
 
