@@ -287,6 +287,7 @@ async def test_the_example_server_agrees_with_the_official_client(tmp_path: Path
         "messages": [{"id": "u-1", "role": "user", "content": "Weather in Lisbon?"}],
         "runs": [{"runId": "r-1"}],
     }
+
     def latency_measured(messages: Any) -> Any:
         # The server measures each item's latency: a number, different from run to run.
         text = json.dumps(messages)
