@@ -1,6 +1,6 @@
 """The accumulate stage: every event, with the item it built and that item's merged metadata.
 
-``accumulate(store)`` is a transducer from :class:`~agui_meta.Event` to :class:`Update`. For
+``Accumulate(store)`` is a transducer from :class:`~agui_meta.events.Event` to :class:`Update`. For
 each event it does what the reference client's ``defaultApplyEvents`` (1.0.0) does to its
 messages and state, then emits ``Update(event, item, done, metadata)``:
 
@@ -16,12 +16,16 @@ messages and state, then emits ``Update(event, item, done, metadata)``:
   REASONING_MESSAGE_END (the message), TOOL_CALL_END (the call), TOOL_CALL_RESULT (the tool
   message is complete when it arrives), ACTIVITY_SNAPSHOT and ACTIVITY_DELTA (each leaves a
   complete activity, which a later one may supersede). Otherwise false;
-- ``metadata`` is the item's merged metadata as of this event: exact however late it is read
-  (a merge replaces the item's metadata dict, never modifies it), at no cost.
+- ``metadata`` is the item's merged metadata as of this event, a read-only mapping (``None``
+  when there is none): exact however late it is read, at no cost. An item's metadata is a
+  :class:`~agui_meta.MergedMetadata`, of which each update holds the version as of its event;
+  a merge costs O(1) amortised per key it writes, in time and memory, however many keys the
+  item has and however many updates are held.
 
-Metadata is merged key by key, last write wins, never recursively, and values are copied, so a
-later mutation of the event cannot reach the store. An event without metadata costs no copy;
-``metadata: {}`` creates ``{}`` on an item that had none, as the reference does.
+Metadata is merged by :func:`~agui_meta.merge_metadata` (key by key, last write wins, never
+recursively), and values are copied, so a later mutation of the event cannot reach the store.
+An event without metadata costs no copy; ``metadata: {}`` creates ``{}`` on an item that had
+none, as the reference does.
 
 Where the reference only warns and carries on (a missing target, an id that collides with an
 activity message, a renamed tool call, a parent that is not an assistant message, a failing
@@ -29,7 +33,7 @@ patch), the stage does the same and reports through the pipeline's ``on_report``
 errors are the reference's: a raw ``*_CHUNK`` event raises :class:`~agui_meta.ApplyError`.
 
 Per-event cost does not depend on the history length (see :mod:`agui_meta._store`); merging
-metadata adds O(keys) for the events that carry some:
+metadata adds O(keys the event carries), never O(keys the item has):
 
 - TEXT/REASONING_MESSAGE_*, TOOL_CALL_START/ARGS/END, REASONING_ENCRYPTED_VALUE: O(1) (a dict
   lookup; deltas are appended to a list and joined when read);
@@ -44,7 +48,7 @@ metadata adds O(keys) for the events that carry some:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -85,15 +89,16 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
 from ._exceptions import ApplyError, UsageError
 from ._js import js_string
-from ._metadata import CLIENT_METADATA_KEY, copy_json
+from ._metadata import CLIENT_METADATA_KEY, MergedMetadata, copy_json, merge_metadata
 from ._patch import PatchError, apply_patch
 from ._stage import Transducer
 from ._store import ItemStore, MessageItem, Store, ToolCallItem
 
-__all__ = ["Accumulate", "Update", "accumulate", "authoritative_activity_types"]
+__all__ = ["Accumulate", "Update", "authoritative_activity_types"]
 
 
 class Update(msgspec.Struct, frozen=True, gc=False):
@@ -106,29 +111,44 @@ class Update(msgspec.Struct, frozen=True, gc=False):
       the same batch already applied; ``item.to_wire()`` in a stage right after accumulate
       (a transducer, run as each update is emitted) freezes it exactly as of this event;
     - ``done``: the event completed the item;
-    - ``metadata``: the item's merged metadata exactly as of this event (``UNSET`` when it has
-      none, or when there is no item). Merges never modify a metadata dict, they replace it,
-      so this needs no copy and stays true however far the consumer lags.
+    - ``metadata``: the item's merged metadata exactly as of this event, a read-only mapping
+      (``None`` when the item has none, or when there is no item). It is a version of the
+      item's :class:`~agui_meta.MergedMetadata`: it needs no copy, stays true however far the
+      consumer lags, and costs O(1) per key the event wrote however large the item's metadata
+      grows; ``dict(update.metadata)`` gives a plain dict.
     """
 
     event: Event
     item: MessageItem | ToolCallItem | None = None
     done: bool = False
-    metadata: dict[str, Any] | UnsetType = UNSET
+    metadata: Mapping[str, Any] | None = None
 
 
-def _merged(existing: Any, incoming: dict[str, Any]) -> dict[str, Any]:
-    """``{...existing, ...incoming}`` with incoming's values copied (never recursive)."""
-    if isinstance(existing, dict):
-        out = dict(existing)
+def _merged(existing: Any, incoming: dict[str, Any]) -> MergedMetadata:
+    """``{...existing, ...incoming}`` with incoming's values copied: :func:`merge_metadata`
+    into the item's :class:`MergedMetadata` (made on the item's first merge)."""
+    base: MergedMetadata
+    if type(existing) is MergedMetadata:
+        base = existing
+    elif isinstance(existing, dict):
+        base = MergedMetadata(existing)
     elif isinstance(existing, (list, str)):
         # A history may hold a non-object metadata value: spread it as JavaScript would.
-        out = {str(i): v for i, v in enumerate(existing)}
+        base = MergedMetadata({str(i): v for i, v in enumerate(existing)})
     else:
-        out = {}
-    for key, value in incoming.items():
-        out[key] = copy_json(value) if isinstance(value, (dict, list)) else value
-    return out
+        base = MergedMetadata()
+    for value in incoming.values():
+        if isinstance(value, (dict, list)):  # copied, so the event's containers stay its own
+            incoming = {
+                k: copy_json(v) if isinstance(v, (dict, list)) else v for k, v in incoming.items()
+            }
+            break
+    return merge_metadata(base, incoming)
+
+
+def _current(metadata: Any) -> Any:
+    """What ``Update.metadata`` holds for an item's ``metadata`` attribute."""
+    return None if metadata is UNSET else metadata
 
 
 def authoritative_activity_types(metadata: Any) -> list[str] | Any | None:
@@ -155,6 +175,8 @@ def authoritative_activity_types(metadata: Any) -> list[str] | Any | None:
 class Accumulate(Transducer[Event, Update]):
     """The accumulate stage as a transducer (see :func:`accumulate`). ``store`` is its store."""
 
+    takes_events = True
+
     def __init__(self, store: ItemStore | None = None) -> None:
         self.store: ItemStore = store if store is not None else Store()
         # Bound once: the per-event lookups, and whether completed items are evicted (read
@@ -163,15 +185,19 @@ class Accumulate(Transducer[Event, Update]):
         self._tool_call = self.store.tool_call
         self._evict = self.store.evict_completed
         no_item = self._no_item
+        #: The content deltas' handlers, which :meth:`feed` tries first: the fast path's
+        #: conversion (see ``_stage``). Nothing else happens to a delta in :meth:`feed`.
+        self.fast_converts: dict[type, Callable[[Any], Update]] = {
+            TextMessageContentEvent: self._text_content,
+            ReasoningMessageContentEvent: self._text_content,
+            ToolCallArgsEvent: self._tool_args,
+        }
         self._handlers: dict[type[Event], Callable[[Any], Update]] = {
             TextMessageStartEvent: self._text_start,
-            TextMessageContentEvent: self._text_content,
             TextMessageEndEvent: self._text_end,
             ReasoningMessageStartEvent: self._reasoning_start,
-            ReasoningMessageContentEvent: self._text_content,
             ReasoningMessageEndEvent: self._text_end,
             ToolCallStartEvent: self._tool_start,
-            ToolCallArgsEvent: self._tool_args,
             ToolCallEndEvent: self._tool_end,
             ToolCallResultEvent: self._tool_result,
             StateSnapshotEvent: self._state_snapshot,
@@ -197,20 +223,35 @@ class Accumulate(Transducer[Event, Update]):
             SubagentErrorEvent: no_item,
         }
 
+    def _handler_of(self, event: Any) -> Callable[[Any], Update]:
+        """The handler of an event class not in the table: a subclass of an AG-UI event class."""
+        cls = protocol_class(type(event))
+        if cls is None:
+            raise UsageError(
+                f"Accumulate takes agui_meta.events.Event objects, got "
+                f"{type(event).__module__}.{type(event).__qualname__}: decode what is not an "
+                "event yet first (wrap() and run_sync() do; in a hand-built chain put "
+                "agui_meta.Enforce() first)"
+            )
+        handler = self._handlers.get(cls) or self.fast_converts[cls]
+        self._handlers[type(event)] = handler
+        return handler
+
     def feed(self, event: Event) -> None:
+        convert = self.fast_converts.get(type(event))
+        if convert is not None:
+            self.emit(convert(event))
+            return
         try:
             handler = self._handlers[type(event)]
         except KeyError:
-            raise UsageError(
-                f"accumulate() takes agui_meta events, got {type(event).__name__}; decode "
-                "the stream first (enforce() or an EventDecoder)"
-            ) from None
+            handler = self._handler_of(event)
         update = handler(event)
         self.emit(update)
         if self._evict:
             if update.done:
                 self._release(update.item)
-            elif type(event) is RunFinishedEvent or type(event) is RunErrorEvent:
+            elif isinstance(event, (RunFinishedEvent, RunErrorEvent)):
                 self.store.evict_idle()
 
     # -- helpers
@@ -286,7 +327,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = True
-        return Update(event, item, False, item.metadata)
+        return Update(event, item, False, _current(item.metadata))
 
     def _text_content(
         self, event: TextMessageContentEvent | ReasoningMessageContentEvent
@@ -295,7 +336,7 @@ class Accumulate(Transducer[Event, Update]):
         if item is None:
             return self._missing(event)
         if item.role == "activity":
-            kind = "text" if type(event) is TextMessageContentEvent else "reasoning"
+            kind = "text" if isinstance(event, TextMessageContentEvent) else "reasoning"
             return self._collides(event, kind)
         # MessageItem.append_content, inlined: this is the most frequent event.
         parts = item._parts
@@ -304,19 +345,20 @@ class Accumulate(Transducer[Event, Update]):
         parts.append(event.delta)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
-        return Update(event, item, False, item.metadata)
+        metadata = item.metadata  # _current(), inlined: the most frequent events
+        return Update(event, item, False, None if metadata is UNSET else metadata)
 
     def _text_end(self, event: TextMessageEndEvent | ReasoningMessageEndEvent) -> Update:
         item = self._message(event.message_id)
         if item is None:
             return self._missing(event)
         if item.role == "activity":
-            kind = "text" if type(event) is TextMessageEndEvent else "reasoning"
+            kind = "text" if isinstance(event, TextMessageEndEvent) else "reasoning"
             return self._collides(event, kind)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = False
-        return Update(event, item, True, item.metadata)
+        return Update(event, item, True, _current(item.metadata))
 
     def _tool_start(self, event: ToolCallStartEvent) -> Update:
         store = self.store
@@ -340,7 +382,7 @@ class Accumulate(Transducer[Event, Update]):
                 call.name = event.tool_call_name
             if event.metadata is not UNSET:
                 call.metadata = _merged(call.metadata, event.metadata)
-            return Update(event, call, False, call.metadata)
+            return Update(event, call, False, _current(call.metadata))
 
         parent_id = event.parent_message_id
         owner = store.message(parent_id) if parent_id else None
@@ -366,7 +408,7 @@ class Accumulate(Transducer[Event, Update]):
         store.add_tool_call(owner, call)
         call._open = True
         owner._open_calls += 1
-        return Update(event, call, False, call.metadata)
+        return Update(event, call, False, _current(call.metadata))
 
     def _tool_args(self, event: ToolCallArgsEvent) -> Update:
         call = self._tool_call(event.tool_call_id)
@@ -383,7 +425,8 @@ class Accumulate(Transducer[Event, Update]):
         parts.append(event.delta)
         if event.metadata is not UNSET:
             call.metadata = _merged(call.metadata, event.metadata)
-        return Update(event, call, False, call.metadata)
+        metadata = call.metadata  # _current(), inlined: the most frequent events
+        return Update(event, call, False, None if metadata is UNSET else metadata)
 
     def _tool_end(self, event: ToolCallEndEvent) -> Update:
         call = self._tool_call(event.tool_call_id)
@@ -394,7 +437,7 @@ class Accumulate(Transducer[Event, Update]):
         if call._open:
             call._open = False
             call.owner._open_calls -= 1
-        return Update(event, call, True, call.metadata)
+        return Update(event, call, True, _current(call.metadata))
 
     def _tool_result(self, event: ToolCallResultEvent) -> Update:
         store = self.store
@@ -410,7 +453,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(UNSET, event.metadata)
         store.insert_result(item, store.assistant_owner(call_id))
-        return Update(event, item, True, item.metadata)
+        return Update(event, item, True, _current(item.metadata))
 
     def _state_snapshot(self, event: StateSnapshotEvent) -> Update:
         self.store.state = copy_json(event.snapshot)
@@ -489,7 +532,7 @@ class Accumulate(Transducer[Event, Update]):
             return Update(event, None, False)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
-        return Update(event, item, True, item.metadata)
+        return Update(event, item, True, _current(item.metadata))
 
     def _activity_delta(self, event: ActivityDeltaEvent) -> Update:
         store = self.store
@@ -519,13 +562,13 @@ class Accumulate(Transducer[Event, Update]):
                 event,
                 f"$.patch[{exc.index}]",
             )
-            return Update(event, item, True, item.metadata)
+            return Update(event, item, True, _current(item.metadata))
         if item._refs > 1:
             shared, item = item, item.copy()
             store.replace(shared, item)
         item.content = content
         item.fields["activityType"] = event.activity_type
-        return Update(event, item, True, item.metadata)
+        return Update(event, item, True, _current(item.metadata))
 
     def _run_started(self, event: RunStartedEvent) -> Update:
         store = self.store
@@ -566,12 +609,4 @@ class Accumulate(Transducer[Event, Update]):
         return Update(event, None, False)
 
 
-def accumulate(store: ItemStore | None = None) -> Accumulate:
-    """The accumulate stage: builds every item into ``store`` and emits an :class:`Update` per event.
-
-    :param store: where items and state go; a new in-memory :class:`~agui_meta.Store` when
-        omitted (reach it as ``stage.store``). Pass ``Store(evict_completed=True)`` for bounded
-        memory on endless streams, or a store seeded with the client's history and state.
-    :return: a transducer for :func:`agui_meta.run_sync` or a pipeline.
-    """
-    return Accumulate(store)
+Accumulate.fast_feed = Accumulate.feed

@@ -68,7 +68,7 @@ def _is_message_model(model: Any) -> bool:
 def to_agui_core(obj: Event | Message) -> BaseModel:
     """The ``ag_ui.core`` model of an agui-meta Event (or Message).
 
-    >>> from agui_meta import TextMessageEndEvent
+    >>> from agui_meta.events import TextMessageEndEvent
     >>> to_agui_core(TextMessageEndEvent(message_id="m")).message_id
     'm'
     """

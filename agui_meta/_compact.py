@@ -44,6 +44,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._decode import EventDecoder
+from ._driver import Runner
 from ._events import (
     Event,
     Metadata,
@@ -58,12 +59,12 @@ from ._events import (
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
-from ._exceptions import DataError
 from ._framing import make_decoder
 from ._metadata import copy_json, merge_metadata
 from ._patch import PatchError, apply_patch
-from ._stage import Context, Mode, ReportHandler, Transducer, close_chain
+from ._stage import Context, Mode, ReportHandler, Transducer
 
 __all__ = ["Compact", "compact_events"]
 
@@ -115,12 +116,15 @@ class Compact(Transducer[Event, Event]):
     Groups are written out as they complete, so what is emitted is what the reference returns,
     in the same order; what is still open is written by :meth:`close`.
 
-    >>> from agui_meta import TextMessageContentEvent as Content, run_sync
+    >>> from agui_meta import run_sync
+    >>> from agui_meta.events import TextMessageContentEvent as Content
     >>> out = run_sync([Compact()], [Content(message_id="m", delta="Hel", metadata={"a": 1}),
     ...                              Content(message_id="m", delta="lo", metadata={"b": 2})])
     >>> out
     [TextMessageContentEvent(timestamp=UNSET, raw_event=UNSET, metadata={'a': 1, 'b': 2}, subagent_run_id=UNSET, message_id='m', delta='Hello')]
     """
+
+    takes_events = True
 
     def __init__(self) -> None:
         self._texts: dict[str, _Group[TextMessageStartEvent]] = {}
@@ -129,7 +133,7 @@ class Compact(Transducer[Event, Event]):
         self._state_index: list[int] = []  # the source index of each event in the window
 
     def feed(self, item: Event) -> None:
-        cls = type(item)
+        cls = protocol_class(type(item))
         if cls is TextMessageContentEvent:
             assert isinstance(item, TextMessageContentEvent)
             self._text(item.message_id).add(item.delta, item.metadata)
@@ -281,7 +285,7 @@ def compact_events(
     """Compact a history of events exactly as the official client's ``compactEvents`` does.
 
     ``events`` is an iterable of anything agui-meta decodes as one event (an
-    :class:`~agui_meta.Event`, a wire ``dict``, an ``ag_ui.core`` model, one event's JSON as
+    :class:`~agui_meta.events.Event`, a wire ``dict``, an ``ag_ui.core`` model, one event's JSON as
     ``bytes``/``str``), or a whole recorded stream as one ``bytes``/``str`` (SSE or JSON
     lines, detected). Every item is decoded and validated first, with the usual reports and
     errors (``mode`` and ``on_report`` as for a pipeline); the result is a new list of events
@@ -302,19 +306,14 @@ def compact_events(
     else:
         items = events
     ctx = Context(mode, on_report)
-    out: list[Event] = []
-    enforce = _Decode()
-    compact = Compact()
-    compact.connect(out.append, ctx)
-    head = enforce.connect(compact.feed, ctx)
-    for index, item in enumerate(items):
-        ctx.index = index
-        try:
-            head(item)
-        except DataError as exc:
-            ctx.skip(exc)
-    close_chain([enforce, compact], ctx)
-    return out
+    runner = Runner([_Decode(), Compact()], ctx)
+    try:
+        for item in items:
+            runner.feed(item)
+        runner.close()
+    finally:
+        ctx.finish()
+    return runner.out
 
 
 class _Decode(Transducer[Any, Event]):

@@ -17,14 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._accumulate import accumulate
-from ._chunks import expand_chunks
-from ._decode import enforce
+from ._accumulate import Accumulate
+from ._chunks import ExpandChunks
+from ._decode import Enforce
+from ._driver import Runner
 from ._exceptions import DataError, Report
 from ._js import js_truthy
-from ._stage import Context, Transducer, connect_chain
+from ._stage import Context, Transducer
 from ._store import Store
-from ._verify import verify as verify_stage
+from ._verify import Verify
 
 __all__ = ["run_case", "run_cases"]
 
@@ -50,21 +51,14 @@ def run_case(case: dict[str, Any], *, verify: bool = True, on_report: Any = None
             raise DataError("a case's `messages` must be a list of objects", path="$.messages")
         state = case.get("state")
         store = Store(history, state if js_truthy(state) else {})
-        stages: list[Transducer[Any, Any]] = [enforce(), expand_chunks()]
+        stages: list[Transducer[Any, Any]] = [Enforce(), ExpandChunks()]
         if verify:
-            stages.append(verify_stage())
-        stages.append(accumulate(store))
-        ctx = Context("default", on_report or _ignore)
-        head, chain = connect_chain(stages, _discard, ctx)
-        for index, event in enumerate(events):
-            ctx.index = index
-            try:
-                head(event)
-            except DataError as exc:
-                raise exc.locate(index=index) from exc.__cause__
-        ctx.index = -1
-        for stage in chain:
-            stage.close()
+            stages.append(Verify())
+        stages.append(Accumulate(store))
+        runner = Runner(stages, Context("default", on_report or _ignore), _discard)
+        for event in events:
+            runner.feed(event)
+        runner.close()
     except DataError as exc:
         return {"name": name, "error": str(exc)}
     return {"name": name, "messages": store.messages_wire(), "state": store.state}

@@ -25,7 +25,7 @@ itself, the errors it raises and the :class:`Enforce` stage.
 
 Where this differs from the reference client, and why:
 
-- A *frame* (bytes, text, :class:`~agui_meta.Frame`) that is not a JSON object or has no
+- A *frame* (bytes, text, :class:`~agui_meta.framing.Frame`) that is not a JSON object or has no
   non-empty string ``type`` is a DecodeError, as in the reference's HTTP transport; an
   in-memory event (a ``dict``) without one is dropped with a report, as its enforcement does.
 - ``RUN_STARTED.input.tools``/``context`` are not filled in with ``[]`` (the reference's schema
@@ -40,7 +40,7 @@ Where this differs from the reference client, and why:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import msgspec
@@ -71,7 +71,6 @@ __all__ = [
     "decode_event",
     "decode_message",
     "encode_event",
-    "enforce",
     "json_path",
 ]
 
@@ -159,8 +158,8 @@ class EventDecoder:
     """Decodes the events of one stream: the fast typed path, and the reference's policy.
 
     :meth:`decode` accepts JSON ``bytes``/``str`` (one event), a ``dict`` (decoded JSON), an
-    :class:`~agui_meta.Event` (re-validated: msgspec does not validate on construction), an
-    ``ag_ui.core`` pydantic model, or a :class:`~agui_meta.Frame` (whose ``offset``/``line``
+    :class:`~agui_meta.events.Event` (re-validated: msgspec does not validate on construction), an
+    ``ag_ui.core`` pydantic model, or a :class:`~agui_meta.framing.Frame` (whose ``offset``/``line``
     then appear in errors and reports). It returns the event, or ``None`` when the event is
     dropped (an unknown ``type``, reported). A ``dict`` is taken to be decoded JSON: the values
     in opaque positions (metadata values, state, ``value`` …) are used as given, neither copied
@@ -441,7 +440,7 @@ def decode_message(data: Any) -> Message:
 def encode_event(event: Event) -> bytes:
     """Encode an event as compact JSON (camelCase, absent optionals omitted).
 
-    >>> from agui_meta import TextMessageEndEvent
+    >>> from agui_meta.events import TextMessageEndEvent
     >>> encode_event(TextMessageEndEvent(message_id="m"))
     b'{"type":"TEXT_MESSAGE_END","messageId":"m"}'
     """
@@ -460,15 +459,18 @@ class Enforce(Transducer[Any, Event]):
         self.decoder = EventDecoder()
         self._other = self.decoder._other
         self._slow = self.decoder._slow
+        #: The fast path's decode (see ``_stage``): a frame whose bytes it decodes is emitted
+        #: as that event; anything else goes the decoder's own way.
+        self.fast_decode: Callable[[Any], Event | None] = fast_decode
 
     def feed(self, item: Any) -> None:
         event: Event | None
         if type(item) is Frame:
-            event = fast_decode(item.data)
+            event = self.fast_decode(item.data)
             if event is None:
                 event = self._slow(item.data, self.ctx, item)
         elif type(item) is bytes:
-            event = fast_decode(item)
+            event = self.fast_decode(item)
             if event is None:
                 event = self._slow(item, self.ctx, None)
         else:
@@ -477,6 +479,4 @@ class Enforce(Transducer[Any, Event]):
             self.emit(event)
 
 
-def enforce() -> Enforce:
-    """A new :class:`Enforce` stage (one per stream: it holds the decoder's state)."""
-    return Enforce()
+Enforce.fast_feed = Enforce.feed

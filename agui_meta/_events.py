@@ -98,6 +98,7 @@ __all__ = [
     "UrlSource",
     "UserMessage",
     "VideoPart",
+    "protocol_class",
 ]
 
 #: The largest integer a JavaScript number holds exactly (2**53 - 1): the protocol's bound on
@@ -536,7 +537,7 @@ class TextMessageEndEvent(_Attributable, tag="TEXT_MESSAGE_END", kw_only=True, f
 
 
 class TextMessageChunkEvent(_Attributable, tag="TEXT_MESSAGE_CHUNK", kw_only=True, frozen=True):
-    """Shorthand for start/content/end; expanded by :func:`agui_meta.expand_chunks`."""
+    """Shorthand for start/content/end; expanded by :class:`agui_meta.ExpandChunks`."""
 
     type: ClassVar[str] = "TEXT_MESSAGE_CHUNK"
     message_id: str | UnsetType = UNSET
@@ -570,7 +571,7 @@ class ToolCallEndEvent(_Attributable, tag="TOOL_CALL_END", kw_only=True, frozen=
 
 
 class ToolCallChunkEvent(_Attributable, tag="TOOL_CALL_CHUNK", kw_only=True, frozen=True):
-    """Shorthand for a tool call's start/args/end; expanded by :func:`agui_meta.expand_chunks`."""
+    """Shorthand for a tool call's start/args/end; expanded by :class:`agui_meta.ExpandChunks`."""
 
     type: ClassVar[str] = "TOOL_CALL_CHUNK"
     tool_call_id: str | UnsetType = UNSET
@@ -826,3 +827,21 @@ AnyEvent = Union[
 
 #: The 31 event classes of AG-UI 1.0 by their wire ``type``.
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in typing.get_args(AnyEvent)}
+
+_PROTOCOL_CLASSES: dict[type, type[Event]] = {cls: cls for cls in EVENT_TYPES.values()}
+
+
+def protocol_class(cls: type) -> type[Event] | None:
+    """The AG-UI 1.0 event class ``cls`` is or subclasses (``None`` for anything else).
+
+    Stages dispatch on it, so an application's subclass of an event class (a
+    ``TextMessageStartEvent`` with helpers of its own, say) is handled as the event it is.
+    """
+    found = _PROTOCOL_CLASSES.get(cls)
+    if found is None and isinstance(cls, type) and issubclass(cls, Event):
+        for base in cls.__mro__:
+            found = _PROTOCOL_CLASSES.get(base)
+            if found is not None:
+                _PROTOCOL_CLASSES[cls] = found
+                break
+    return found

@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -86,8 +86,10 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
-from ._stage import Context, Transducer
+from ._metadata import enc_hook
+from ._stage import CONTENT_DELTAS, Context, Transducer
 
 __all__ = [
     "CustomRecord",
@@ -105,7 +107,6 @@ __all__ = [
     "TimeSource",
     "ToolCallRecord",
     "aggregate_token_usage",
-    "ledger",
 ]
 
 T = TypeVar("T")
@@ -141,6 +142,8 @@ def aggregate_token_usage(entries: Iterable[TokenUsage]) -> list[TokenUsage]:
     provider ``"a b"``/model ``"c"`` with provider ``"a"``/model ``"b c"``; here the pair is the
     key, as its documentation says.) Sums are exact Python integers.
 
+    >>> import msgspec
+    >>> from agui_meta.events import TokenUsage
     >>> entries = [TokenUsage(model="m", input_tokens=1),
     ...            TokenUsage(model="m", input_tokens=2, output_tokens=5)]
     >>> msgspec.json.encode(aggregate_token_usage(entries))
@@ -358,7 +361,7 @@ class LedgerSnapshot(_Record, kw_only=True):
     dropped_runs: int = 0
 
 
-_ENCODER = msgspec.json.Encoder()
+_ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)  # merged metadata as its object
 _EVENT_CLASSES = frozenset(EVENT_TYPES.values())
 _RECORDED = frozenset(
     {
@@ -401,12 +404,7 @@ def _event_of(item: object) -> Event | None:
 
 def _event_class(cls: type[Event]) -> type[Event]:
     """The AG-UI event class of ``cls`` (itself, or the one it subclasses)."""
-    if cls in _EVENT_CLASSES:
-        return cls
-    for base in cls.__mro__:
-        if base in _EVENT_CLASSES:
-            return base
-    return cls
+    return protocol_class(cls) or cls
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,10 +515,24 @@ class Ledger(Transducer[T, T]):
 
     def to_builtins(self) -> dict[str, Any]:
         """The ledger as plain dicts and lists, shaped like :meth:`to_json`."""
-        result: dict[str, Any] = msgspec.to_builtins(self.snapshot())
+        result: dict[str, Any] = msgspec.to_builtins(self.snapshot(), enc_hook=enc_hook)
         return result
 
     # -- the stage -------------------------------------------------------------------------
+
+    # The fast path (see ``_stage``): while a run is open, every content delta, bare or in an
+    # Update, passes and is counted in the run's event counts.
+    fast_wrapped = True
+
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None]:
+        """While a run is open, the content deltas :meth:`feed` only passes and counts."""
+        return _EVERY_DELTA if self._counts is not None else _NO_DELTA
+
+    @property
+    def fast_tally(self) -> dict[str, int] | None:
+        """The open run's event counts."""
+        return self._counts
 
     def feed(self, item: T) -> None:
         self.emit(item)
@@ -952,17 +964,10 @@ class Ledger(Transducer[T, T]):
         live.clear()
 
 
-def ledger(
-    on_run: Callable[[RunRecord], object] | None = None,
-    *,
-    max_runs: int = 1000,
-    max_entries: int | None = 10_000,
-    clock: Callable[[], float] | None = None,
-) -> Ledger[Any]:
-    """A pass-through stage that records run metadata (a :class:`Ledger`).
-
-    ``on_run(record)`` is called as each run ends. ``max_runs`` bounds the ended runs kept,
-    ``max_entries`` each per-run list (steps, subagents, tool calls, RAW, CUSTOM; ``None``: no
-    bound). ``clock()`` gives the time of receipt in milliseconds (:func:`time.time` by default).
-    """
-    return Ledger(on_run, max_runs=max_runs, max_entries=max_entries, clock=clock)
+Ledger.fast_feed = Ledger.feed
+#: The deltas :meth:`Ledger.feed` only counts (those it records, such as TOOL_CALL_ARGS for
+#: its tool-call records, are not in ``_PLAIN`` and so never pass).
+_EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = {
+    cls: None for cls in CONTENT_DELTAS if cls in _PLAIN
+}
+_NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}

@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from itertools import islice
+from typing import Any, overload
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -26,12 +28,15 @@ from ._events import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunStartedEvent,
+    protocol_class,
 )
 
 __all__ = [
     "AGUI_METADATA_KEY",
     "CLIENT_METADATA_KEY",
+    "MergedMetadata",
     "copy_json",
+    "enc_hook",
     "fold_metadata",
     "is_prefixed",
     "iter_metadata",
@@ -49,25 +54,165 @@ CLIENT_METADATA_KEY = "@ag-ui/client"
 _SEPARATORS = "./:"
 
 
+class _Writes:
+    """Every write of one lineage of merges: each key's values with the merge that wrote them.
+
+    ``cells[key]`` is ``(version, value)`` for a key written once, else ``[versions, values]``
+    (two lists in step); ``keys`` lists the keys in the order of their first write, which is the
+    order of a JavaScript spread; ``version`` counts the merges (the newest one's number).
+    """
+
+    __slots__ = ("cells", "keys", "version")
+
+    def __init__(self) -> None:
+        self.cells: dict[str, Any] = {}
+        self.keys: list[str] = []
+        self.version = 0
+
+    def write(self, incoming: Mapping[str, Any]) -> None:
+        version = self.version = self.version + 1
+        cells = self.cells
+        for key, value in incoming.items():
+            cell = cells.get(key)
+            if cell is None:
+                cells[key] = (version, value)
+                self.keys.append(key)
+            elif type(cell) is tuple:
+                cells[key] = [[cell[0], version], [cell[1], value]]
+            else:
+                cell[0].append(version)
+                cell[1].append(value)
+
+
+class MergedMetadata(Mapping[str, Any]):
+    """An item's merged metadata as of one merge: a read-only mapping, ``{}``-like.
+
+    What :func:`merge_metadata` gives when merging into a ``MergedMetadata``: every version
+    shares one record of the writes, so a merge costs O(1) amortised per key it writes, in time
+    and in memory, however many keys the item already has and however many earlier versions
+    are still held (each :class:`~agui_meta.Update` holds the version as of its event). A
+    lookup costs O(1) on the newest version and O(log w) on an older one (``w``: the writes of
+    that key). Keys iterate in the order of their first write, as JavaScript's spread orders
+    them; ``dict(metadata)`` gives a plain dict, and ``==`` compares with any mapping.
+
+    >>> first = merge_metadata(MergedMetadata(), {"a": 1})
+    >>> second = merge_metadata(first, {"a": 2, "b": None})
+    >>> first, second
+    ({'a': 1}, {'a': 2, 'b': None})
+    >>> second == {"a": 2, "b": None} and dict(first) == {"a": 1}
+    True
+
+    Merging into a version that is not the newest of its lineage starts a new record (O(size)
+    once); merging into the newest, as an item does, never copies.
+    """
+
+    __slots__ = ("_size", "_version", "_writes")
+
+    def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
+        writes = self._writes = _Writes()
+        if initial:
+            writes.write(initial)
+        self._version = writes.version
+        self._size = len(writes.keys)
+
+    @classmethod
+    def _at(cls, writes: _Writes) -> MergedMetadata:
+        view = cls.__new__(cls)
+        view._writes = writes
+        view._version = writes.version
+        view._size = len(writes.keys)
+        return view
+
+    def __getitem__(self, key: str) -> Any:
+        cell = self._writes.cells[key]
+        version = self._version
+        if type(cell) is tuple:
+            if cell[0] > version:
+                raise KeyError(key)
+            return cell[1]
+        versions, values = cell
+        if version >= versions[-1]:
+            return values[-1]
+        if versions[0] > version:
+            raise KeyError(key)
+        return values[bisect_right(versions, version) - 1]
+
+    def __contains__(self, key: object) -> bool:
+        cell = self._writes.cells.get(key)  # type: ignore[call-overload]
+        if cell is None:
+            return False
+        first = cell[0] if type(cell) is tuple else cell[0][0]
+        return first <= self._version  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return islice(self._writes.keys, self._size)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return repr(dict(self))  # printed as the object it stands for
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MergedMetadata, (dict(self),))
+
+    def merge(self, incoming: Mapping[str, Any]) -> MergedMetadata:
+        """This version with ``incoming`` merged over it (see :func:`merge_metadata`)."""
+        writes = self._writes
+        if self._version != writes.version:
+            # An older version: its own record from here on (the newer versions keep theirs).
+            return MergedMetadata(dict(self)).merge(incoming)
+        writes.write(incoming)
+        return MergedMetadata._at(writes)
+
+
+def enc_hook(value: Any) -> Any:
+    """A msgspec ``enc_hook`` that encodes a :class:`MergedMetadata` as the object it is.
+
+    >>> msgspec.json.encode(MergedMetadata({"a": 1}), enc_hook=enc_hook)
+    b'{"a":1}'
+    """
+    if type(value) is MergedMetadata:
+        return dict(value)
+    raise NotImplementedError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+@overload
+def merge_metadata(
+    existing: MergedMetadata, incoming: Mapping[str, Any] | UnsetType | None
+) -> MergedMetadata: ...
+@overload
 def merge_metadata(
     existing: dict[str, Any] | UnsetType | None,
     incoming: Mapping[str, Any] | UnsetType | None,
-) -> dict[str, Any] | UnsetType:
+) -> dict[str, Any] | UnsetType: ...
+def merge_metadata(
+    existing: Mapping[str, Any] | UnsetType | None,
+    incoming: Mapping[str, Any] | UnsetType | None,
+) -> Mapping[str, Any] | UnsetType:
     """Merge ``incoming`` metadata over ``existing``, key by key, the last write winning.
 
     An absent ``incoming`` (``UNSET`` or ``None``) returns ``existing`` unchanged (``UNSET``
-    when it too is absent). Otherwise the result is a new dict holding ``existing``'s keys
-    overlaid with ``incoming``'s: a value is replaced whole, never blended, so an object or an
-    array under a key (also under ``"ag-ui"``) replaces what was there. ``null`` values are
-    kept. Neither argument is mutated, and the result is never one of them.
+    when it too is absent). Otherwise the result holds ``existing``'s keys overlaid with
+    ``incoming``'s: a value is replaced whole, never blended, so an object or an array under a
+    key (also under ``"ag-ui"``) replaces what was there. ``null`` values are kept. Neither
+    argument is mutated, and the result is never one of them (except that merging nothing
+    into a :class:`MergedMetadata`, which is immutable, gives it back).
+
+    The result is a new dict, O(size) to build; when ``existing`` is a
+    :class:`MergedMetadata` it is the next version of it, O(len(incoming)): this is how the
+    accumulate stage merges, so an item's metadata as of every event costs O(1) per key
+    written however large it grows.
 
     >>> merge_metadata({"a": 1, "u": {"in": 3}}, {"u": {"out": 4}, "b": None})
     {'a': 1, 'u': {'out': 4}, 'b': None}
-    >>> merge_metadata(UNSET, {})
+    >>> merge_metadata(None, {})
     {}
     """
     if incoming is UNSET or incoming is None:
         return UNSET if existing is None else existing
+    if type(existing) is MergedMetadata:
+        return existing.merge(incoming) if incoming else existing
     if existing is UNSET or existing is None:
         return dict(incoming)
     merged = dict(existing)
@@ -85,6 +230,8 @@ def copy_json(value: Any) -> Any:
         return {k: copy_json(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
         return [copy_json(v) if isinstance(v, (dict, list)) else v for v in value]
+    if type(value) is MergedMetadata:
+        return {k: copy_json(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     return value
 
 
@@ -182,13 +329,13 @@ def iter_metadata(event: Event) -> Iterator[tuple[str, dict[str, Any]]]:
     RUN_STARTED.input; the interrupts of a RUN_FINISHED interrupt outcome. (A content part's
     ``metadata`` is any JSON value, not a metadata object, and is not listed.)
 
-    >>> from agui_meta import TextMessageEndEvent
+    >>> from agui_meta.events import TextMessageEndEvent
     >>> list(iter_metadata(TextMessageEndEvent(message_id="m", metadata={"a": 1})))
     [('$.metadata', {'a': 1})]
     """
     if event.metadata is not UNSET:
         yield "$.metadata", event.metadata
-    kind = type(event)
+    kind = protocol_class(type(event))
     if kind is MessagesSnapshotEvent:
         yield from _message_metadata(event.messages, "$.messages")  # type: ignore[attr-defined]
     elif kind is RunStartedEvent:

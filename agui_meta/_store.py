@@ -48,8 +48,9 @@ class ToolCallItem:
     """A tool call of an assistant message, as the store holds it.
 
     ``owner`` is the message whose ``toolCalls`` holds it. ``metadata`` is ``UNSET`` or the
-    merged metadata dict (a new dict after every merge, so a reference taken earlier keeps the
-    value it had). ``arguments`` joins the streamed deltas on demand. The item keeps changing as
+    merged metadata: a :class:`~agui_meta.MergedMetadata` once an event merged into it (a new
+    version after every merge, so a reference taken earlier keeps the value it had), else the
+    history's dict. ``arguments`` joins the streamed deltas on demand. The item keeps changing as
     later events arrive; :meth:`to_wire` gives a frozen copy.
     """
 
@@ -164,8 +165,8 @@ class MessageItem:
     ``id`` and ``role`` are the wire values. ``content`` is the text (deltas joined on
     demand), the content parts, or an activity's object; ``UNSET`` when absent (an assistant
     message made for tool calls has none). ``tool_calls`` is ``None`` when the message has no
-    ``toolCalls`` member. ``metadata`` is ``UNSET`` or the merged metadata dict (a new dict
-    after every merge). ``fields`` holds the other wire members under their wire names
+    ``toolCalls`` member. ``metadata`` is ``UNSET`` or the merged metadata (see
+    :class:`ToolCallItem`). ``fields`` holds the other wire members under their wire names
     (``name``, ``subagentRunId``, ``encryptedValue``, ``toolCallId``, ``activityType``,
     ``error`` and, for a history the client supplied, any unknown member).
 
@@ -322,7 +323,7 @@ class _Node:
 
 
 class ItemStore(Protocol):
-    """What :func:`agui_meta.accumulate` needs from a store.
+    """What :class:`agui_meta.Accumulate` needs from a store.
 
     Lookups return the *first* item in message order with the id, as the reference's
     ``Array.find`` does. Implementations must keep per-event operations independent of the
@@ -385,11 +386,11 @@ class ItemStore(Protocol):
 
 
 class Store:
-    """The in-memory item store (the default of :func:`agui_meta.accumulate`).
+    """The in-memory item store (the default of :class:`agui_meta.Accumulate`).
 
     :param messages: the client's history before the stream: wire JSON dicts (copied as they
         are, unknown members included, as the reference clones its history) or wire-model
-        :class:`~agui_meta.Message` Structs.
+        :class:`~agui_meta.events.Message` Structs.
     :param state: the state before the stream (copied); ``{}`` by default.
     :param evict_completed: drop each item once it is complete and its update has been
         emitted, so that an endless stream runs in bounded memory. What is kept: open items

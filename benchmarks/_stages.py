@@ -1,7 +1,7 @@
 """The stages of the default pipeline, as the benchmarks build them.
 
 The full default pipeline is ``decode (+ enforce, implicit in wrap) → expand_chunks → verify →
-accumulate(store) → ledger``; :data:`LEVELS` names the prefixes of it that the stage-by-stage
+Accumulate(store) → ledger``; :data:`LEVELS` names the prefixes of it that the stage-by-stage
 contenders run.
 """
 
@@ -14,7 +14,7 @@ import agui_meta
 # Public names, with a fallback to the private module while a stage is not exported yet.
 _verify = getattr(agui_meta, "verify", None)
 if _verify is None:  # pragma: no cover - depends on the package's state
-    from agui_meta._verify import verify as _verify
+    from agui_meta._verify import Verify as _verify
 
 #: How many stages (after decoding) each level adds, in pipeline order.
 LEVELS = ("decode", "+expand_chunks", "+verify", "+accumulate", "+ledger")
@@ -24,16 +24,16 @@ def stages(level: int = len(LEVELS) - 1, *, store: Any = None) -> list[Any]:
     """The stages after decoding, up to ``LEVELS[level]`` (the full pipeline by default)."""
     out: list[Any] = []
     if level >= 1:
-        out.append(agui_meta.expand_chunks())
+        out.append(agui_meta.ExpandChunks())
     if level >= 2:
         out.append(_verify())
     if level >= 3:
-        out.append(agui_meta.accumulate(store if store is not None else agui_meta.Store()))
+        out.append(agui_meta.Accumulate(store if store is not None else agui_meta.Store()))
     if level >= 4:
-        out.append(agui_meta.ledger())
+        out.append(agui_meta.Ledger())
     return out
 
 
 def sync_chain(level: int = len(LEVELS) - 1, *, store: Any = None) -> list[Any]:
     """The same stages for ``run_sync``: the decoding stage first, made explicit."""
-    return [agui_meta.enforce(), *stages(level, store=store)]
+    return [agui_meta.Enforce(), *stages(level, store=store)]

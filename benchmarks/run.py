@@ -146,7 +146,7 @@ def recorded(path: Path) -> Workload:
 
 def floor(w: Workload) -> Run:
     """msgspec decoding the frames (already split) into the typed events, nothing else."""
-    decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
+    decode = msgspec.json.Decoder(agui_meta.events.AnyEvent).decode
     frames = w.frames
 
     async def run() -> tuple[Timing, dict[str, Any]]:
@@ -160,7 +160,7 @@ def floor(w: Workload) -> Run:
 
 def framing_floor(w: Workload, fmt: str) -> Run:
     """The project's framing (sans-IO decoder) plus the msgspec decode: no stage at all."""
-    decode = msgspec.json.Decoder(agui_meta.AnyEvent).decode
+    decode = msgspec.json.Decoder(agui_meta.events.AnyEvent).decode
     chunks = w.chunks(fmt)
 
     async def run() -> tuple[Timing, dict[str, Any]]:

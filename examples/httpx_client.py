@@ -36,7 +36,7 @@ def run_input(message: str) -> dict[str, Any]:
 
 async def consume(url: str, body: dict[str, Any]) -> agui_meta.DefaultStages[agui_meta.Store]:
     """Stream one run from ``url``; print each completed item; return the stages."""
-    stages = agui_meta.default_stages()
+    stages = agui_meta.DefaultStages()
     # No read timeout: an agent may think for a while between two events.
     timeout = httpx.Timeout(10.0, read=None)
     async with (
@@ -49,7 +49,7 @@ async def consume(url: str, body: dict[str, Any]) -> agui_meta.DefaultStages[agu
                 item = update.item
                 if not update.done or item is None:
                     continue
-                metadata = update.metadata if isinstance(update.metadata, dict) else {}
+                metadata = dict(update.metadata or {})
                 if isinstance(item, agui_meta.ToolCallItem):
                     print(f"[tool call] {item.name}({item.arguments})  {json.dumps(metadata)}")
                 else:

@@ -74,13 +74,13 @@ def describe(item: agui_meta.MessageItem | agui_meta.ToolCallItem) -> str:
 
 async def print_items(events: AsyncIterator[Any]) -> agui_meta.DefaultStages[agui_meta.Store]:
     """Print each item of ``events`` as it completes; return the stages (store, ledger)."""
-    stages = agui_meta.default_stages()  # expand chunks, verify, accumulate, ledger
+    stages = agui_meta.DefaultStages()  # expand chunks, verify, accumulate, ledger
     async with agui_meta.wrap(events, *stages) as stream:
         async for update in stream:  # one Update(event, item, done, metadata) per event
             if update.done and update.item is not None:
                 print(describe(update.item))
                 # The item's metadata merged from every event that built it, as of this event.
-                metadata = update.metadata if isinstance(update.metadata, dict) else None
+                metadata = None if update.metadata is None else dict(update.metadata)
                 print(f"  metadata: {json.dumps(metadata)}")
     return stages
 

@@ -9,7 +9,7 @@ tells how many it removed in the message's metadata (``redactor.redactions`` on 
 merged into the message like any other key).
 
 Stages run in the order they are listed, the first nearest the source: ``redact`` comes after
-``expand_chunks()`` so that it only has to handle TEXT_MESSAGE_CONTENT, not the chunk shorthand.
+``ExpandChunks()`` so that it only has to handle TEXT_MESSAGE_CONTENT, not the chunk shorthand.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def scrub(text: str) -> tuple[str, int]:
     return text, emails + phones
 
 
-async def redact(events: AsyncIterator[agui_meta.Event]) -> AsyncIterator[agui_meta.Event]:
+async def redact(
+    events: AsyncIterator[agui_meta.events.Event],
+) -> AsyncIterator[agui_meta.events.Event]:
     """The middleware: rewrite deltas and tool results, count per message, report at the end.
 
     A delta is scrubbed on its own, so an address split across two deltas would get through;
@@ -43,19 +45,21 @@ async def redact(events: AsyncIterator[agui_meta.Event]) -> AsyncIterator[agui_m
     """
     found: dict[str, int] = {}
     async for event in events:
-        if isinstance(event, agui_meta.TextMessageContentEvent):
+        if isinstance(event, agui_meta.events.TextMessageContentEvent):
             text, n = scrub(event.delta)
             if n:
                 found[event.message_id] = found.get(event.message_id, 0) + n
                 event = msgspec.structs.replace(event, delta=text)
-        elif isinstance(event, agui_meta.ToolCallResultEvent) and isinstance(event.content, str):
+        elif isinstance(event, agui_meta.events.ToolCallResultEvent) and isinstance(
+            event.content, str
+        ):
             text, n = scrub(event.content)
             if n:
                 extra = agui_meta.vendor_keys("redactor", redactions=n)
                 event = msgspec.structs.replace(
                     event, content=text, metadata=agui_meta.merge_metadata(event.metadata, extra)
                 )
-        elif isinstance(event, agui_meta.TextMessageEndEvent) and event.message_id in found:
+        elif isinstance(event, agui_meta.events.TextMessageEndEvent) and event.message_id in found:
             extra = agui_meta.vendor_keys("redactor", redactions=found.pop(event.message_id))
             event = msgspec.structs.replace(
                 event, metadata=agui_meta.merge_metadata(event.metadata, extra)
@@ -99,11 +103,11 @@ async def run(events: Any) -> agui_meta.Store:
     store = agui_meta.Store()
     async with agui_meta.wrap(
         events,
-        agui_meta.expand_chunks(),
+        agui_meta.ExpandChunks(),
         redact,  # an async generator function is a stage as it is
-        agui_meta.verify(),
-        agui_meta.accumulate(store),
-        agui_meta.ledger(),
+        agui_meta.Verify(),
+        agui_meta.Accumulate(store),
+        agui_meta.Ledger(),
     ) as stream:
         await stream.drain()
     return store

@@ -11,7 +11,7 @@ they go to the browser, two stages run over them:
 - ``Latency`` measures each message and tool call from START to END and adds it to the END
   event's metadata under a vendor-prefixed key (``acme.latency_ms``), as the specification
   asks producers to name their keys; the browser's client merges it into the item;
-- ``agui_meta.ledger()`` records each run: its outcome and the token usage of RUN_FINISHED,
+- ``agui_meta.Ledger()`` records each run: its outcome and the token usage of RUN_FINISHED,
   which ``GET /usage`` reports.
 
 Everything else is re-streamed as it came, as AG-UI SSE (``data: <event JSON>``).
@@ -77,25 +77,25 @@ async def weather_agent(run: core.RunAgentInput) -> AsyncIterator[core.BaseEvent
 # A stage of our own: a transducer, fused with the built-in stages into one loop.
 
 _STARTS = {
-    agui_meta.TextMessageStartEvent: "message_id",
-    agui_meta.ReasoningMessageStartEvent: "message_id",
-    agui_meta.ToolCallStartEvent: "tool_call_id",
+    agui_meta.events.TextMessageStartEvent: "message_id",
+    agui_meta.events.ReasoningMessageStartEvent: "message_id",
+    agui_meta.events.ToolCallStartEvent: "tool_call_id",
 }
 _ENDS = {
-    agui_meta.TextMessageEndEvent: "message_id",
-    agui_meta.ReasoningMessageEndEvent: "message_id",
-    agui_meta.ToolCallEndEvent: "tool_call_id",
+    agui_meta.events.TextMessageEndEvent: "message_id",
+    agui_meta.events.ReasoningMessageEndEvent: "message_id",
+    agui_meta.events.ToolCallEndEvent: "tool_call_id",
 }
 
 
-class Latency(agui_meta.Transducer[agui_meta.Event, agui_meta.Event]):
+class Latency(agui_meta.Transducer[agui_meta.events.Event, agui_meta.events.Event]):
     """Adds ``acme.latency_ms`` (START to END) to the metadata of every END event."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.started: dict[tuple[str, str], float] = {}
 
-    def feed(self, event: agui_meta.Event) -> None:
+    def feed(self, event: agui_meta.events.Event) -> None:
         kind = type(event)
         if kind in _STARTS:
             self.started[(_STARTS[kind], getattr(event, _STARTS[kind]))] = self.clock()
@@ -140,10 +140,10 @@ async def agent_endpoint(request: Request) -> Response:
         )
 
     async def sse() -> AsyncIterator[bytes]:
-        stages = (Latency(), agui_meta.ledger(on_run=RUNS.append))
+        stages = (Latency(), agui_meta.Ledger(on_run=RUNS.append))
         async with agui_meta.wrap(weather_agent(run), *stages, on_report=_report) as events:
             async for event in events:
-                yield b"data: " + agui_meta.encode_event(event) + b"\n\n"
+                yield b"data: " + agui_meta.events.encode_event(event) + b"\n\n"
 
     return StreamingResponse(
         sse(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}

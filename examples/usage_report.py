@@ -4,7 +4,7 @@
     python examples/usage_report.py recording.sse more.jsonl
 
 Token usage travels on RUN_FINISHED (and RUN_ERROR) events, whose metadata and usage the
-specification assigns to no item. ``agui_meta.ledger()`` records them per run; this script
+specification assigns to no item. ``agui_meta.Ledger()`` records them per run; this script
 sums them per provider and model over every run of every file, with
 ``agui_meta.aggregate_token_usage`` (a count nobody reported stays "-", not 0).
 """
@@ -30,14 +30,14 @@ COLUMNS = (
 
 async def runs_of(path: Path) -> tuple[list[agui_meta.RunRecord], int]:
     """The runs of one recorded stream, and how many bad events were skipped."""
-    ledger = agui_meta.ledger()
+    ledger = agui_meta.Ledger()
     problems: list[agui_meta.Report] = []
     # The whole file at once: wrap() tells SSE from JSON lines by the first bytes. In
     # keep-going mode a bad event is reported and skipped instead of ending the report.
     async with agui_meta.wrap(
         await anyio.Path(path).read_bytes(),
-        agui_meta.expand_chunks(),
-        agui_meta.verify(),
+        agui_meta.ExpandChunks(),
+        agui_meta.Verify(),
         ledger,
         mode="keep_going",
         on_report=problems.append,
@@ -54,9 +54,9 @@ def _count(value: object) -> str:
     return str(value) if isinstance(value, int) else "-"
 
 
-async def report(paths: list[Path]) -> list[agui_meta.TokenUsage]:
+async def report(paths: list[Path]) -> list[agui_meta.events.TokenUsage]:
     """Print the runs of each file, then usage per provider and model; return the totals."""
-    entries: list[agui_meta.TokenUsage] = []
+    entries: list[agui_meta.events.TokenUsage] = []
     for path in paths:
         runs, skipped = await runs_of(path)
         note = f" ({skipped} bad events skipped)" if skipped else ""

@@ -16,20 +16,20 @@ import pytest
 from msgspec import UNSET
 
 from agui_meta import (
-    AnyEvent,
+    Accumulate,
     ApplyError,
-    Event,
     MessageItem,
     Report,
     Store,
     ToolCallItem,
     Update,
     UsageError,
-    accumulate,
     run_sync,
 )
 from agui_meta._conformance import run_case
-from agui_meta._stage import Context, connect_chain
+from agui_meta._driver import connect_chain
+from agui_meta._stage import Context
+from agui_meta.events import AnyEvent, Event
 from tests.oracle import OracleServer, assert_same_result
 
 
@@ -47,7 +47,7 @@ def run(
 ) -> tuple[list[Update], Store, list[Report]]:
     store = store if store is not None else Store()
     reports: list[Report] = []
-    updates = run_sync([accumulate(store)], events, on_report=reports.append)
+    updates = run_sync([Accumulate(store)], events, on_report=reports.append)
     return updates, store, reports
 
 
@@ -1456,7 +1456,7 @@ class TestUpdates:
             key = None if item is None else item.id
             seen.append((update.event.type, key, metadata, update.done))
 
-        head, _ = connect_chain([accumulate()], record, Context(on_report=lambda r: None))
+        head, _ = connect_chain([Accumulate()], record, Context(on_report=lambda r: None))
         for event in _all_events()[:20]:
             head(event)
         assert seen == _EXPECTED
@@ -1466,7 +1466,7 @@ class TestUpdates:
         assert [
             (u.event.type, None if u.item is None else u.item.id, u.metadata, u.done)
             for u in updates
-        ] == _EXPECTED
+        ] == [(kind, key, None if m is UNSET else m, done) for kind, key, m, done in _EXPECTED]
 
     def test_an_earlier_metadata_object_is_not_changed_by_later_merges(self) -> None:
         updates, _, _ = run(
@@ -1536,14 +1536,14 @@ class TestUpdates:
         assert call.owner is store.message("m")
 
     def test_a_non_event_is_a_usage_error(self) -> None:
-        with pytest.raises(UsageError, match="decode the stream first"):
-            run([{"type": "RUN_STARTED"}])  # type: ignore[list-item]
+        with pytest.raises(UsageError, match="decode what is not an event yet first"):
+            Accumulate().feed({"type": "RUN_STARTED"})  # type: ignore[arg-type]
 
     def test_reports_without_on_report_are_warnings(self) -> None:
         from agui_meta import AguiWarning
 
         with pytest.warns(AguiWarning, match="No message found"):
-            run_sync([accumulate()], [ev("TEXT_MESSAGE_END", messageId="x")])
+            run_sync([Accumulate()], [ev("TEXT_MESSAGE_END", messageId="x")])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1769,7 +1769,7 @@ class TestAgainstTheOracle:
 
 @pytest.mark.anyio
 async def test_in_an_async_pipeline(anyio_backend: str) -> None:
-    from agui_meta import expand_chunks, verify, wrap
+    from agui_meta import ExpandChunks, Verify, wrap
 
     store = Store()
     source = [
@@ -1780,7 +1780,7 @@ async def test_in_an_async_pipeline(anyio_backend: str) -> None:
         {"type": "RUN_FINISHED", **RUN, "metadata": {"total": 3}},
     ]
     seen = []
-    async with wrap(source, expand_chunks(), verify(), accumulate(store)) as updates:
+    async with wrap(source, ExpandChunks(), Verify(), Accumulate(store)) as updates:
         async for update in updates:
             assert isinstance(update, Update)
             key = None if update.item is None else update.item.id
@@ -1788,13 +1788,13 @@ async def test_in_an_async_pipeline(anyio_backend: str) -> None:
     # The chunk's START and CONTENT come from one source item, so by the time the consumer
     # sees the START's update the content was appended; the metadata is exact nevertheless.
     assert seen == [
-        ("RUN_STARTED", None, UNSET, False),
+        ("RUN_STARTED", None, None, False),
         ("TEXT_MESSAGE_START", "m", {"a": 1}, False),
         ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
         ("TEXT_MESSAGE_CONTENT", "m", {"a": 1}, False),
         ("TEXT_MESSAGE_CONTENT", "m", {"a": 1, "usage": 3}, False),
         ("TEXT_MESSAGE_END", "m", {"a": 1, "usage": 3}, True),
-        ("RUN_FINISHED", None, UNSET, False),
+        ("RUN_FINISHED", None, None, False),
     ]
     assert store.messages_wire() == [
         {"id": "m", "role": "assistant", "content": "Hello", "metadata": {"a": 1, "usage": 3}}
@@ -1810,7 +1810,7 @@ async def test_keep_going_reports_a_raw_chunk_and_carries_on(anyio_backend: str)
         ev("TEXT_MESSAGE_CHUNK", messageId="m", delta="x"),
         ev("TEXT_MESSAGE_START", messageId="n"),
     ]
-    async with wrap(source, accumulate(), mode="keep_going", on_report=reports.append) as ups:
+    async with wrap(source, Accumulate(), mode="keep_going", on_report=reports.append) as ups:
         types = [u.event.type async for u in ups]
     assert types == ["TEXT_MESSAGE_START"]
     assert [r.code for r in reports] == ["ApplyError"]

@@ -2,7 +2,7 @@
 
 Each row of :data:`CATALOGUE` is one kind of bad input, written as the stream's entries (events
 encoded as SSE or JSON lines, or raw bytes) with one bad entry. Every row is run through
-``agui_meta.wrap(source, expand_chunks(), verify(), accumulate(store))`` in the three modes:
+``agui_meta.wrap(source, ExpandChunks(), Verify(), Accumulate(store))`` in the three modes:
 
 - default: the package's own error (never a ``KeyError``, ``RecursionError``,
   ``UnicodeDecodeError`` … from deep inside), naming what and where: the event index, the byte
@@ -34,19 +34,19 @@ import pytest
 
 import agui_meta
 from agui_meta import (
+    Accumulate,
     AguiMetaError,
     ApplyError,
     ChunkError,
     DataError,
     DecodeError,
+    ExpandChunks,
     FramingError,
     MetadataError,
     Report,
     StrictError,
+    Verify,
     VerifyError,
-    accumulate,
-    expand_chunks,
-    verify,
 )
 from agui_meta._fastdecode import MAX_NESTING
 from tests.oracle import OracleServer, assert_same_result
@@ -906,10 +906,10 @@ class Outcome:
 
 def stages_for(kind: str, store: agui_meta.Store) -> tuple[Any, ...]:
     if kind == "no-verify":
-        return (expand_chunks(), accumulate(store))
+        return (ExpandChunks(), Accumulate(store))
     if kind == "no-chunks":
-        return (verify(), accumulate(store))
-    return (expand_chunks(), verify(), accumulate(store))
+        return (Verify(), Accumulate(store))
+    return (ExpandChunks(), Verify(), Accumulate(store))
 
 
 async def run(
@@ -985,7 +985,7 @@ async def test_default_mode_gives_the_package_error_with_its_location(case: Case
     assert type(error) is case.error, repr(error)
     # The package's own error, raised on purpose: not a crash from deep inside.
     assert isinstance(error, AguiMetaError)
-    assert type(error).__module__ == "agui_meta._exceptions"
+    assert type(error).__module__ == "agui_meta"
     assert_where(case, error)
     if isinstance(error, VerifyError):
         assert error.rule == case.code
@@ -1044,7 +1044,7 @@ def test_the_reference_agrees(case: Case, oracle: OracleServer) -> None:
     expected = oracle.run_one(good, verify=case.stages != "no-verify")
     store = agui_meta.Store()
     agui_meta.run_sync(
-        [agui_meta.enforce(), *stages_for(case.stages, store)],
+        [agui_meta.Enforce(), *stages_for(case.stages, store)],
         [dumps(e) for e in case.good()],
         on_report=lambda r: None,
     )
@@ -1242,15 +1242,15 @@ async def test_values_nested_too_deeply_give_a_clean_error(
     data = render([RUN, sse_raw(frame), FINISH], "sse")[0]
     for mode in ("default", "keep_going"):
         store = agui_meta.Store()
-        led = agui_meta.ledger()
+        led = agui_meta.Ledger()
         reports: list[Report] = []
         error: BaseException | None = None
         try:
             async with agui_meta.wrap(
                 [data],
-                expand_chunks(),
-                verify(),
-                accumulate(store),
+                ExpandChunks(),
+                Verify(),
+                Accumulate(store),
                 led,
                 mode=mode,
                 on_report=reports.append,
@@ -1285,8 +1285,8 @@ async def test_values_nested_up_to_the_limit_are_accepted_and_usable(depth: int)
     [message] = outcome.store.messages_wire()
     assert json.dumps(message["metadata"]["a"]).count("[") == depth
     assert (
-        agui_meta.encode_event(
-            agui_meta.TextMessageStartEvent(message_id="m", metadata=message["metadata"])
+        agui_meta.events.encode_event(
+            agui_meta.events.TextMessageStartEvent(message_id="m", metadata=message["metadata"])
         ).count(b"[")
         == depth
     )
@@ -1494,9 +1494,9 @@ async def test_the_index_is_right_behind_an_async_stage_with_prefetch(prefetch: 
             async with agui_meta.wrap(
                 chunks,
                 passthrough,
-                expand_chunks(),
-                verify(),
-                accumulate(agui_meta.Store()),
+                ExpandChunks(),
+                Verify(),
+                Accumulate(agui_meta.Store()),
                 mode=mode,
                 prefetch=prefetch,
                 on_report=reports.append,

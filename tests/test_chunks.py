@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
-from agui_meta._chunks import ExpandChunks, expand_chunks
+from agui_meta._chunks import ExpandChunks
+from agui_meta._driver import run_sync
 from agui_meta._events import (
     EVENT_TYPES,
     ActivityDeltaEvent,
@@ -53,7 +54,7 @@ from agui_meta._events import (
     ToolCallStartEvent,
 )
 from agui_meta._exceptions import ChunkError, Report
-from agui_meta._stage import Context, run_sync
+from agui_meta._stage import Context
 
 # Short names for the events the tests build by hand.
 TChunk = TextMessageChunkEvent
@@ -73,7 +74,7 @@ FINISHED = RunFinishedEvent(thread_id="thread-123", run_id="run-123")
 
 
 def expand(*events: Event) -> list[Any]:
-    return run_sync([expand_chunks()], events)
+    return run_sync([ExpandChunks()], events)
 
 
 def types(events: list[Any]) -> list[str]:
@@ -1139,7 +1140,7 @@ def test_an_idless_chunk_tagged_to_a_lane_with_nothing_of_its_kind_open_is_an_er
 def test_a_rejected_chunk_changes_nothing_in_keep_going_mode() -> None:
     reports: list[Report] = []
     out = run_sync(
-        [expand_chunks()],
+        [ExpandChunks()],
         [
             TChunk(message_id="a", delta="x"),
             CChunk(delta="{}"),  # no id: rejected before it could close the text stream
@@ -1199,7 +1200,7 @@ def test_close_emits_nothing_and_forgets_open_streams() -> None:
 
 
 def test_expand_chunks_returns_a_fresh_stage() -> None:
-    a, b = expand_chunks(), expand_chunks()
+    a, b = ExpandChunks(), ExpandChunks()
     assert isinstance(a, ExpandChunks) and a is not b
 
 
@@ -1242,7 +1243,7 @@ def _event(draw: st.DrawFn) -> Event:
 @given(st.lists(_event(), max_size=25))
 def test_expansion_properties(events: list[Event]) -> None:
     reports: list[Report] = []
-    out = run_sync([expand_chunks()], events, mode="keep_going", on_report=reports.append)
+    out = run_sync([ExpandChunks()], events, mode="keep_going", on_report=reports.append)
     passed = [e for e in events if not e.type.endswith("_CHUNK")]
     chunk_metadata = [id(e.metadata) for e in events if e.type.endswith("_CHUNK")]
     inputs = {id(e) for e in passed}

@@ -33,7 +33,8 @@ import anyio
 import pytest
 
 import agui_meta
-from agui_meta import Event, Report, Update, accumulate, expand_chunks, verify
+from agui_meta import Accumulate, ExpandChunks, Report, Update, Verify
+from agui_meta.events import Event
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
@@ -153,9 +154,9 @@ def stages(
     outer_fails_at: int | None = None,
 ) -> list[Any]:
     chain: list[Any] = [
-        expand_chunks(),
-        verify(),
-        accumulate(store),
+        ExpandChunks(),
+        Verify(),
+        Accumulate(store),
         probe.outer(fail_at=outer_fails_at),
     ]
     if layout == "split":
@@ -173,7 +174,7 @@ def assert_store_is_the_prefix(
 ) -> None:
     expected = agui_meta.Store()
     agui_meta.run_sync(
-        [agui_meta.enforce(), expand_chunks(), verify(), accumulate(expected)],
+        [agui_meta.Enforce(), ExpandChunks(), Verify(), Accumulate(expected)],
         [payload(e) for e in events[:n]],
     )
     assert store.messages_wire() == expected.messages_wire()
@@ -431,7 +432,7 @@ async def test_the_prefix_comparison_can_fail() -> None:
     """The store check is not vacuous: a store one event short is told apart."""
     store = agui_meta.Store()
     agui_meta.run_sync(
-        [agui_meta.enforce(), expand_chunks(), verify(), accumulate(store)],
+        [agui_meta.Enforce(), ExpandChunks(), Verify(), Accumulate(store)],
         [payload(e) for e in EVENTS[:3]],
     )
     with pytest.raises(AssertionError):

@@ -80,7 +80,7 @@ def test_generated_streams_match_the_reference(reference: Any, seed: int) -> Non
 
 
 def test_input_events_are_not_modified_and_pass_through_as_themselves() -> None:
-    events = [agui_meta.decode_event(json.dumps(e)) for e in NAMED[8]["events"]]
+    events = [agui_meta.events.decode_event(json.dumps(e)) for e in NAMED[8]["events"]]
     before = [msgspec.json.encode(e) for e in events]
     out = compact_events(events)
     assert [msgspec.json.encode(e) for e in events] == before
@@ -141,8 +141,8 @@ def test_a_compacted_history_assembles_the_same_conversation(name: str) -> None:
     events = example_events(name)
     stores = []
     for history in (events, compact_events(events)):
-        stages = agui_meta.default_stages(verify=False)
-        agui_meta.run_sync([agui_meta.enforce(), *stages], history)
+        stages = agui_meta.DefaultStages(verify=False)
+        agui_meta.run_sync([agui_meta.Enforce(), *stages], history)
         stores.append(stages.store)
     assert stores[1].messages_wire() == stores[0].messages_wire()
     assert stores[1].state == stores[0].state

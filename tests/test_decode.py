@@ -25,17 +25,16 @@ from agui_meta import (
     AguiWarning,
     DataError,
     DecodeError,
+    Enforce,
     EventDecoder,
     FramingError,
     MetadataError,
     Report,
     StrictError,
-    decode_event,
-    encode_event,
-    enforce,
     run_sync,
 )
 from agui_meta._framing import Frame
+from agui_meta.events import decode_event, encode_event
 from tests.test_events import ALL_CASES
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +125,7 @@ def test_a_report_says_where_and_what() -> None:
     decoder = EventDecoder(on_report=reports.append)
     frame = Frame(b'{"type":"TEXT_MESSAGE_END","messageId":"m","a b":1}', offset=120, line=7)
     events = list(decoder.decode_iter([b'{"type":"TEXT_MESSAGE_END","messageId":"m"}', frame]))
-    assert events == [agui_meta.TextMessageEndEvent(message_id="m")] * 2
+    assert events == [agui_meta.events.TextMessageEndEvent(message_id="m")] * 2
     (report,) = reports
     assert report.code == "unknown-field"
     assert report.severity == "warning"
@@ -140,7 +139,7 @@ def test_a_report_says_where_and_what() -> None:
 def test_without_a_callback_reports_are_warnings() -> None:
     with pytest.warns(AguiWarning, match=r"unknown property `extra`"):
         event = decode_event(b'{"type":"TEXT_MESSAGE_END","messageId":"m","extra":1}')
-    assert event == agui_meta.TextMessageEndEvent(message_id="m")
+    assert event == agui_meta.events.TextMessageEndEvent(message_id="m")
 
 
 def test_strict_mode_turns_a_report_into_an_error() -> None:
@@ -327,11 +326,11 @@ def test_unknown_event_types_are_dropped_with_a_report() -> None:
 def test_the_enforce_stage_emits_nothing_for_a_dropped_event() -> None:
     reports: list[Report] = []
     out = run_sync(
-        [enforce()],
+        [Enforce()],
         [b'{"type":"NOPE"}', {"type": "TEXT_MESSAGE_END", "messageId": "m"}],
         on_report=reports.append,
     )
-    assert out == [agui_meta.TextMessageEndEvent(message_id="m")]
+    assert out == [agui_meta.events.TextMessageEndEvent(message_id="m")]
     assert [(r.code, r.index) for r in reports] == [("unknown-event-type", 0)]
 
 
@@ -861,7 +860,9 @@ def test_keep_going_with_the_decoders_own_context_skips_the_event() -> None:
     decoder = EventDecoder(mode="keep_going", on_report=reports.append)
     assert decoder.decode(b'{"type":"TEXT_MESSAGE_END"}') is None
     stream = [b"[]", b'{"type":"TEXT_MESSAGE_END","messageId":"m"}', b"{"]
-    assert list(decoder.decode_iter(stream)) == [agui_meta.TextMessageEndEvent(message_id="m")]
+    assert list(decoder.decode_iter(stream)) == [
+        agui_meta.events.TextMessageEndEvent(message_id="m")
+    ]
     assert [(r.code, r.severity, r.index, r.path) for r in reports] == [
         ("DecodeError", "error", None, "$.messageId"),  # decode() alone does not count
         ("DecodeError", "error", 0, "$"),
@@ -877,7 +878,7 @@ def test_keep_going_with_the_decoders_own_context_skips_the_event() -> None:
 def test_integral_floats_read_as_integers_in_integer_positions(number: str) -> None:
     wire = f'{{"type":"RUN_ERROR","message":"m","timestamp":{number},"usage":[{{"totalTokens":{number.lstrip("-")}}}]}}'
     event = decode_event(wire.encode())
-    assert isinstance(event, agui_meta.RunErrorEvent)
+    assert isinstance(event, agui_meta.events.RunErrorEvent)
     assert event.timestamp == int(float(number))
     assert type(event.timestamp) is int
     assert event.usage is not UNSET
@@ -886,7 +887,7 @@ def test_integral_floats_read_as_integers_in_integer_positions(number: str) -> N
 
 def test_floats_elsewhere_stay_floats() -> None:
     event = decode_event(b'{"type":"CUSTOM","name":"n","value":1.0,"metadata":{"x":2.0}}')
-    assert isinstance(event, agui_meta.CustomEvent)
+    assert isinstance(event, agui_meta.events.CustomEvent)
     assert type(event.value) is float
     assert event.metadata == {"x": 2.0} and type(event.metadata["x"]) is float
 
@@ -897,7 +898,7 @@ def test_floats_elsewhere_stay_floats() -> None:
 
 def test_every_input_kind_gives_the_same_event() -> None:
     wire = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}'
-    expected = agui_meta.TextMessageContentEvent(message_id="m", delta="d")
+    expected = agui_meta.events.TextMessageContentEvent(message_id="m", delta="d")
     from ag_ui.core import TextMessageContentEvent as CoreEvent
 
     inputs: list[Any] = [
@@ -913,28 +914,28 @@ def test_every_input_kind_gives_the_same_event() -> None:
     decoder = EventDecoder()
     for data in inputs:
         assert decoder.decode(data) == expected
-    assert run_sync([enforce()], inputs) == [expected] * len(inputs)
+    assert run_sync([Enforce()], inputs) == [expected] * len(inputs)
 
 
 def test_a_valid_event_object_passes_as_itself() -> None:
-    event = agui_meta.TextMessageStartEvent(message_id="m", metadata={"a": None})
+    event = agui_meta.events.TextMessageStartEvent(message_id="m", metadata={"a": None})
     assert EventDecoder().decode(event) is event
 
 
 def test_a_python_built_event_with_a_legacy_null_is_repaired_and_reported() -> None:
-    event = agui_meta.ToolCallStartEvent(
+    event = agui_meta.events.ToolCallStartEvent(
         tool_call_id="t",
         tool_call_name="f",
         parent_message_id=None,  # type: ignore[arg-type]
     )
     reports: list[Report] = []
     decoded = EventDecoder(on_report=reports.append).decode(event)
-    assert decoded == agui_meta.ToolCallStartEvent(tool_call_id="t", tool_call_name="f")
+    assert decoded == agui_meta.events.ToolCallStartEvent(tool_call_id="t", tool_call_name="f")
     assert [(r.code, r.path) for r in reports] == [("legacy-null", "$.parentMessageId")]
 
 
 def test_a_python_built_event_holding_a_non_json_value_is_a_decode_error() -> None:
-    event = agui_meta.CustomEvent(name="n", value=object())
+    event = agui_meta.events.CustomEvent(name="n", value=object())
     with pytest.raises(DecodeError, match="cannot be serialised as JSON") as info:
         EventDecoder().decode(event)
     assert info.value.__cause__ is not None
@@ -946,7 +947,7 @@ def test_an_ag_ui_model_with_an_extra_field_is_stripped_like_the_wire() -> None:
     reports: list[Report] = []
     model = CoreEvent(message_id="m", extra_field=1)  # type: ignore[call-arg]
     decoded = EventDecoder(on_report=reports.append).decode(model)
-    assert decoded == agui_meta.TextMessageEndEvent(message_id="m")
+    assert decoded == agui_meta.events.TextMessageEndEvent(message_id="m")
     # ag_ui.core keeps unknown fields under the name they were given
     assert [(r.code, r.path) for r in reports] == [("unknown-field", "$.extra_field")]
 
@@ -975,7 +976,7 @@ def test_a_dict_input_is_never_modified() -> None:
 def test_decode_message_applies_the_same_policy() -> None:
     reports: list[str] = []
     with pytest.warns(AguiWarning) as caught:
-        message = agui_meta.decode_message(
+        message = agui_meta.events.decode_message(
             {
                 "id": "u",
                 "role": "user",
@@ -984,15 +985,21 @@ def test_decode_message_applies_the_same_policy() -> None:
             }
         )
     reports = [str(w.message) for w in caught]
-    assert message == agui_meta.UserMessage(
+    assert message == agui_meta.events.UserMessage(
         id="u",
-        content=[agui_meta.DocumentPart(source=agui_meta.DataSource(value="x", mime_type="a/b"))],
+        content=[
+            agui_meta.events.DocumentPart(
+                source=agui_meta.events.DataSource(value="x", mime_type="a/b")
+            )
+        ],
     )
     assert len(reports) == 2
     with pytest.raises(DecodeError, match="role"):
-        agui_meta.decode_message({"id": "u", "role": "bot"})
+        agui_meta.events.decode_message({"id": "u", "role": "bot"})
     with pytest.raises(MetadataError):
-        agui_meta.decode_message({"id": "u", "role": "user", "content": "", "metadata": None})
+        agui_meta.events.decode_message(
+            {"id": "u", "role": "user", "content": "", "metadata": None}
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1005,7 +1012,7 @@ def _decode_quietly(data: Any) -> None:
         result = decoder.decode(data)
     except DataError:
         return
-    assert result is None or isinstance(result, agui_meta.Event)
+    assert result is None or isinstance(result, agui_meta.events.Event)
     if result is not None:  # whatever decodes re-encodes and decodes to itself
         assert decoder.decode(encode_event(result)) == result
 
@@ -1029,7 +1036,7 @@ FIELD_NAMES = st.sampled_from(
     ]
 )  # fmt: skip
 TYPES = st.sampled_from(
-    [*agui_meta.EVENT_TYPES, "THINKING_START", "THINKING_TEXT_MESSAGE_CONTENT", "X", ""]
+    [*agui_meta.events.EVENT_TYPES, "THINKING_START", "THINKING_TEXT_MESSAGE_CONTENT", "X", ""]
 )
 ROLES = st.sampled_from(["user", "assistant", "tool", "activity", "reasoning", "bot", "binary"])
 EVENTISH = st.recursive(
@@ -1156,7 +1163,7 @@ def test_json_nested_deeper_than_msgspec_recurses_is_a_decode_error() -> None:
         inner.append([])
         inner = inner[0]
     with pytest.raises(DecodeError, match="cannot be serialised"):
-        EventDecoder().decode(agui_meta.CustomEvent(name="n", value=value))
+        EventDecoder().decode(agui_meta.events.CustomEvent(name="n", value=value))
     # as a dict, an opaque value is used as given; a deep value where a tag is read is shown short
     reports: list[Report] = []
     assert EventDecoder(on_report=reports.append).decode({"type": value}) is None
@@ -1168,5 +1175,5 @@ def test_long_values_are_cut_short_in_messages() -> None:
     decoded = EventDecoder(on_report=reports.append).decode(
         snapshot({"id": "a", "role": "x" * 10_000})
     )
-    assert decoded == agui_meta.MessagesSnapshotEvent(messages=[])
+    assert decoded == agui_meta.events.MessagesSnapshotEvent(messages=[])
     assert len(reports[0].message) < 200

@@ -1,4 +1,4 @@
-"""default_stages(): the default pipeline as one object, with its store and ledger at hand."""
+"""DefaultStages(): the default pipeline as one object, with its store and ledger at hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tests.oracle import OracleServer, assert_same_result
 
 
 def test_the_stages_in_pipeline_order() -> None:
-    stages = agui_meta.default_stages()
+    stages = agui_meta.DefaultStages()
     kinds = [type(s) for s in stages]
     assert kinds == [
         agui_meta.ExpandChunks,
@@ -25,13 +25,13 @@ def test_the_stages_in_pipeline_order() -> None:
 
 def test_options_replace_or_leave_out_stages() -> None:
     store = agui_meta.Store([{"id": "u", "role": "user", "content": "hi"}])
-    verifier = agui_meta.verify(report_unfinished=True)
+    verifier = agui_meta.Verify(report_unfinished=True)
     runs: list[agui_meta.RunRecord] = []
-    book = agui_meta.ledger(on_run=runs.append)
-    stages = agui_meta.default_stages(store, verify=verifier, ledger=book)
+    book = agui_meta.Ledger(on_run=runs.append)
+    stages = agui_meta.DefaultStages(store, verify=verifier, ledger=book)
     assert list(stages) == [stages.expand_chunks, verifier, stages.accumulate, book]
     assert stages.store is store and stages.ledger is book
-    unverified = agui_meta.default_stages(verify=False)
+    unverified = agui_meta.DefaultStages(verify=False)
     assert unverified.verify is None
     assert [type(s) for s in unverified] == [
         agui_meta.ExpandChunks,
@@ -41,7 +41,7 @@ def test_options_replace_or_leave_out_stages() -> None:
 
 
 def test_each_call_makes_new_stages() -> None:
-    a, b = agui_meta.default_stages(), agui_meta.default_stages()
+    a, b = agui_meta.DefaultStages(), agui_meta.DefaultStages()
     assert not {id(s) for s in a} & {id(s) for s in b}
 
 
@@ -49,9 +49,9 @@ def test_each_call_makes_new_stages() -> None:
 async def test_unverified_streams_pass_only_without_verify() -> None:
     events = [{"type": "TEXT_MESSAGE_START", "messageId": "m"}]  # no RUN_STARTED first
     with pytest.raises(agui_meta.VerifyError):
-        async with agui_meta.wrap(events, *agui_meta.default_stages()) as stream:
+        async with agui_meta.wrap(events, *agui_meta.DefaultStages()) as stream:
             await stream.drain()
-    stages = agui_meta.default_stages(verify=False)
+    stages = agui_meta.DefaultStages(verify=False)
     async with agui_meta.wrap(events, *stages) as stream:
         await stream.drain()
     assert stages.store.messages_wire() == [{"id": "m", "role": "assistant", "content": ""}]
@@ -63,7 +63,7 @@ async def test_a_recorded_stream_as_the_reference_client_builds_it(
     name: str, oracle: OracleServer
 ) -> None:
     case = example_streams.case(name)
-    stages = agui_meta.default_stages()
+    stages = agui_meta.DefaultStages()
     async with agui_meta.wrap(case["events"], *stages, mode="strict") as stream:
         async for update in stream:
             assert isinstance(update, agui_meta.Update)

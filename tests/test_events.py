@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta import (
+from agui_meta import from_agui_core, to_agui_core
+from agui_meta.events import (
     EVENT_TYPES,
     AssistantMessage,
     CustomEvent,
@@ -21,8 +22,6 @@ from agui_meta import (
     decode_event,
     decode_message,
     encode_event,
-    from_agui_core,
-    to_agui_core,
 )
 
 META = {"acme.trace": "t-1", "ag-ui": {"x": [1, 2]}, "acme.none": None}
@@ -391,7 +390,7 @@ def test_messages_round_trip_alone_and_through_agui_core() -> None:
 def test_the_event_type_is_a_class_attribute() -> None:
     for name, cls in EVENT_TYPES.items():
         assert cls.type == name
-        assert issubclass(cls, agui_meta.Event)
+        assert issubclass(cls, agui_meta.events.Event)
 
 
 def test_absent_optionals_are_omitted_never_null() -> None:
@@ -517,7 +516,7 @@ def test_run_input_null_state_reads_as_absent() -> None:
         b'{"type":"RUN_STARTED","threadId":"t","runId":"r",'
         b'"input":{"threadId":"t","runId":"r","messages":[],"state":null}}'
     )
-    assert isinstance(event, agui_meta.RunStartedEvent)
+    assert isinstance(event, agui_meta.events.RunStartedEvent)
     assert event.input is not msgspec.UNSET
     assert event.input.state is msgspec.UNSET
 
@@ -546,10 +545,15 @@ def test_snapshot_messages_are_typed() -> None:
 
 def test_every_event_round_trips_through_sse_and_json_lines() -> None:
     """decode(encode(x)) == x for every event, through both byte encodings and their decoders."""
-    events = [agui_meta.decode_event(case) for case in ALL_CASES]
-    sse = b"".join(agui_meta.encode_sse(agui_meta.encode_event(e)) for e in events)
-    jsonl = b"".join(agui_meta.encode_jsonl(agui_meta.encode_event(e)) for e in events)
-    for blob, decoder in [(sse, agui_meta.SSEDecoder()), (jsonl, agui_meta.JsonLinesDecoder())]:
+    events = [agui_meta.events.decode_event(case) for case in ALL_CASES]
+    sse = b"".join(agui_meta.framing.encode_sse(agui_meta.events.encode_event(e)) for e in events)
+    jsonl = b"".join(
+        agui_meta.framing.encode_jsonl(agui_meta.events.encode_event(e)) for e in events
+    )
+    for blob, decoder in [
+        (sse, agui_meta.framing.SSEDecoder()),
+        (jsonl, agui_meta.framing.JsonLinesDecoder()),
+    ]:
         frames = [f for i in range(0, len(blob), 97) for f in decoder.feed(blob[i : i + 97])]
         frames += decoder.close()
-        assert [agui_meta.decode_event(f) for f in frames] == events
+        assert [agui_meta.events.decode_event(f) for f in frames] == events

@@ -374,7 +374,7 @@ def test_good_streams_through_the_library_match_the_reference(
     import agui_meta
 
     async def replay() -> Any:
-        stages = agui_meta.default_stages()
+        stages = agui_meta.DefaultStages()
         data = await anyio.Path(STREAMS / name).read_bytes()
         async with agui_meta.wrap(data, *stages, mode="strict") as stream:
             await stream.drain()

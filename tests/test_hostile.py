@@ -9,17 +9,23 @@ way out, quadratic memory, unbounded tables, or a loss nobody reported.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
+import pickle
 import subprocess
 import sys
+import tracemalloc
 from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agui_meta
-from agui_meta import Report
+from agui_meta import MergedMetadata, Report
 from agui_meta._framing import RETRY_MAX, SSEDecoder
+from agui_meta._metadata import copy_json
 from agui_meta._patch import DOCUMENT_DEPTH, PatchError, apply_patch
 from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
 
@@ -35,7 +41,7 @@ def sse(events: list[Event]) -> bytes:
 
 class Outcome:
     def __init__(self) -> None:
-        self.stages = agui_meta.default_stages()
+        self.stages = agui_meta.DefaultStages()
         self.reports: list[Report] = []
         self.updates: list[Any] = []
         self.error: BaseException | None = None
@@ -237,7 +243,7 @@ def test_patches_never_build_a_document_deeper_than_a_snapshot_carries(kind: str
     # Whatever got in can be encoded, re-sent as a snapshot and decoded again.
     wire = json.dumps({"messages": outcome.store.messages_wire(), "state": outcome.store.state})
     snapshot = {"type": "STATE_SNAPSHOT", "snapshot": document}
-    assert agui_meta.decode_event(json.dumps(snapshot).encode()) is not None
+    assert agui_meta.events.decode_event(json.dumps(snapshot).encode()) is not None
     assert json.loads(wire)
     for args in (["replay", "-"], ["replay", "--json", "-"], ["validate", "-"]):
         assert_no_traceback(cli(*args, stdin=sse(events)))
@@ -264,3 +270,83 @@ def test_a_document_may_reach_the_limit_exactly() -> None:
     # The root itself.
     with pytest.raises(PatchError):
         apply_patch({}, [{"op": "replace", "path": "", "value": chain(DOCUMENT_DEPTH + 1)}])
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Metadata written key by key: O(1) per key written, for every version an Update holds
+
+
+def one_key_per_event(n: int) -> bytes:
+    events: list[Event] = [RUN, {"type": "TEXT_MESSAGE_START", "messageId": "m"}]
+    events += [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x", "metadata": {f"k{i}": i}}
+        for i in range(n)
+    ]
+    events += [{"type": "TEXT_MESSAGE_END", "messageId": "m"}, FINISH]
+    return sse(events)
+
+
+def peak_bytes(n: int) -> int:
+    data = one_key_per_event(n)
+    run([one_key_per_event(2)])  # imports and caches warmed up, outside the measurement
+    tracemalloc.start()
+    try:
+        outcome = run([data])  # one chunk: every Update of the stream is held at once
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert outcome.error is None
+    contents = outcome.updates[2:-2]
+    # Every update holds exactly the item's metadata as of its event, read long after.
+    assert [len(u.metadata) for u in contents] == list(range(1, n + 1))
+    assert contents[n // 2].metadata == {f"k{i}": i for i in range(n // 2 + 1)}
+    return peak - len(data)
+
+
+def test_metadata_written_key_by_key_costs_memory_linear_in_the_keys() -> None:
+    # Quadratic memory (a full copy per Update) would make the ratio 4; linear makes it 2.
+    small, large = peak_bytes(1500), peak_bytes(3000)
+    assert large / small < 2.6, (small, large)
+    assert large < 3000 * 2000, large  # and a small constant per key (a copy each: ~100 MB)
+
+
+MERGES = st.lists(
+    st.tuples(
+        st.integers(min_value=0, max_value=50),  # which earlier version to merge into
+        st.dictionaries(st.sampled_from("abcdefg"), st.integers() | st.none(), max_size=4),
+    ),
+    max_size=25,
+)
+
+
+@given(MERGES, st.booleans())
+def test_every_version_of_merged_metadata_is_the_fold_up_to_it(
+    merges: list[tuple[int, dict[str, Any]]], linear: bool
+) -> None:
+    """Versions are values: each equals ``dict.update`` folded up to it, in spread order, read
+    in any order, also after merges into older versions (which start their own record)."""
+    versions: list[MergedMetadata] = [MergedMetadata()]
+    expected: list[dict[str, Any]] = [{}]
+    for pick, incoming in merges:
+        base = len(versions) - 1 if linear else pick % len(versions)
+        versions.append(agui_meta.merge_metadata(versions[base], incoming))
+        expected.append({**expected[base], **incoming})
+    for version, want in zip(versions, expected, strict=True):
+        assert version == want and dict(version) == want
+        assert list(version) == list(want) and len(version) == len(want)
+        for key in "abcdefgh":
+            assert (key in version) == (key in want)
+            assert version.get(key, "absent") == want.get(key, "absent")
+        assert pickle.loads(pickle.dumps(version)) == want
+        assert copy.deepcopy(version) == want
+        assert repr(version) == repr(want)
+        assert agui_meta.merge_metadata(version, None) is version
+        assert json.loads(json.dumps(copy_json(version))) == want
+
+
+def test_the_hostile_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import hostile
+
+    assert hostile.main(["--quick"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 4 and table[-1].startswith("| 800 |")

@@ -3,7 +3,7 @@
 Streams come from :func:`tests.strategies.runs` (valid-ish AG-UI runs with text, tool calls,
 reasoning, activity, state, chunks in subagent lanes, snapshots, steps, metadata), encoded as SSE
 or JSON lines, then corrupted, and run through
-``wrap(source, expand_chunks(), verify(), accumulate(store))`` delivered in random chunks.
+``wrap(source, ExpandChunks(), Verify(), Accumulate(store))`` delivered in random chunks.
 
 What is asserted, for every corruption:
 
@@ -61,19 +61,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import agui_meta
-from agui_meta import (
-    DataError,
-    Event,
-    EventDecoder,
-    MessagesSnapshotEvent,
-    Report,
-    RunStartedEvent,
-    Transducer,
-    accumulate,
-    expand_chunks,
-    verify,
-)
+from agui_meta import Accumulate, DataError, EventDecoder, ExpandChunks, Report, Transducer, Verify
 from agui_meta._framing import JsonLinesDecoder, SSEDecoder
+from agui_meta.events import Event, MessagesSnapshotEvent, RunStartedEvent
 from tests.strategies import runs
 
 Format = Literal["sse", "jsonl"]
@@ -135,10 +125,10 @@ async def run(chunks: list[bytes], mode: agui_meta.Mode, fmt: str) -> Run:
     try:
         async with agui_meta.wrap(
             chunks,
-            expand_chunks(),
-            verify(),
+            ExpandChunks(),
+            Verify(),
             tap,
-            accumulate(store),
+            Accumulate(store),
             mode=mode,
             on_report=reports.append,
             format=fmt,

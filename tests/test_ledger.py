@@ -1,4 +1,4 @@
-"""The run ledger (agui_meta.ledger): records run metadata, passes the stream through untouched.
+"""The run ledger (agui_meta.Ledger): records run metadata, passes the stream through untouched.
 
 Expected values come from the input streams themselves (the ledger records metadata as sent),
 from the specification, and from the reference client: the pending tool calls and interrupts
@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from agui_meta._driver import run_sync
 from agui_meta._events import AnyEvent, Event, Interrupt, TokenUsage
 from agui_meta._ledger import (
     Ledger,
@@ -28,9 +29,7 @@ from agui_meta._ledger import (
     RunRecord,
     RunSuccess,
     aggregate_token_usage,
-    ledger,
 )
-from agui_meta._stage import run_sync
 
 # ---------------------------------------------------------------------------------------------
 # Streams (AG-UI wire JSON)
@@ -251,7 +250,7 @@ def counts(wire: list[dict[str, Any]]) -> dict[str, int]:
 
 def run_ledger(wire: list[dict[str, Any]], **kw: Any) -> tuple[Ledger[Any], list[RunRecord]]:
     ended: list[RunRecord] = []
-    led = ledger(ended.append, **kw)
+    led = Ledger(ended.append, **kw)
     events = events_of(wire)
     out = run_sync([led], events)
     assert len(out) == len(events)
@@ -421,7 +420,7 @@ def test_multi_run_outcomes() -> None:
 
 def test_metadata_is_shared_not_copied() -> None:
     events = events_of(MULTI)
-    led = ledger()
+    led = Ledger()
     run_sync([led], events)
     r1 = led.runs[0]
     assert r1.started_metadata is events[0].metadata
@@ -530,7 +529,7 @@ def test_run_error_after_run_finished_amends_the_run() -> None:
         _finished("r2"),
     ]
     statuses: list[tuple[str, str]] = []
-    led = ledger(lambda r: statuses.append((str(r.run_id), r.status)))
+    led = Ledger(lambda r: statuses.append((str(r.run_id), r.status)))
     run_sync([led], events_of(wire))
     assert statuses == [("r1", "finished"), ("r1", "error"), ("r2", "finished")]
     r1 = led.runs[0]
@@ -590,7 +589,7 @@ def test_close_ends_an_open_run_as_incomplete() -> None:
         {"type": "STEP_STARTED", "stepName": "s"},
         {"type": "SUBAGENT_STARTED", "subagentRunId": "sa", "name": "n"},
     ]
-    led = ledger()
+    led = Ledger()
     events = events_of(wire)
     for e in events:
         led.feed(e)
@@ -615,7 +614,7 @@ def test_callback_order_and_record_state() -> None:
         # The record is complete when the callback runs.
         seen.append((str(record.run_id), record.status, sum(record.event_counts.values())))
 
-    led = ledger(on_run)
+    led = Ledger(on_run)
     run_sync([led], events_of([*MULTI, _started("r7"), *_tool_call("z")]))
     assert seen == [(str(r.run_id), r.status, sum(r.event_counts.values())) for r in led.runs]
     assert [s[0] for s in seen] == ["r1", "r2", "r3", "r4", "r5", "r6", "r7"]
@@ -683,10 +682,10 @@ def test_subagent_finished_without_outcome_is_success() -> None:
 
 def test_after_accumulation_records_the_same() -> None:
     events = events_of(MULTI)
-    plain = ledger(clock=lambda: 1.0)
+    plain = Ledger(clock=lambda: 1.0)
     run_sync([plain], events)
     updates = [FakeUpdate(e, None, False) for e in events]
-    wrapped = ledger(clock=lambda: 1.0)
+    wrapped = Ledger(clock=lambda: 1.0)
     out = run_sync([wrapped], updates)
     assert all(a is b for a, b in zip(out, updates, strict=True))
     assert len(out) == len(updates)
@@ -695,7 +694,7 @@ def test_after_accumulation_records_the_same() -> None:
 
 def test_other_items_pass_through_unrecorded() -> None:
     items: list[Any] = ["text", 3, None, FakeUpdate.__new__(FakeUpdate)]
-    led = ledger()
+    led = Ledger()
     out = run_sync([led], items)
     assert all(a is b for a, b in zip(out, items, strict=True))
     assert led.runs == []
@@ -707,7 +706,7 @@ def test_event_subclass_is_recognised() -> None:
     class MyStart(RunStartedEvent, kw_only=True, frozen=True):
         pass
 
-    led = ledger()
+    led = Ledger()
     run_sync([led], [MyStart(thread_id="t", run_id="r")])
     assert led.runs[0].run_id == "r"
     assert led.runs[0].event_counts == {"RUN_STARTED": 1}
@@ -792,7 +791,7 @@ def test_callback_errors_propagate() -> None:
         raise RuntimeError("sink down")
 
     with pytest.raises(RuntimeError, match="sink down"):
-        run_sync([ledger(boom)], events_of([_started("r1"), _finished("r1")]))
+        run_sync([Ledger(boom)], events_of([_started("r1"), _finished("r1")]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -858,7 +857,7 @@ def test_reference_agrees() -> None:
 async def test_in_a_pipeline() -> None:
     pipeline = pytest.importorskip("agui_meta._pipeline")
     ended: list[str] = []
-    led = ledger(lambda r: ended.append(f"{r.run_id}:{r.status}"))
+    led = Ledger(lambda r: ended.append(f"{r.run_id}:{r.status}"))
     wire = [*MULTI[: at(MULTI, "RUN_FINISHED", runId="r2") + 1], _started("r3")]
     events = events_of(wire)
     out: list[Any] = []

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta import ledger, run_sync
+from agui_meta import Ledger, run_sync
 from agui_meta._ledger import ToolCallRecord
 from tests.example_streams import GOOD, events
 from tests.test_ledger import events_of
@@ -27,15 +27,15 @@ def _clock() -> Any:
 
 
 def _bare(wire: list[dict[str, Any]], **kw: Any) -> agui_meta.Ledger[Any]:
-    led = ledger(clock=_clock(), **kw)
+    led = Ledger(clock=_clock(), **kw)
     run_sync([led], events_of(wire))
     return led
 
 
-def _behind_the_accumulator(wire: list[dict[str, Any]]) -> agui_meta.Ledger[Any]:
-    led = ledger(clock=_clock())
-    stages = agui_meta.default_stages(verify=False, ledger=led)
-    run_sync([agui_meta.enforce(), *stages], wire)
+def _behind_the_accumulator(wire: list[dict[str, Any]], fuse: bool = True) -> Ledger[Any]:
+    led = Ledger(clock=_clock())
+    stages = agui_meta.DefaultStages(verify=False, ledger=led)
+    run_sync([agui_meta.Enforce(), *stages], wire, fuse=fuse)
     return led
 
 
@@ -130,13 +130,7 @@ def test_tool_call_records_on_bare_events() -> None:
 
 @pytest.mark.parametrize("fuse", [True, False])
 def test_behind_the_accumulator_the_records_are_the_stores(fuse: bool) -> None:
-    from agui_meta import _fuse
-
-    _fuse.ENABLED = fuse
-    try:
-        led = _behind_the_accumulator([*RUN, FINISHED])
-    finally:
-        _fuse.ENABLED = True
+    led = _behind_the_accumulator([*RUN, FINISHED], fuse=fuse)
     assert led.to_builtins() == _bare([*RUN, FINISHED]).to_builtins()
 
 

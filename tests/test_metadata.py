@@ -16,18 +16,17 @@ import agui_meta
 from agui_meta import (
     AGUI_METADATA_KEY,
     EventDecoder,
+    LintMetadataKeys,
     MetadataError,
     Report,
     StrictError,
-    TextMessageStartEvent,
-    decode_event,
-    lint_metadata,
     merge_metadata,
     run_sync,
     unprefixed_keys,
     vendor_keys,
 )
 from agui_meta._metadata import fold_metadata, is_prefixed, key_path
+from agui_meta.events import TextMessageStartEvent, decode_event
 from tests.test_events import MINIMAL
 
 # ---------------------------------------------------------------------------------------------
@@ -196,7 +195,7 @@ def test_python_built_events_are_checked_too(bad: Any) -> None:
         decode_event(event)
     assert info.value.path == "$.metadata"
     with pytest.raises(MetadataError):
-        run_sync([agui_meta.enforce()], [event])
+        run_sync([agui_meta.Enforce()], [event])
 
 
 def test_a_null_metadata_is_never_read_as_absent_even_in_keep_going_mode() -> None:
@@ -394,10 +393,10 @@ def test_the_lint_reports_unprefixed_keys_at_every_carrier_and_changes_nothing()
     ]
     decoded = [decode_event(e) for e in events]
     reports: list[Report] = []
-    out = run_sync([lint_metadata()], decoded, mode="strict", on_report=reports.append)
+    out = run_sync([LintMetadataKeys()], decoded, mode="strict", on_report=reports.append)
     assert len(out) == len(decoded)
     assert all(a is b for a, b in zip(out, decoded, strict=True))
-    assert [json.loads(agui_meta.encode_event(e)) for e in out] == events
+    assert [json.loads(agui_meta.events.encode_event(e)) for e in out] == events
     found = [(r.index, r.path) for r in reports]
     carriers = [
         (0, "$.metadata"),
@@ -421,7 +420,7 @@ def test_the_lint_reports_unprefixed_keys_at_every_carrier_and_changes_nothing()
 def test_the_lint_is_not_an_error_even_in_strict_mode() -> None:
     event = decode_event(b'{"type":"TEXT_MESSAGE_END","messageId":"m","metadata":{"x":1}}')
     reports: list[Report] = []
-    out = run_sync([lint_metadata()], [event], mode="strict", on_report=reports.append)
+    out = run_sync([LintMetadataKeys()], [event], mode="strict", on_report=reports.append)
     assert out == [event]
     assert len(reports) == 1
 
@@ -429,7 +428,7 @@ def test_the_lint_is_not_an_error_even_in_strict_mode() -> None:
 def test_strict_mode_still_raises_for_warnings() -> None:
     with pytest.raises(StrictError):
         run_sync(
-            [agui_meta.enforce()],
+            [agui_meta.Enforce()],
             [b'{"type":"TEXT_MESSAGE_END","messageId":"m","extra":1}'],
             mode="strict",
         )

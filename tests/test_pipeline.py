@@ -13,17 +13,8 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta import (
-    DataError,
-    Event,
-    PipelineClosed,
-    PipelineConsumed,
-    Report,
-    RunStartedEvent,
-    TextMessageContentEvent,
-    Transducer,
-    UsageError,
-)
+from agui_meta import DataError, PipelineClosed, PipelineConsumed, Report, Transducer, UsageError
+from agui_meta.events import Event, RunStartedEvent, TextMessageContentEvent
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -102,7 +93,7 @@ async def test_sources_of_every_kind_give_the_same_events() -> None:
         for e in STREAM:
             yield e
 
-    events = [agui_meta.decode_event(e) for e in STREAM]
+    events = [agui_meta.events.decode_event(e) for e in STREAM]
     blob = sse(STREAM)
     for source, kw in [
         (STREAM, {}),
@@ -235,7 +226,7 @@ async def test_should_filter_out_disallowed_tool_calls() -> None:
     reports: list[Report] = []
     got = await collect(
         FILTER_STREAM,
-        agui_meta.filter_tool_calls(disallowed=["calc"]),
+        agui_meta.FilterToolCalls(disallowed=["calc"]),
         on_report=reports.append,
     )
     ids = {getattr(e, "tool_call_id", None) for e in got} - {None}
@@ -245,7 +236,7 @@ async def test_should_filter_out_disallowed_tool_calls() -> None:
 
 async def test_should_allow_only_allowed_tool_calls_when_using_allowlist() -> None:
     got = await collect(
-        FILTER_STREAM, agui_meta.filter_tool_calls(allowed=["calc"]), on_report=lambda r: None
+        FILTER_STREAM, agui_meta.FilterToolCalls(allowed=["calc"]), on_report=lambda r: None
     )
     assert {getattr(e, "tool_call_id", None) for e in got} - {None} == {"a"}
 
@@ -253,16 +244,16 @@ async def test_should_allow_only_allowed_tool_calls_when_using_allowlist() -> No
 async def test_filter_forgets_an_id_after_its_first_result() -> None:
     stream = [*FILTER_STREAM[:-1], FILTER_STREAM[4], END]  # a second result for call "a"
     got = await collect(
-        stream, agui_meta.filter_tool_calls(disallowed=["calc"]), on_report=lambda r: None
+        stream, agui_meta.FilterToolCalls(disallowed=["calc"]), on_report=lambda r: None
     )
     assert [e.type for e in got if getattr(e, "tool_call_id", None) == "a"] == ["TOOL_CALL_RESULT"]
 
 
 def test_filter_needs_exactly_one_list() -> None:
     with pytest.raises(ValueError, match="both"):
-        agui_meta.filter_tool_calls(allowed=["a"], disallowed=["b"])
+        agui_meta.FilterToolCalls(allowed=["a"], disallowed=["b"])
     with pytest.raises(ValueError, match="either"):
-        agui_meta.filter_tool_calls()
+        agui_meta.FilterToolCalls()
 
 
 # -- single use --------------------------------------------------------------------------------

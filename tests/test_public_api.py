@@ -1,34 +1,124 @@
-"""The public surface: one curated ``__all__``, complete, sorted, and every name importable."""
+"""The public surface: small, curated ``__all__`` lists, complete, sorted, and every object named
+by the path users import it from."""
 
 from __future__ import annotations
 
+import pickle
 import types
 
+import pytest
+
 import agui_meta
+import agui_meta.events
+import agui_meta.framing
+
+PUBLIC_MODULES = (agui_meta, agui_meta.events, agui_meta.framing)
+# Re-exported from msgspec in agui_meta.events (documented there): they keep msgspec's module.
+FOREIGN = {("agui_meta.events", "UNSET"), ("agui_meta.events", "UnsetType")}
 
 
-def test_all_lists_every_public_name_once_and_sorted() -> None:
-    public = {
+def _public_names(module: types.ModuleType) -> set[str]:
+    return {
         name
-        for name, value in vars(agui_meta).items()
+        for name, value in vars(module).items()
         if not name.startswith("_")
         and not isinstance(value, types.ModuleType)
         and name != "annotations"
-    }
-    assert set(agui_meta.__all__) == public
-    assert len(agui_meta.__all__) == len(set(agui_meta.__all__))
-    constants = [n for n in agui_meta.__all__ if n.isupper()]
-    rest = [n for n in agui_meta.__all__ if not n.isupper()]
+    } | set(getattr(module, "_LAZY", ()))  # imported on first use (an optional dependency)
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_all_lists_every_public_name_once_and_sorted(module: types.ModuleType) -> None:
+    assert set(module.__all__) == _public_names(module)
+    assert len(module.__all__) == len(set(module.__all__))
+    constants = [n for n in module.__all__ if n.isupper()]
+    rest = [n for n in module.__all__ if not n.isupper()]
     assert constants == sorted(constants)
     assert rest == sorted(rest)  # ruff's isort-style order: constants, classes, functions
+    assert list(module.__all__) == constants + rest
 
 
-def test_every_name_resolves() -> None:
-    for name in agui_meta.__all__:
-        assert getattr(agui_meta, name) is not None, name
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_every_name_resolves(module: types.ModuleType) -> None:
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+
+
+def test_the_top_level_is_small_and_holds_no_wire_types() -> None:
+    assert len(agui_meta.__all__) <= 80
+    # Each object has one public home: the wire model lives in agui_meta.events only.
+    assert not set(agui_meta.__all__) & set(agui_meta.events.__all__)
+    assert not set(agui_meta.__all__) & set(agui_meta.framing.__all__)
+    assert "TextMessageContentEvent" in agui_meta.events.__all__
+    assert "Event" in agui_meta.events.__all__
+
+
+def test_one_spelling_per_stage() -> None:
+    # Stages are classes: no factory function beside them under another spelling.
+    for removed in (
+        "accumulate",
+        "default_stages",
+        "enforce",
+        "expand_chunks",
+        "filter_tool_calls",
+        "ledger",
+        "lint_metadata",
+        "verify",
+    ):
+        assert not hasattr(agui_meta, removed), removed
+    for stage in (
+        agui_meta.Accumulate,
+        agui_meta.Enforce,
+        agui_meta.ExpandChunks,
+        agui_meta.FilterToolCalls,
+        agui_meta.Ledger,
+        agui_meta.LintMetadataKeys,
+        agui_meta.Verify,
+    ):
+        assert issubclass(stage, agui_meta.Transducer)
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_every_object_names_its_public_module(module: types.ModuleType) -> None:
+    checked = 0
+    for name in module.__all__:
+        value = getattr(module, name)
+        if (module.__name__, name) in FOREIGN or not isinstance(value, (type, types.FunctionType)):
+            continue  # constants and typing aliases carry no module of their own
+        assert value.__module__ == module.__name__, name
+        checked += 1
+    assert checked >= 5
+
+
+def test_public_paths_work_where_the_module_is_used() -> None:
+    # repr, pickling and msgspec's decoding go through __module__: all still work.
+    event = agui_meta.events.TextMessageStartEvent(message_id="m")
+    assert repr(type(event)) == "<class 'agui_meta.events.TextMessageStartEvent'>"
+    assert pickle.loads(pickle.dumps(event)) == event
+    assert repr(agui_meta.Store) == "<class 'agui_meta.Store'>"
+    record = agui_meta.RunRecord(thread_id="t", run_id="r")
+    assert pickle.loads(pickle.dumps(record)) == record
+
+
+def test_unset_is_documented_where_it_is_exported() -> None:
+    from msgspec import UNSET, UnsetType
+
+    assert agui_meta.events.UNSET is UNSET
+    assert agui_meta.events.UnsetType is UnsetType
+    assert "UNSET" in (agui_meta.events.__doc__ or "")
 
 
 def test_the_package_is_typed() -> None:
     from importlib.resources import files
 
     assert files("agui_meta").joinpath("py.typed").is_file()
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_the_docstring_examples_of_the_public_objects_run(module: types.ModuleType) -> None:
+    import doctest
+
+    # The public objects' docstrings are found through the module that exports them (their
+    # __module__); each example imports what it uses from the public paths.
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, raise_on_error=True)
+    assert result.attempted >= 2

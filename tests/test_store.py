@@ -9,19 +9,18 @@ import msgspec
 from msgspec import UNSET
 
 from agui_meta import (
-    AnyEvent,
-    Event,
+    Accumulate,
     ItemStore,
     MessageItem,
     Report,
     Store,
     ToolCallItem,
     Update,
-    UserMessage,
-    accumulate,
     run_sync,
 )
-from agui_meta._stage import Context, connect_chain
+from agui_meta._driver import connect_chain
+from agui_meta._stage import Context
+from agui_meta.events import AnyEvent, Event, UserMessage
 
 
 def ev(type: str, **fields: Any) -> Event:
@@ -31,7 +30,7 @@ def ev(type: str, **fields: Any) -> Event:
 
 def run(events: list[Event], store: Store) -> list[Update]:
     reports: list[Report] = []
-    return run_sync([accumulate(store)], events, on_report=reports.append)
+    return run_sync([Accumulate(store)], events, on_report=reports.append)
 
 
 RUN = {"threadId": "t", "runId": "r"}
@@ -320,7 +319,7 @@ class TestEviction:
         sizes = []
         updates: list[Update] = []
         head, _ = connect_chain(
-            [accumulate(store)], updates.append, Context(on_report=lambda r: None)
+            [Accumulate(store)], updates.append, Context(on_report=lambda r: None)
         )
         for n in range(500):
             peak = 0
@@ -423,7 +422,7 @@ def _frozen_updates(events: list[Event], store: Store) -> list[tuple[str, bool, 
         item = None if update.item is None else update.item.to_wire()
         seen.append((update.event.type, update.done, item))
 
-    head, _ = connect_chain([accumulate(store)], record, Context(on_report=lambda r: None))
+    head, _ = connect_chain([Accumulate(store)], record, Context(on_report=lambda r: None))
     for event in events:
         head(event)
     return seen

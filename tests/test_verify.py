@@ -19,10 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agui_meta._driver import run_sync
 from agui_meta._events import AnyEvent, Event
 from agui_meta._exceptions import Report, StrictError, VerifyError
-from agui_meta._stage import Context, run_sync
-from agui_meta._verify import OpenItems, Verify, verify
+from agui_meta._stage import Context
+from agui_meta._verify import OpenItems, Verify
 
 # ---------------------------------------------------------------------------------------------
 # Wire-event builders (camelCase dicts, so the same cases can be fed to the reference)
@@ -622,7 +623,7 @@ def outcome(events: list[Wire]) -> tuple[int | None, str | None, str | None]:
     """(index, rule, message) of the rejection, all None when the stream is accepted."""
     decoded = decode(events)
     try:
-        out = run_sync([verify()], decoded)
+        out = run_sync([Verify()], decoded)
     except VerifyError as exc:
         return exc.index, exc.rule, exc.reason
     assert all(a is b for a, b in zip(out, decoded, strict=True))  # passed on untouched
@@ -707,7 +708,7 @@ def test_ownership(case: Case) -> None:
 
 def test_error_carries_rule_and_index() -> None:
     with pytest.raises(VerifyError) as info:
-        run_sync([verify()], decode([rs(), ts("m1"), ts("m1")]))
+        run_sync([Verify()], decode([rs(), ts("m1"), ts("m1")]))
     assert info.value.rule == "text.already-open"
     assert info.value.index == 2
     assert str(info.value).endswith("(event 2)")
@@ -715,7 +716,7 @@ def test_error_carries_rule_and_index() -> None:
 
 def test_rejected_event_is_not_passed_on() -> None:
     out: list[Event] = []
-    stage = verify()
+    stage = Verify()
     stage.connect(out.append, Context())
     events = decode([rs(), te("m1"), ts("m1")])
     stage.feed(events[0])
@@ -728,7 +729,7 @@ def test_rejected_event_is_not_passed_on() -> None:
 def test_keep_going_reports_and_skips_rejected_events() -> None:
     reports: list[Report] = []
     events = decode([rs(), tc("m1"), ts("m1"), tc("m1"), te("m1"), te("m1"), rf()])
-    out = run_sync([verify()], events, mode="keep_going", on_report=reports.append)
+    out = run_sync([Verify()], events, mode="keep_going", on_report=reports.append)
     assert out == [events[0], events[2], events[3], events[4], events[6]]
     assert [(r.code, r.index, r.severity) for r in reports] == [
         ("text.not-open", 1, "error"),
@@ -741,7 +742,7 @@ def test_keep_going_state_describes_accepted_events_only() -> None:
     # open a run, and a rejected RUN_FINISHED leaves the run active.
     reports: list[Report] = []
     events = decode([ts("m1"), tc("m1"), rs(), ts("m1"), rf(), te("m1"), rf()])
-    out = run_sync([verify()], events, mode="keep_going", on_report=reports.append)
+    out = run_sync([Verify()], events, mode="keep_going", on_report=reports.append)
     assert [r.code for r in reports] == [
         "run.first-event",
         "run.first-event",
@@ -797,7 +798,7 @@ def test_open_items() -> None:
 def test_report_unfinished(events: list[Wire], expected: list[str]) -> None:
     reports: list[Report] = []
     run_sync(
-        [verify(report_unfinished=True)],
+        [Verify(report_unfinished=True)],
         decode(events),
         mode="keep_going",
         on_report=reports.append,
@@ -808,7 +809,7 @@ def test_report_unfinished(events: list[Wire], expected: list[str]) -> None:
 def test_report_unfinished_names_what_is_open() -> None:
     reports: list[Report] = []
     run_sync(
-        [verify(report_unfinished=True)],
+        [Verify(report_unfinished=True)],
         decode([rs("r7"), ts("m1"), ss("a", by="s1")]),
         on_report=reports.append,
     )
@@ -823,17 +824,17 @@ def test_report_unfinished_names_what_is_open() -> None:
 
 def test_unfinished_stream_is_not_reported_by_default() -> None:
     reports: list[Report] = []
-    run_sync([verify()], decode([rs(), ts("m1")]), on_report=reports.append)
+    run_sync([Verify()], decode([rs(), ts("m1")]), on_report=reports.append)
     assert reports == []
 
 
 def test_report_unfinished_strict() -> None:
     with pytest.raises(StrictError, match="still active"):
-        run_sync([verify(report_unfinished=True)], decode([rs()]), mode="strict")
+        run_sync([Verify(report_unfinished=True)], decode([rs()]), mode="strict")
 
 
 def test_each_verify_has_its_own_state() -> None:
-    first, second = verify(), verify()
+    first, second = Verify(), Verify()
     assert first is not second
     run_sync([first], decode([rs(), ts("m1")]))
     assert len(run_sync([second], decode([rs(), ts("m1")]))) == 2  # no "run already active"

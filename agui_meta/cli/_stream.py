@@ -3,7 +3,7 @@
 The input is a file (or standard input) of SSE or JSON lines, detected from its first bytes. It
 is split into frames here (so that every report can name the line and byte where its event
 began) and the frames go through :func:`agui_meta.wrap` with
-:func:`agui_meta.default_stages`.
+:func:`agui_meta.DefaultStages`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import IO, Any, Literal, TextIO
 
 import anyio
 import msgspec
 
-from .._defaults import DefaultStages, default_stages
+from .._defaults import DefaultStages
 from .._exceptions import DataError, FramingError, Report
 from .._framing import Format, Frame, make_decoder
-from .._lint import lint_metadata
+from .._lint import LintMetadataKeys
 from .._pipeline import wrap
 from .._stage import Mode
 from .._store import Store
@@ -187,15 +187,16 @@ def run_stream(
     on_report: Callable[[Report], None],
     lint: bool = False,
     report_unfinished: bool = False,
+    last: Sequence[Any] = (),
 ) -> tuple[StreamInput, DefaultStages[Store], Report | None]:
-    """Run the file named by ``args.file`` through the default pipeline.
+    """Run the file named by ``args.file`` through the default pipeline (then ``last``).
 
     Returns the input (its event count), the stages (the store, the ledger) and the error that
     stopped the pipeline (``None`` when it ran to the end).
     """
     source = StreamInput(args.file, args.format)
-    stages = default_stages(verify=Verify(report_unfinished=report_unfinished))
-    first = [lint_metadata()] if lint else []
+    stages = DefaultStages(verify=Verify(report_unfinished=report_unfinished))
+    first = [LintMetadataKeys()] if lint else []
 
     def deliver(report: Report) -> None:
         on_report(source.locate(report))
@@ -203,7 +204,7 @@ def run_stream(
     async def run() -> None:
         frames = source.frames(deliver if mode == "keep_going" else None)
         try:
-            async with wrap(frames, *first, *stages, mode=mode, on_report=deliver) as stream:
+            async with wrap(frames, *first, *stages, *last, mode=mode, on_report=deliver) as stream:
                 await stream.drain()
         finally:
             frames.close()  # erases the progress indicator before anything is printed

@@ -65,7 +65,8 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "  agui-meta replay examples/streams/travel.sse\n"
             "  curl -sN -X POST http://localhost:8000/agent | agui-meta replay -\n"
             "  agui-meta replay --json examples/streams/support.jsonl | jq '.ledger.runs[].usage'\n"
-            "  agui-meta replay --keep-going examples/streams/broken.jsonl"
+            "  agui-meta replay --keep-going examples/streams/broken.jsonl\n"
+            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse"
         ),
     )
     add_stream_arguments(parser)
@@ -73,6 +74,13 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="print {messages, state, ledger, reports} as JSON instead (messages in wire JSON)",
+    )
+    parser.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
+        "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; needs "
+        "pip install 'agui-meta[otel,otlp]')",
     )
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
@@ -91,10 +99,31 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
     reports = _Reports()
+    export = None
+    if args.otlp:
+        from ._otlp import OtlpExport
+
+        try:
+            export = OtlpExport(args.otlp)
+        except RuntimeError as exc:
+            print(f"agui-meta: {exc}", file=sys.stderr)
+            return 2
     try:
-        source, stages, error = run_stream(args, mode=mode, on_report=reports.add)
+        source, stages, error = run_stream(
+            args,
+            mode=mode,
+            on_report=reports.add,
+            last=[export.stage()] if export is not None else (),
+        )
     except InputError as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if export is not None:
+            export.close()
+    if export is not None and export.failures:
+        for failure in export.failures:
+            print(f"agui-meta: could not export {failure}", file=sys.stderr)
         return 2
     if error is not None:
         print(f"agui-meta: {format_report(args.file, error, Style(False))}", file=sys.stderr)

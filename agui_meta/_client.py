@@ -1,0 +1,660 @@
+"""HttpAgent: a Python AG-UI client that holds a thread, as the official ``HttpAgent`` does.
+
+One agent is one thread: its :class:`~agui_meta.Store` keeps the messages and the state from
+run to run, and each run's input is built from them. A run POSTs the ``RunAgentInput`` as JSON
+(``Accept: text/event-stream``), decodes the streamed body (SSE or JSON lines, by content type)
+frame by frame and puts it through the default stages (expand chunks, verify, accumulate into
+the agent's store, the agent's ledger), after the user's own stages. What the official client
+does before a run is done too: activity messages are not sent, a run with pending interrupts
+needs a ``resume`` that answers each of them (an expired one only by cancelling it), and the
+input is validated (unknown members stripped with a report, malformed ones an error) before
+anything is sent.
+
+Errors a user can act on: :class:`RunFailed` (the run sent ``RUN_ERROR``: code, message,
+usage), :class:`IncompleteStream` (the body ended, or the connection dropped, before
+``RUN_FINISHED``/``RUN_ERROR``), :class:`HttpStatusError` (status and the body's first bytes),
+:class:`TransportError` (a media type that cannot be read, such as the protobuf one).
+Connection errors and timeouts are httpx's own exceptions, raised as they are.
+
+Reconnecting (agui-meta's extension, off by default): with ``reconnect=n``, a stream that
+drops before its terminal event after sending SSE ``id:`` fields is requested again, after the
+server's ``retry`` delay, with the same body and a ``Last-Event-ID`` header; a server that
+supports it (:class:`~agui_meta.EventStreamResponse` with a replay buffer) answers with the
+events after that id and the header ``agui-meta-resumed``. The frames of the dropped
+connection after the last id are discarded, so the run assembles exactly as an unbroken one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import anyio
+import msgspec
+from msgspec import UNSET
+
+from ._accumulate import Update
+from ._decode import EventDecoder
+from ._defaults import DefaultStages
+from ._events import (
+    Interrupt,
+    Message,
+    ResumeEntry,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TokenUsage,
+)
+from ._exceptions import AguiMetaError, DataError, Report, UsageError
+from ._framing import (
+    _JSONL_MEDIA_TYPES,
+    DEFAULT_MAX_FRAME_SIZE,
+    AutoDecoder,
+    Frame,
+    InvalidUtf8,
+    JsonLinesDecoder,
+    SSEDecoder,
+)
+from ._interrupts import check_resume
+from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
+from ._pipeline import Pipeline, Stage, wrap
+from ._stage import Mode, ReportHandler, Transducer
+from ._store import MessageItem, Store
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "PROTOBUF_MEDIA_TYPE",
+    "RESUMED_HEADER",
+    "AgentRun",
+    "HttpAgent",
+    "HttpStatusError",
+    "IncompleteStream",
+    "RunFailed",
+    "RunResult",
+    "TransportError",
+]
+
+#: The media type of AG-UI's protobuf encoding, which agui-meta does not decode.
+PROTOBUF_MEDIA_TYPE = "application/vnd.ag-ui.event+proto"
+#: The response header by which a server says it resumed a stream after ``Last-Event-ID``.
+RESUMED_HEADER = "agui-meta-resumed"
+_ACCEPT = {"sse": "text/event-stream", "jsonl": "application/jsonl"}
+_BODY_PREVIEW = 512
+
+
+class RunFailed(AguiMetaError):
+    """The run ended with ``RUN_ERROR`` (or was aborted: ``code == "abort"``).
+
+    ``message`` and ``code`` (``None`` when absent) are the event's; ``usage`` its token usage
+    (empty when absent); ``event`` the event itself (``None`` for an abort).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        code: str | None = None,
+        usage: Sequence[TokenUsage] = (),
+        event: RunErrorEvent | None = None,
+    ) -> None:
+        self.message = message
+        self.code = code
+        self.usage = list(usage)
+        self.event = event
+        where = f" [{code}]" if code is not None else ""
+        super().__init__(f"the run failed{where}: {message}")
+
+
+class TransportError(AguiMetaError):
+    """The response cannot be read as an AG-UI stream (base of the HTTP-level errors)."""
+
+
+class HttpStatusError(TransportError):
+    """The endpoint answered with an error status.
+
+    ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
+    ``url`` the URL requested.
+    """
+
+    def __init__(self, status: int, body: bytes, url: str) -> None:
+        self.status = status
+        self.body = body
+        self.url = url
+        text = body.decode("utf-8", "replace").strip()
+        super().__init__(f"HTTP {status} from {url}" + (f": {text}" if text else ""))
+
+
+class IncompleteStream(TransportError):
+    """The stream ended, or its connection dropped, before ``RUN_FINISHED`` or ``RUN_ERROR``.
+
+    ``events`` is the number of events received.
+    """
+
+    def __init__(self, message: str, events: int) -> None:
+        self.events = events
+        super().__init__(message)
+
+
+class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What one run produced (see :meth:`HttpAgent.run_agent`).
+
+    - ``thread_id``, ``run_id``: the ids of the run's input;
+    - ``new_messages``: the messages (wire JSON) whose ids the thread did not hold before the
+      run, in order (the official ``newMessages``);
+    - ``result``: ``RUN_FINISHED.result`` of a successful run (``None`` otherwise, as the
+      official client gives it only for a success outcome);
+    - ``outcome``: the ledger's outcome (:class:`~agui_meta.RunSuccess`,
+      :class:`~agui_meta.RunInterrupted` or :class:`~agui_meta.RunCancelled`);
+    - ``usage``: the token usage entries of RUN_FINISHED, as sent;
+    - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
+    - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
+    - ``record``: the ledger's record of the run; ``reports``: what the run reported.
+    """
+
+    thread_id: str
+    run_id: str
+    new_messages: list[dict[str, Any]]
+    result: Any
+    outcome: RunOutcome | None
+    usage: list[TokenUsage]
+    pending_interrupts: list[Interrupt]
+    pending_tool_call_ids: list[str]
+    record: RunRecord | None
+    reports: list[Report]
+
+
+class _Watch(Transducer[Update, Update]):
+    """The last stage of a run: notes the run's terminal event; at the end, raises if needed."""
+
+    def __init__(self) -> None:
+        self.events = 0  # frames received (the source counts them)
+        self.started = False
+        self.terminal: RunFinishedEvent | RunErrorEvent | None = None
+
+    def feed(self, item: Update) -> None:
+        event = item.event
+        kind = type(event)
+        if kind is RunStartedEvent:
+            self.started = True
+            self.terminal = None
+        elif kind is RunFinishedEvent or kind is RunErrorEvent:
+            self.terminal = event  # type: ignore[assignment]
+        self.emit(item)
+
+    def close(self) -> None:
+        terminal = self.terminal
+        if isinstance(terminal, RunErrorEvent):
+            raise RunFailed(
+                terminal.message,
+                None if terminal.code is UNSET else terminal.code,
+                [] if terminal.usage is UNSET else terminal.usage,
+                terminal,
+            )
+        if terminal is None:
+            raise IncompleteStream(
+                f"the stream ended without RUN_FINISHED or RUN_ERROR after {self.events} "
+                f"event{'s' if self.events != 1 else ''}"
+                + ("" if self.started else " (no RUN_STARTED either)"),
+                self.events,
+            )
+
+
+def _closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
+    """The body's chunks, closed when the block exits (httpx's are async generators)."""
+    return contextlib.aclosing(cast("AsyncGenerator[bytes, None]", response.aiter_bytes()))
+
+
+def _require_httpx() -> Any:
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - the test extra installs it
+        raise ImportError(
+            "agui_meta.HttpAgent needs httpx: pip install 'agui-meta[httpx]'"
+        ) from None
+    return httpx
+
+
+def _as_wire(value: Any) -> Any:
+    """Structs to wire JSON builtins; everything else as it is."""
+    if isinstance(value, msgspec.Struct):
+        return msgspec.to_builtins(value)
+    return value
+
+
+class AgentRun:
+    """One run in progress: iterate it for its :class:`~agui_meta.Update` values.
+
+    Created by :meth:`HttpAgent.run`. ``async for update in run`` gives one update per event;
+    ``run.batches()`` gives lists of them. When the stream has ended, ``run.result`` is the
+    :class:`RunResult`; ``run.reports`` lists what was reported so far.
+    """
+
+    def __init__(
+        self,
+        agent: HttpAgent,
+        pipeline: Pipeline[Update],
+        input: dict[str, Any],
+        watch: _Watch,
+    ) -> None:
+        self._agent = agent
+        self._watch = watch
+        self._pipeline = pipeline
+        self._input = input
+        self._known = {item.id for item in agent.store.messages()}
+        self._result: RunResult | None = None
+
+    @property
+    def input(self) -> dict[str, Any]:
+        """The ``RunAgentInput`` sent, as wire JSON."""
+        return self._input
+
+    @property
+    def reports(self) -> list[Report]:
+        return self._pipeline.reports
+
+    def __aiter__(self) -> AsyncIterator[Update]:
+        return self._pipeline.__aiter__()
+
+    def batches(self) -> AsyncIterator[list[Update]]:
+        return self._pipeline.batches()
+
+    @property
+    def result(self) -> RunResult:
+        """The run's result, once its stream has ended with RUN_FINISHED."""
+        if self._result is None:
+            watch = self._watch
+            if not isinstance(watch.terminal, RunFinishedEvent):
+                raise UsageError("the run has no result yet: iterate it to its end first")
+            self._result = self._agent._result_of(self, watch.terminal)
+        return self._result
+
+
+class HttpAgent:
+    """A thread with an AG-UI agent over HTTP, run by run (the official ``HttpAgent``).
+
+    :param url: the agent's endpoint (POST).
+    :param headers: headers sent with every run (``Content-Type`` and ``Accept`` are set).
+    :param http_client: an ``httpx.AsyncClient`` to use (its timeouts apply); by default a
+        client is made for each run with ``timeout``.
+    :param timeout: the httpx timeout of the default client (seconds, or an ``httpx.Timeout``):
+        10 s to connect, write and get a pool connection, 300 s between two reads.
+    :param thread_id: the thread's id (a new UUID by default).
+    :param messages: the thread's history: wire JSON dicts or :class:`~agui_meta.Message`
+        Structs, as the store takes them (this is how a stored thread is continued).
+    :param state: the thread's state (``{}`` by default).
+    :param stages: stages put before the default ones in every run (they see and may change
+        the decoded events, as middleware); transducers are reconnected for each run.
+    :param accept: ``"sse"`` (default) or ``"jsonl"``: the format asked for.
+    :param reconnect: how many times a run may resume a dropped SSE stream with
+        ``Last-Event-ID`` (agui-meta's extension; 0, the default, never reconnects).
+    :param reconnect_delay: seconds to wait before reconnecting when the server sent no
+        ``retry`` field.
+    :param mode: ``"default"``, ``"strict"`` or ``"keep_going"`` (see :func:`~agui_meta.wrap`).
+    :param on_report: receives every :class:`~agui_meta.Report` (by default, warnings).
+
+    >>> from agui_meta import HttpAgent
+    >>> agent = HttpAgent("http://127.0.0.1:8000/agent", thread_id="t-1",
+    ...                   messages=[{"id": "u1", "role": "user", "content": "Hi"}])
+    >>> agent.messages_wire(), agent.state
+    ([{'id': 'u1', 'role': 'user', 'content': 'Hi'}], {})
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        thread_id: str | None = None,
+        messages: Iterable[Mapping[str, Any] | Message] = (),
+        state: Any = None,
+        stages: Sequence[Stage] = (),
+        accept: Literal["sse", "jsonl"] = "sse",
+        reconnect: int = 0,
+        reconnect_delay: float = 1.0,
+        mode: Mode = "default",
+        on_report: ReportHandler | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        if accept not in _ACCEPT:
+            raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
+        if reconnect < 0:
+            raise ValueError(f"reconnect must be >= 0, got {reconnect}")
+        self.url = url
+        self.headers = dict(headers or {})
+        self.http_client = http_client
+        self.timeout = timeout
+        self.thread_id = thread_id if thread_id is not None else str(uuid.uuid4())
+        self.store = Store(messages, {} if state is None else state)
+        self.ledger: Ledger[Any] = Ledger()
+        self.stages = tuple(stages)
+        self.accept = accept
+        self.reconnect = reconnect
+        self.reconnect_delay = reconnect_delay
+        self.mode: Mode = mode
+        self.on_report = on_report
+        self.max_frame_size = max_frame_size
+        self._scope: anyio.CancelScope | None = None
+        self._aborted = False
+
+    # -- the thread --------------------------------------------------------------------------
+
+    def messages_wire(self) -> list[dict[str, Any]]:
+        """The thread's messages in AG-UI wire JSON (activity included)."""
+        return self.store.messages_wire()
+
+    @property
+    def state(self) -> Any:
+        """The thread's state (the live value; assigning replaces it with a copy)."""
+        return self.store.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self.store.state = msgspec.json.decode(msgspec.json.encode(value))
+
+    @property
+    def pending_interrupts(self) -> list[Interrupt]:
+        """The interrupts the last run left open: the next run's ``resume`` must answer them."""
+        return list(self.store.pending_interrupts)
+
+    def add_message(self, message: Mapping[str, Any] | Message) -> None:
+        """Append a message (wire JSON or a :class:`~agui_meta.Message`) to the thread.
+
+        :raises ~agui_meta.DecodeError: the message is not a valid AG-UI message.
+        """
+        from ._decode import decode_message
+
+        if not isinstance(message, msgspec.Struct):
+            message = decode_message(dict(message))
+        self.store.append(MessageItem.from_message(message))
+
+    def abort_run(self) -> None:
+        """Cancel the run in progress, if any: its response and pipeline are closed and the
+        run raises :class:`RunFailed` with ``code == "abort"``."""
+        if self._scope is not None:
+            self._aborted = True
+            self._scope.cancel()
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def _input(
+        self,
+        run_id: str | None,
+        tools: Iterable[Any],
+        context: Iterable[Any],
+        forwarded_props: Any,
+        resume: Iterable[Any] | None,
+        parent_run_id: str | None,
+    ) -> tuple[dict[str, Any], list[ResumeEntry] | None]:
+        messages = []
+        for message in self.store.messages_wire():
+            if message.get("role") == "activity":
+                continue  # never sent, as the official client does
+            if "subagentRunId" in message and message["subagentRunId"] is None:
+                del message["subagentRunId"]
+            messages.append(message)
+        body: dict[str, Any] = {
+            "threadId": self.thread_id,
+            "runId": run_id or str(uuid.uuid4()),
+            "protocolVersion": "1.0",
+            "tools": [_as_wire(t) for t in tools],
+            "context": [_as_wire(c) for c in context],
+            "forwardedProps": {} if forwarded_props is None else _as_wire(forwarded_props),
+            "state": self.store.state,
+            "messages": messages,
+        }
+        if parent_run_id is not None:
+            body["parentRunId"] = parent_run_id
+        if resume is not None:
+            body["resume"] = [_as_wire(r) for r in resume]
+        # Validate as the official enforceOutgoingInput does (strip unknown members with a
+        # report, reject malformed ones): the input is checked as RUN_STARTED.input would be.
+        decoder = EventDecoder(mode=self.mode, on_report=self.on_report)
+        probe = {"type": "RUN_STARTED", "threadId": "-", "runId": "-", "input": body}
+        try:
+            event = decoder.decode(probe)
+        except DataError as exc:
+            path = exc.path.replace("$.input", "$", 1) if exc.path else None
+            raise DataError(
+                f"the run input is not a valid RunAgentInput: {exc.reason}", path=path
+            ) from exc
+        assert isinstance(event, RunStartedEvent) and event.input is not UNSET
+        checked = event.input
+        wire: dict[str, Any] = msgspec.to_builtins(checked)
+        return wire, None if checked.resume is UNSET else list(checked.resume)
+
+    @contextlib.asynccontextmanager
+    async def run(
+        self,
+        *,
+        run_id: str | None = None,
+        tools: Iterable[Any] = (),
+        context: Iterable[Any] = (),
+        forwarded_props: Any = None,
+        resume: Iterable[Any] | None = None,
+        parent_run_id: str | None = None,
+    ) -> AsyncIterator[AgentRun]:
+        """Start a run and stream its updates: ``async with agent.run() as run: async for u in run``.
+
+        ``tools``, ``context`` and ``resume`` are wire JSON dicts or the Structs
+        (:class:`~agui_meta.Tool`, :class:`~agui_meta.InputContext`,
+        :class:`~agui_meta.ResumeEntry`, e.g. from :func:`~agui_meta.build_resume_array`).
+        Leaving the block early (``break``, an error, a cancellation) closes the response and
+        the pipeline; cancellation is never swallowed.
+
+        :raises ~agui_meta.UsageError: a run is already in progress on this agent, or pending
+            interrupts are not answered by ``resume`` (before anything is sent).
+        :raises RunFailed: at the end of the stream, when the run sent RUN_ERROR.
+        :raises IncompleteStream: the stream ended before RUN_FINISHED or RUN_ERROR.
+        :raises HttpStatusError: the endpoint answered with an error status.
+        """
+        if self._scope is not None:
+            raise UsageError("this agent already has a run in progress")
+        input, entries = self._input(run_id, tools, context, forwarded_props, resume, parent_run_id)
+        check_resume(self.store.pending_interrupts, entries)
+        body = msgspec.json.encode(input)
+        http = _require_httpx()
+        watch = _Watch()
+        stages = DefaultStages(self.store, ledger=self.ledger)
+        self._aborted = False
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    client: httpx.AsyncClient
+                    if self.http_client is not None:
+                        client = self.http_client
+                    else:
+                        timeout = self.timeout
+                        if timeout is None:
+                            timeout = http.Timeout(10.0, read=300.0)
+                        client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
+                    source = _Source(self, client, body, watch)
+                    pipeline: Pipeline[Update] = wrap(
+                        source.frames(),
+                        *self.stages,
+                        *stages,
+                        watch,
+                        mode=self.mode,
+                        on_report=self.on_report,
+                    )
+                    async with pipeline:
+                        yield AgentRun(self, pipeline, input, watch)
+            except BaseException:
+                self.ledger.close()  # the run's record ends as "incomplete" if it was open
+                raise
+            finally:
+                self._scope = None
+        if scope.cancelled_caught and self._aborted:
+            raise RunFailed("the run was aborted (HttpAgent.abort_run())", "abort")
+
+    async def run_agent(
+        self,
+        *,
+        run_id: str | None = None,
+        tools: Iterable[Any] = (),
+        context: Iterable[Any] = (),
+        forwarded_props: Any = None,
+        resume: Iterable[Any] | None = None,
+        parent_run_id: str | None = None,
+    ) -> RunResult:
+        """Run the agent once and return the :class:`RunResult` (the official ``runAgent``).
+
+        The thread's messages and state are updated as the events arrive (also when the run
+        fails part way). Raises as :meth:`run` does.
+        """
+        async with self.run(
+            run_id=run_id,
+            tools=tools,
+            context=context,
+            forwarded_props=forwarded_props,
+            resume=resume,
+            parent_run_id=parent_run_id,
+        ) as run:
+            async for _ in run.batches():
+                pass
+        return run.result
+
+    def _result_of(self, run: AgentRun, finished: RunFinishedEvent) -> RunResult:
+        known = run._known
+        new = [item.to_wire() for item in self.store.messages() if item.id not in known]
+        records = self.ledger.runs
+        record = records[-1] if records else None
+        outcome = record.outcome if record is not None and record.outcome is not UNSET else None
+        success = finished.outcome is UNSET or isinstance(outcome, RunSuccess)
+        result = finished.result if success and finished.result is not UNSET else None
+        return RunResult(
+            thread_id=run.input["threadId"],
+            run_id=run.input["runId"],
+            new_messages=new,
+            result=result,
+            outcome=outcome,
+            usage=[] if finished.usage is UNSET else list(finished.usage),
+            pending_interrupts=list(self.store.pending_interrupts),
+            pending_tool_call_ids=self.store.pending_tool_call_ids,
+            record=record,
+            reports=list(run.reports),
+        )
+
+
+class _Source:
+    """The frames of one run: the POST, the status and media type checks, reconnection."""
+
+    def __init__(self, agent: HttpAgent, client: httpx.AsyncClient, body: bytes, watch: _Watch):
+        self.agent = agent
+        self.client = client
+        self.body = body
+        self.watch = watch
+
+    def _decoder(self, response: httpx.Response) -> SSEDecoder | JsonLinesDecoder | AutoDecoder:
+        agent = self.agent
+        media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        size = agent.max_frame_size
+        invalid: InvalidUtf8 = "frame" if agent.mode == "keep_going" else "raise"
+        if media == PROTOBUF_MEDIA_TYPE:
+            raise TransportError(
+                f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
+                " which agui-meta does not decode; it asks for SSE or JSON lines "
+                "(HttpAgent(accept='sse' | 'jsonl'))"
+            )
+        if media == "text/event-stream":
+            return SSEDecoder(max_frame_size=size, invalid_utf8=invalid)
+        if media in _JSONL_MEDIA_TYPES:
+            return JsonLinesDecoder(max_frame_size=size, invalid_utf8=invalid)
+        return AutoDecoder(max_frame_size=size, invalid_utf8=invalid)
+
+    async def _check(self, response: httpx.Response, resuming: str | None) -> None:
+        if response.status_code >= 400:
+            preview = b""
+            async with _closing_bytes(response) as chunks:
+                async for chunk in chunks:
+                    preview += chunk
+                    if len(preview) >= _BODY_PREVIEW:
+                        break
+            raise HttpStatusError(response.status_code, preview[:_BODY_PREVIEW], self.agent.url)
+        if resuming is not None and response.headers.get(RESUMED_HEADER) is None:
+            raise IncompleteStream(
+                f"the stream dropped after {self.watch.events} events and {self.agent.url} "
+                f"does not resume it: it answered the reconnection (Last-Event-ID: {resuming})"
+                f" without the {RESUMED_HEADER} header, so it would run the agent again "
+                "(resuming is agui-meta's extension; see EventStreamResponse(replay=...))",
+                self.watch.events,
+            )
+
+    async def frames(self) -> AsyncIterator[Frame]:
+        http = _require_httpx()
+        agent = self.agent
+        headers = {
+            **agent.headers,
+            "Content-Type": "application/json",
+            "Accept": _ACCEPT[agent.accept],
+        }
+        last_id: str | None = None
+        retry_ms: int | None = None
+        attempts = 0
+        while True:
+            request_headers = dict(headers)
+            if last_id is not None:
+                request_headers["Last-Event-ID"] = last_id
+            dropped: BaseException | None = None
+            partial = 0
+            received = 0
+            try:
+                async with self.client.stream(
+                    "POST", agent.url, content=self.body, headers=request_headers
+                ) as response:
+                    await self._check(response, last_id)
+                    decoder = self._decoder(response)
+                    try:
+                        async with _closing_bytes(response) as chunks:
+                            async for chunk in chunks:
+                                received += len(chunk)
+                                for frame in decoder.feed(chunk):
+                                    if frame.id is not None:
+                                        last_id = frame.id
+                                    self.watch.events += 1
+                                    yield frame
+                                if isinstance(decoder, SSEDecoder) and decoder.retry is not None:
+                                    retry_ms = decoder.retry
+                    except (http.RemoteProtocolError, http.ReadError) as exc:
+                        dropped = exc
+                        partial = decoder.buffered
+                    else:
+                        if not agent.reconnect or self.watch.terminal is not None:
+                            for frame in decoder.close():
+                                self.watch.events += 1
+                                yield frame
+                            return
+                        partial = decoder.buffered  # ended cleanly, but the run is not over
+            except (http.ConnectError, http.RemoteProtocolError) as exc:
+                if last_id is None or attempts == 0:
+                    raise  # the endpoint cannot be reached at all
+                dropped = exc
+            if self.watch.terminal is not None:
+                return  # the run is over: a connection closing late loses nothing
+            events = self.watch.events
+            cut = f" and {received} bytes, in the middle of an event" if partial else ""
+            what = (
+                f"the connection {'dropped' if dropped is not None else 'ended'} after {events} "
+                f"events{cut}, before RUN_FINISHED or RUN_ERROR"
+            )
+            why = f" ({dropped})" if dropped is not None else ""
+            if not agent.reconnect:
+                raise IncompleteStream(what + why, events) from dropped
+            if last_id is None:
+                raise IncompleteStream(
+                    f"{what}, and the server sent no event ids, so the run cannot be resumed{why}",
+                    events,
+                ) from dropped
+            if attempts >= agent.reconnect:
+                raise IncompleteStream(
+                    f"{what}, and {attempts} reconnection(s) did not complete the run{why}",
+                    events,
+                ) from dropped
+            attempts += 1
+            delay = agent.reconnect_delay if retry_ms is None else retry_ms / 1000
+            await anyio.sleep(delay)

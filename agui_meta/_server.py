@@ -1,0 +1,288 @@
+"""EventStreamResponse: stream an agent's events through agui-meta stages to an AG-UI client.
+
+An ASGI response (a Starlette ``Response``, so FastAPI returns it as it is) that takes any
+source :func:`agui_meta.wrap` accepts — typically an async generator of ``ag_ui.core`` events —
+runs it through the given stages and writes each resulting event as SSE (``data: <json>``, with
+an ``id:``) or, when the request asks for it in ``Accept``, as JSON lines.
+
+- Headers: ``Cache-Control: no-cache``, ``X-Accel-Buffering: no`` (so nginx-style proxies do
+  not buffer the stream), the content type of the format.
+- Keepalive: a comment line (SSE) or an empty line (JSON lines) after ``keepalive`` seconds
+  without an event, so that idle connections are not cut by proxies.
+- Disconnect: when the client goes away, the pipeline is closed and with it the source (the
+  agent's generator gets ``aclose()``), in the request's own task, before the response returns.
+- Backpressure: the source is pulled at most ``buffer`` events ahead of the client.
+- Replay (agui-meta's extension, with ``replay=ReplayBuffer(...)``): the last events of each
+  stream are kept, and the source keeps running for ``linger`` seconds after a disconnect; a
+  request carrying ``Last-Event-ID`` gets the events after that id (and the header
+  ``agui-meta-resumed``) instead of a new run, which is what ``HttpAgent(reconnect=n)`` sends.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import uuid
+from collections.abc import AsyncIterable, Iterable, Mapping
+from typing import Any, Literal
+
+import anyio
+from starlette.background import BackgroundTask
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from ._accumulate import Update
+from ._client import RESUMED_HEADER
+from ._decode import encode_event
+from ._events import Event, RunErrorEvent
+from ._exceptions import AguiMetaError, DataError
+from ._framing import _JSONL_MEDIA_TYPES, encode_jsonl, encode_sse
+from ._pipeline import Stage, wrap
+from ._resume import ReplayBuffer, _Stream
+from ._stage import Mode, ReportHandler
+
+__all__ = ["EventStreamResponse"]
+
+log = logging.getLogger("agui_meta.server")
+
+_NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def _wants_jsonl(accept: str) -> bool:
+    kinds = [part.split(";")[0].strip().lower() for part in accept.split(",")]
+    return "text/event-stream" not in kinds and any(k in _JSONL_MEDIA_TYPES for k in kinds)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class EventStreamResponse(Response):
+    """Stream a source of AG-UI events through stages, as SSE or JSON lines.
+
+    :param source: what :func:`agui_meta.wrap` accepts (an async generator of ``ag_ui.core``
+        events, dicts, agui-meta events, bytes of a stream…).
+    :param stages: stages to run, as in ``wrap``; what they output is written (an
+        :class:`~agui_meta.Update`'s event, or an event).
+    :param format: ``"auto"`` (JSON lines when the request's ``Accept`` asks for a JSON-lines
+        type and not for ``text/event-stream``; SSE otherwise), ``"sse"`` or ``"jsonl"``.
+    :param keepalive: seconds without an event before a keepalive line (``None``: never).
+    :param replay: a shared :class:`ReplayBuffer` to serve ``Last-Event-ID`` reconnections.
+    :param buffer: how many events the source may run ahead of the client.
+    :param retry: the SSE ``retry`` (milliseconds) sent first when ``replay`` is set.
+    :param mode, on_report: as in ``wrap``.
+
+    If the source or a stage fails after the response has started, the client gets a
+    ``RUN_ERROR`` event (code ``"server_error"``; the message of an agui-meta error, the
+    exception's type otherwise) and the error is logged to the ``agui_meta.server`` logger.
+
+    ::
+
+        async def endpoint(request):
+            run = agui_meta.RunAgentInput ...  # parse the body
+            return agui_meta.EventStreamResponse(my_agent(run), agui_meta.Ledger())
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+        *stages: Stage,
+        format: Literal["auto", "sse", "jsonl"] = "auto",
+        keepalive: float | None = 15.0,
+        replay: ReplayBuffer | None = None,
+        buffer: int = 64,
+        retry: int = 1000,
+        mode: Mode = "default",
+        on_report: ReportHandler | None = None,
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+        background: BackgroundTask | None = None,
+    ) -> None:
+        if format not in ("auto", "sse", "jsonl"):
+            raise ValueError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
+        if buffer < 1:
+            raise ValueError(f"buffer must be at least 1, got {buffer}")
+        self.source = source
+        self.stages = stages
+        self.format = format
+        self.keepalive = keepalive
+        self.replay = replay
+        self.buffer = buffer
+        self.retry = retry
+        self.mode: Mode = mode
+        self.on_report = on_report
+        self.status_code = status_code
+        self.background = background
+        self.body = b""
+        self.extra_headers = dict(headers or {})
+        self.raw_headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1"))
+            for k, v in {**_NO_BUFFERING, **self.extra_headers}.items()
+        ]
+
+    def _start_headers(self, jsonl: bool, resumed: str | None) -> list[tuple[bytes, bytes]]:
+        headers = [h for h in self.raw_headers if h[0] != b"content-type"]
+        media = b"application/jsonl" if jsonl else b"text/event-stream; charset=utf-8"
+        headers.append((b"content-type", media))
+        if resumed is not None:
+            headers.append((RESUMED_HEADER.encode(), resumed.encode("latin-1")))
+        return headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        jsonl = self.format == "jsonl" or (
+            self.format == "auto" and _wants_jsonl(_header(scope, b"accept") or "")
+        )
+        last_id = _header(scope, b"last-event-id")
+        if self.replay is not None and last_id and not jsonl:
+            found = self.replay._find(last_id)
+            if isinstance(found, str):
+                await self._refuse(send, found)
+            else:
+                stream, start = found
+                await self._serve(stream, start, jsonl, receive, send, resumed=last_id)
+        else:
+            await self._run(jsonl, receive, send)
+        if self.background is not None:
+            await self.background()
+
+    async def _refuse(self, send: Send, reason: str) -> None:
+        body = f"cannot resume the stream: {reason}\n".encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 410,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _run(self, jsonl: bool, receive: Receive, send: Send) -> None:
+        replay = self.replay if not jsonl else None
+        stream = replay._open() if replay is not None else _Stream("", self.buffer, ring=False)
+        if replay is None and not jsonl:
+            stream.key = uuid.uuid4().hex
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._produce, stream, jsonl)
+            await self._serve(stream, 0, jsonl, receive, send, resumed=None)
+            if replay is not None:
+                # Give a reconnection ``linger`` seconds; the run goes on meanwhile.
+                while not stream.done:
+                    if stream.readers:
+                        await stream.changed()
+                        continue
+                    with anyio.move_on_after(replay.linger) as waited:
+                        await stream.changed()
+                    if waited.cancelled_caught and not stream.readers:
+                        break
+            tg.cancel_scope.cancel()  # nothing left to serve: the pipeline and source close
+
+    def _encode(self, stream: _Stream, item: Any, jsonl: bool) -> bytes:
+        event = item.event if isinstance(item, Update) else item
+        if not isinstance(event, Event):
+            raise TypeError(
+                f"EventStreamResponse writes events (or Updates); a stage gave {item!r}"
+            )
+        data = encode_event(event)
+        if jsonl:
+            return encode_jsonl(data)
+        return encode_sse(data, id=f"{stream.key}:{stream.next_seq}")
+
+    async def _produce(self, stream: _Stream, jsonl: bool) -> None:
+        try:
+            async with wrap(
+                self.source, *self.stages, mode=self.mode, on_report=self.on_report
+            ) as events:
+                async for batch in events.batches():
+                    for item in batch:
+                        await stream.put(self._encode(stream, item, jsonl))
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.exception("the event source of an EventStreamResponse failed")
+            message = (
+                str(exc) if isinstance(exc, (AguiMetaError, DataError)) else type(exc).__name__
+            )
+            error = RunErrorEvent(message=f"the agent failed: {message}", code="server_error")
+            await stream.put(self._encode(stream, error, jsonl))
+        finally:
+            stream.finish()
+
+    async def _serve(
+        self,
+        stream: _Stream,
+        start: int,
+        jsonl: bool,
+        receive: Receive,
+        send: Send,
+        *,
+        resumed: str | None,
+    ) -> None:
+        """Send the stream from ``start`` until it is done or the client disconnects."""
+        stream.readers += 1
+        stream.sent = start
+        stream.notify()
+        keepalive = b"\n" if jsonl else b": keepalive\n\n"
+        interval = math.inf if self.keepalive is None else self.keepalive
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def disconnected() -> None:
+                    while True:
+                        message: Message = await receive()
+                        if message["type"] == "http.disconnect":
+                            tg.cancel_scope.cancel()
+                            return
+
+                tg.start_soon(disconnected)
+                try:
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": self.status_code,
+                            "headers": self._start_headers(jsonl, resumed),
+                        }
+                    )
+                    if self.replay is not None and not jsonl:
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": f"retry: {self.retry}\n\n".encode(),
+                                "more_body": True,
+                            }
+                        )
+                    position = start
+                    while True:
+                        entries = stream.after(position)
+                        if entries:
+                            position = entries[-1][0] + 1
+                            body = b"".join(data for _, data in entries)
+                            await send(
+                                {"type": "http.response.body", "body": body, "more_body": True}
+                            )
+                            stream.sent = position
+                            stream.notify()
+                            continue
+                        if stream.done:
+                            break
+                        with anyio.move_on_after(interval) as idle:
+                            await stream.changed()
+                        if idle.cancelled_caught:
+                            await send(
+                                {"type": "http.response.body", "body": keepalive, "more_body": True}
+                            )
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                except OSError:
+                    pass  # the client went away while we were sending
+                tg.cancel_scope.cancel()
+        finally:
+            stream.readers -= 1
+            stream.notify()
