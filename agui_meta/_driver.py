@@ -28,6 +28,7 @@ from ._framing import (
     Frame,
     FrameDecoder,
     InvalidUtf8,
+    PayloadRun,
     make_decoder,
 )
 from ._stage import CONTENT_DELTAS, Context, Mode, ReportHandler, Transducer
@@ -183,6 +184,7 @@ class Runner:
         self._framing = framing
         self._max_frame_size = max_frame_size
         self._framer: FrameDecoder | None = None
+        self._feed_chunk: Callable[[bytes], list[Any]] | None = None
         self._number = number
         self._count = 0
         self._close_errors = close_errors
@@ -198,11 +200,18 @@ class Runner:
         """One source item through the chain (see the class documentation)."""
         if self._framing is not None and isinstance(item, (bytes, bytearray, memoryview, str)):
             chunk = item.encode() if isinstance(item, str) else bytes(item)
+            feed_chunk = self._feed_chunk
+            if feed_chunk is None:
+                feed_chunk = self._feed_chunk = self._frames()
             try:
-                frames = self._frames().feed(chunk)
+                parts = feed_chunk(chunk)
             except FramingError as exc:
                 raise exc.locate(index=self._count) from None
-            self._run_frames(frames)
+            for part in parts:
+                if type(part) is PayloadRun:
+                    self._run_payloads(part)
+                else:
+                    self._run_frames([part])
         elif type(item) is Frame:
             self._run_frames([item])
         else:
@@ -241,7 +250,8 @@ class Runner:
 
     # -- the loops ---------------------------------------------------------------------------
 
-    def _frames(self) -> FrameDecoder:
+    def _frames(self) -> Callable[[bytes], list[Any]]:
+        """The framer's feed: runs of simple SSE blocks as PayloadRuns where it can."""
         if self._framer is None:
             fmt = self._framing
             invalid_utf8: InvalidUtf8 = "frame" if self.ctx.mode == "keep_going" else "raise"
@@ -254,7 +264,10 @@ class Runner:
                     invalid_utf8=invalid_utf8,
                 )
             )
-        return self._framer
+        framer = self._framer
+        if self._fast is not None and self._fast.decode is not None:
+            return getattr(framer, "feed_runs", framer.feed)
+        return framer.feed
 
     def _one(self, item: Any) -> None:
         """One event that is not a frame."""
@@ -348,6 +361,60 @@ class Runner:
                         after_decode(event)
                 except DataError as exc:
                     exc.locate(offset=frame.offset, line=frame.line)
+                    ctx.skip(exc)
+                fast.refresh()
+        finally:
+            self._count = index
+
+    def _run_payloads(self, run: PayloadRun) -> None:
+        """A run of simple SSE blocks: the fast path inline; a Frame only for the rest."""
+        fast = self._fast
+        assert fast is not None and fast.decode is not None  # feed_runs is used only then
+        ctx = self.ctx
+        decode = fast.decode
+        plans = fast.plans
+        tallies = fast.tallies
+        tail = fast.tail
+        after_decode = fast.after_decode
+        number = self._number
+        index = self._count
+        offset = run.offset
+        line = run.line - 2
+        try:
+            for data in run.payloads:
+                if number:
+                    ctx.index = index
+                    index += 1
+                at = offset
+                offset += len(data) + 8
+                line += 2
+                try:
+                    event = decode(data)
+                    if event is not None:
+                        cls = type(event)
+                        plan = plans.get(cls)
+                        if plan is not None and event.subagent_run_id is UNSET:
+                            ids, convert = plan
+                            if (
+                                ids is None
+                                or (
+                                    event.tool_call_id
+                                    if cls is ToolCallArgsEvent
+                                    else event.message_id
+                                )
+                                in ids
+                            ):
+                                tail(event if convert is None else convert(event))
+                                if tallies:
+                                    kind = cls.type
+                                    for tally in tallies:
+                                        tally[kind] = tally.get(kind, 0) + 1
+                                continue
+                        after_decode(event)
+                    else:  # the decoding stage says what is wrong, and where
+                        self._head(Frame(data, at, line, None, run.id))
+                except DataError as exc:
+                    exc.locate(offset=at, line=line)
                     ctx.skip(exc)
                 fast.refresh()
         finally:

@@ -40,7 +40,7 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from itertools import accumulate, repeat
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 
 import anyio
 import msgspec
@@ -105,6 +105,36 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
     id: str | None = None
     final_unterminated: bool = False
     error: FramingError | None = None
+
+
+class PayloadRun(NamedTuple):
+    """Consecutive frames of one-line ``data: <payload>`` SSE blocks, without a Frame each.
+
+    :meth:`SSEDecoder.feed_runs` gives these for the common shape of a stream, so that a
+    consumer that needs a frame's place only when something is wrong does not pay for a
+    :class:`Frame` per event. Frame ``k`` is ``Frame(payloads[k], offset + sum(len(p) + 8 for
+    p in payloads[:k]), line + 2 * k, None, id)``; :meth:`frames` builds them all.
+    """
+
+    payloads: list[bytes]
+    offset: int
+    line: int
+    id: str | None
+
+    def frames(self) -> list[Frame]:
+        """The frames of the run, as :meth:`SSEDecoder.feed` gives them."""
+        payloads = self.payloads
+        count = len(payloads)
+        return list(
+            map(
+                Frame,
+                payloads,
+                accumulate(map((8).__add__, map(len, payloads)), initial=self.offset),
+                range(self.line, self.line + 2 * count, 2),
+                repeat(None, count),
+                repeat(self.id, count),
+            )
+        )
 
 
 def _not_utf8(
@@ -239,6 +269,7 @@ class SSEDecoder(_LineDecoder):
         "_data_len",
         "_event",
         "_id",
+        "_runs",
         "_start_line",
         "_start_pos",
         "last_event_id",
@@ -268,6 +299,7 @@ class SSEDecoder(_LineDecoder):
         self._id: str | None = None
         self._start_pos = -1  # offset of the current event's first field line; -1: none yet
         self._start_line = 0
+        self._runs = False  # feed_runs: runs of simple blocks as PayloadRuns, not Frames
 
     @property
     def buffered(self) -> int:
@@ -386,6 +418,18 @@ class SSEDecoder(_LineDecoder):
             return self._fail(exc, frames)
         return frames
 
+    def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
+        """:meth:`feed`, with each run of one-line ``data:`` blocks as one :class:`PayloadRun`.
+
+        The frames are the same as :meth:`feed` gives, in the same order (a run's
+        :meth:`PayloadRun.frames`); errors are the same.
+        """
+        self._runs = True
+        try:
+            return self.feed(chunk)  # type: ignore[return-value]
+        finally:
+            self._runs = False
+
     def close(self) -> list[Frame]:
         """End of stream: returns the last event if its data was not followed by a blank line.
 
@@ -459,14 +503,17 @@ class SSEDecoder(_LineDecoder):
             return chunk  # let _run report the line that is not UTF-8
         lineno = self._lineno
         last_id = self._id
-        frames += map(
-            Frame,
-            payloads,
-            accumulate(map((8).__add__, map(len, payloads)), initial=self._pos),
-            range(lineno, lineno + 2 * count, 2),
-            repeat(None, count),
-            repeat(last_id, count),
-        )
+        if self._runs:
+            frames.append(PayloadRun(payloads, self._pos, lineno, last_id))  # type: ignore[arg-type]
+        else:
+            frames += map(
+                Frame,
+                payloads,
+                accumulate(map((8).__add__, map(len, payloads)), initial=self._pos),
+                range(lineno, lineno + 2 * count, 2),
+                repeat(None, count),
+                repeat(last_id, count),
+            )
         self._pos += end
         self._lineno = lineno + 2 * count
         self.last_event_id = last_id or ""
@@ -868,6 +915,14 @@ class AutoDecoder:
             invalid_utf8=self._invalid_utf8,
         )
         return self._delegate.feed(buf)
+
+    def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
+        """:meth:`feed`, with runs of simple SSE blocks as :class:`PayloadRun` (see
+        :meth:`SSEDecoder.feed_runs`) once the format is known to be SSE."""
+        delegate = self._delegate
+        if type(delegate) is SSEDecoder:
+            return delegate.feed_runs(chunk)
+        return self.feed(chunk)  # type: ignore[return-value]
 
     def close(self) -> list[Frame]:
         """End of stream; see :meth:`SSEDecoder.close` and :meth:`JsonLinesDecoder.close`."""
