@@ -31,10 +31,11 @@ import msgspec
 from msgspec import UNSET
 
 from ._decode import Enforce
-from ._defaults import default_stages
+from ._defaults import DefaultStages
+from ._driver import close_chain, connect_chain
 from ._exceptions import DataError, Report
 from ._ledger import Ledger, RunRecord
-from ._stage import Context, close_chain, connect_chain
+from ._stage import Context
 from ._threads import ThreadSnapshot
 from ._verify import Verify
 
@@ -198,7 +199,7 @@ class _Segment:
         self.ended: dict[int, RunRecord] = {}
         self.now = 0  # the time of receipt of the entry being processed
         ledger: Ledger[Any] = Ledger(on_run=self._run, clock=lambda: self.now)
-        self.stages = default_stages(
+        self.stages = DefaultStages(
             self.store, verify=Verify(report_unfinished=True), ledger=ledger
         )
         self.ctx = Context("keep_going", self._report)
