@@ -49,7 +49,11 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     )
     add_agent_arguments(parser)
     parser.add_argument(
-        "-o", "--output", required=True, metavar="FILE", help="where to save ('-': stdout)"
+        "-o",
+        "--output",
+        default="-",
+        metavar="FILE",
+        help="where to save (default '-': standard output)",
     )
     return parser
 
