@@ -59,6 +59,7 @@ from ._events import (
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
 from ._framing import make_decoder
 from ._metadata import copy_json, merge_metadata
@@ -123,6 +124,8 @@ class Compact(Transducer[Event, Event]):
     [TextMessageContentEvent(timestamp=UNSET, raw_event=UNSET, metadata={'a': 1, 'b': 2}, subagent_run_id=UNSET, message_id='m', delta='Hello')]
     """
 
+    takes_events = True
+
     def __init__(self) -> None:
         self._texts: dict[str, _Group[TextMessageStartEvent]] = {}
         self._tools: dict[str, _Group[ToolCallStartEvent]] = {}
@@ -130,7 +133,7 @@ class Compact(Transducer[Event, Event]):
         self._state_index: list[int] = []  # the source index of each event in the window
 
     def feed(self, item: Event) -> None:
-        cls = type(item)
+        cls = protocol_class(type(item))
         if cls is TextMessageContentEvent:
             assert isinstance(item, TextMessageContentEvent)
             self._text(item.message_id).add(item.delta, item.metadata)

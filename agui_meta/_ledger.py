@@ -86,6 +86,7 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
 from ._metadata import enc_hook
 from ._stage import CONTENT_DELTAS, Context, Transducer
@@ -403,12 +404,7 @@ def _event_of(item: object) -> Event | None:
 
 def _event_class(cls: type[Event]) -> type[Event]:
     """The AG-UI event class of ``cls`` (itself, or the one it subclasses)."""
-    if cls in _EVENT_CLASSES:
-        return cls
-    for base in cls.__mro__:
-        if base in _EVENT_CLASSES:
-            return base
-    return cls
+    return protocol_class(cls) or cls
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ._events import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunStartedEvent,
+    protocol_class,
 )
 
 __all__ = [
@@ -334,7 +335,7 @@ def iter_metadata(event: Event) -> Iterator[tuple[str, dict[str, Any]]]:
     """
     if event.metadata is not UNSET:
         yield "$.metadata", event.metadata
-    kind = type(event)
+    kind = protocol_class(type(event))
     if kind is MessagesSnapshotEvent:
         yield from _message_metadata(event.messages, "$.messages")  # type: ignore[attr-defined]
     elif kind is RunStartedEvent:

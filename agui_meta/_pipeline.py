@@ -31,7 +31,7 @@ import os
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Any, Generic, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union, cast, overload
 
 import anyio
 import anyio.abc
@@ -52,6 +52,11 @@ from ._exceptions import (
 from ._framing import DEFAULT_MAX_FRAME_SIZE
 from ._stage import Context, Mode, ReportHandler, Transducer
 
+if TYPE_CHECKING:
+    from ._accumulate import Update
+    from ._defaults import InDefaultStages
+    from ._events import Event
+
 __all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
 
 T = TypeVar("T")
@@ -60,6 +65,9 @@ T = TypeVar("T")
 AsyncStage = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
 #: Anything ``wrap()`` accepts as a stage.
 Stage = Union[Transducer[Any, Any], AsyncStage]
+#: A stage whose outputs are ``T``s: how ``wrap()``'s overloads read the type of a pipeline's
+#: items off its last stage.
+Out = Union[Transducer[Any, T], Callable[[AsyncIterator[Any]], AsyncIterator[T]]]
 
 _SYNC_CHECKPOINT_EVERY = 256
 
@@ -443,8 +451,121 @@ async def _uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
         raise asyncio.CancelledError
 
 
+@overload
 def wrap(
     source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Event]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    s3: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    s3: Stage,
+    s4: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: Stage,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Any]: ...
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
     *stages: Stage,
     mode: Mode = "default",
     on_report: ReportHandler | None = None,

@@ -1536,8 +1536,8 @@ class TestUpdates:
         assert call.owner is store.message("m")
 
     def test_a_non_event_is_a_usage_error(self) -> None:
-        with pytest.raises(UsageError, match="decode the stream first"):
-            run([{"type": "RUN_STARTED"}])  # type: ignore[list-item]
+        with pytest.raises(UsageError, match="decode what is not an event yet first"):
+            Accumulate().feed({"type": "RUN_STARTED"})  # type: ignore[arg-type]
 
     def test_reports_without_on_report_are_warnings(self) -> None:
         from agui_meta import AguiWarning
