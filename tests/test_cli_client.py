@@ -44,6 +44,18 @@ def extra_app() -> Any:
             yield {"type": "RUN_STARTED", **ids}
             yield {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m\x1b[31m", "delta": "\x1b[2J\x1b[H"}
             yield {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m\x1b[31m", "delta": "gone"}
+            yield {
+                "type": "TOOL_CALL_CHUNK",
+                "toolCallId": "c\x07",
+                "toolCallName": "t\x1b[1m",
+                "delta": '{"x": "\\u001b[2J"}',
+            }
+            yield {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": "r",
+                "toolCallId": "c\x07",
+                "content": "\x1b]0;title\x07",
+            }
             yield {"type": "RUN_FINISHED", **ids}
 
         return agui_meta.EventStreamResponse(events())
@@ -162,6 +174,8 @@ def test_escape_sequences_from_the_stream_are_not_written(
     assert status == 0
     assert "\x1b[2J" not in out and "\x1b[H" not in out and "\x1b[31m" not in out
     assert "\\x1b[2J\\x1b[Hgone" in out
+    assert "(c\\x07)" in out and "result of t\\x1b[1m (c\\x07)" in out
+    assert "\\x1b]0;title\\x07" in out and "\x07" not in out
 
 
 def test_record_saves_the_body_byte_for_byte(

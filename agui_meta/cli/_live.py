@@ -41,6 +41,37 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+def _escape_text(text: str) -> str:
+    return _CONTROLS.sub(_escape, text)
+
+
+def _escape_json(value: Any) -> Any:
+    """Wire JSON with every string (keys too) escaped; line ends and tabs kept."""
+    if isinstance(value, str):
+        return _escape_text(value)
+    if isinstance(value, list):
+        return [_escape_json(v) for v in value]
+    if isinstance(value, dict):
+        return {_escape_text(str(k)): _escape_json(v) for k, v in value.items()}
+    return value
+
+
+class _EscapedStore:
+    """What the renderers look up in the store (a tool result's call), escaped."""
+
+    def __init__(self, store: ItemStore) -> None:
+        self.store = store
+        self.ids: dict[str, str] = {}  # escaped tool call id -> the real one
+
+    def tool_call(self, tool_call_id: str) -> ToolCallItem | None:
+        call = self.store.tool_call(self.ids.get(tool_call_id, tool_call_id))
+        return None if call is None else _escaped_call(call)
+
+
+def _escaped_call(call: ToolCallItem) -> ToolCallItem:
+    return ToolCallItem.from_wire(_escape_json(call.to_wire()), call.owner)
+
+
 class LiveView(Transducer[Update, Update]):
     """Writes each update to ``out`` as the conversation grows (see the module docstring)."""
 
@@ -49,11 +80,26 @@ class LiveView(Transducer[Update, Update]):
         self.store = store
         self.style = style
         self.escape = bool(getattr(style, "escape", style.color))
+        self._lookup: Any = _EscapedStore(store) if self.escape else store
         self._open: Any = None  # the id of the message whose text is being written
         self._blocks = 0
 
     def _text(self, text: str) -> str:
-        return _CONTROLS.sub(_escape, text) if self.escape else text
+        return _escape_text(text) if self.escape else text
+
+    def _safe(self, item: MessageItem) -> MessageItem:
+        """``item`` as it can be written: a copy with its text escaped, when escaping."""
+        if not self.escape:
+            return item
+        wire = item.to_wire()
+        wire.pop("toolCalls", None)  # written on their own, as they complete
+        safe = MessageItem.from_wire(_escape_json(wire), copy=False)
+        if isinstance(item.tool_call_id, str):
+            self._lookup.ids[_escape_text(item.tool_call_id)] = item.tool_call_id
+        return safe
+
+    def _head(self, item: MessageItem) -> str:
+        return _header(self._safe(item), self._lookup, self.style)
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -73,9 +119,10 @@ class LiveView(Transducer[Update, Update]):
             self._write("\n")
 
     def _message_lines(self, item: MessageItem) -> list[str]:
-        body = _content_lines(item, self.style)
-        body.extend(_metadata_line(item.metadata, self.style))
-        return [_header(item, self.store, self.style), *_indent(body, "  ")]
+        safe = self._safe(item)
+        body = _content_lines(safe, self.style)
+        body.extend(_metadata_line(safe.metadata, self.style))
+        return [_header(safe, self._lookup, self.style), *_indent(body, "  ")]
 
     def history(self, items: Iterable[MessageItem]) -> None:
         """Write the messages the thread already holds (the run's input)."""
@@ -92,7 +139,7 @@ class LiveView(Transducer[Update, Update]):
         kind = event.type
         if kind in _STREAMED and isinstance(item, MessageItem):
             if self._open != item.id:
-                self._block([_header(item, self.store, style)])
+                self._block([self._head(item)])
                 self._write("  ")
                 self._open = item.id
             delta = self._text(str(getattr(event, "delta", "")))
@@ -103,12 +150,13 @@ class LiveView(Transducer[Update, Update]):
             if self._open == item.id:
                 self._close()
                 if item.metadata is not UNSET:
-                    self._write("\n".join(_indent(_metadata_line(item.metadata, style), "  ")))
-                    self._write("\n")
+                    metadata = _metadata_line(self._safe(item).metadata, style)
+                    self._write("\n".join(_indent(metadata, "  ")) + "\n")
             else:
                 self._block(self._message_lines(item))
         elif update.done and isinstance(item, ToolCallItem):
-            self._block(list(_tool_call_lines(item, style)))
+            call = _escaped_call(item) if self.escape else item
+            self._block(list(_tool_call_lines(call, style)))
         elif (update.done and isinstance(item, MessageItem)) or kind.startswith("ACTIVITY_"):
             if isinstance(item, MessageItem):
                 self._block(self._message_lines(item))
