@@ -20,6 +20,7 @@ from typing import Any
 
 from msgspec import UNSET
 
+from ._decode import Enforce
 from ._events import ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._framing import (
@@ -388,10 +389,49 @@ def run_sync(
 ) -> list[Any]:
     """Run items through transducers synchronously and return every output (for tests, CLIs).
 
-    Each item is one event. ``fuse=False`` runs every stage's ``feed`` (no fast path).
+    Each item is one event. When the first stage takes events
+    (:attr:`~agui_meta.Transducer.takes_events`: every built-in event stage), items in an
+    event's wire form (a dict, the JSON of one event as ``bytes``/``str``, an ``ag_ui.core``
+    model, a frame) are decoded first, with the reports and errors of
+    :class:`~agui_meta.Enforce`, as ``wrap()`` does; anything else (events, updates, your own
+    items) passes as it is. ``fuse=False`` runs every stage's ``feed`` (no fast path).
+
+    >>> import agui_meta
+    >>> stages = agui_meta.DefaultStages()
+    >>> _ = run_sync(stages, [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+    >>> stages.ledger.runs[0].run_id
+    'r'
     """
+    transducers = list(transducers)
+    if transducers and transducers[0].takes_events:
+        transducers.insert(0, _DecodeWire())
     ctx = ctx or Context(mode, on_report)
     try:
         return Runner(transducers, ctx, fuse=fuse).feed_all(items)
     finally:
         ctx.finish()
+
+
+#: What run_sync() decodes before a stage that takes events (and pydantic models).
+_WIRE_FORMS = (Mapping, bytes, bytearray, memoryview, str, Frame)
+
+
+class _DecodeWire(Transducer[Any, Any]):
+    """run_sync()'s entry: decodes wire forms with an Enforce, passes everything else."""
+
+    def __init__(self) -> None:
+        self._enforce = Enforce()
+
+    def connect(self, emit: Callable[[Any], None], ctx: Context) -> Callable[[Any], None]:
+        decode = self._enforce.connect(emit, ctx)
+
+        def feed(item: Any) -> None:
+            if isinstance(item, _WIRE_FORMS) or hasattr(item, "model_dump"):
+                decode(item)
+            else:
+                emit(item)
+
+        self.emit = emit
+        self.ctx = ctx
+        self.feed = feed  # type: ignore[method-assign]
+        return feed

@@ -86,6 +86,7 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
 from ._metadata import enc_hook
 from ._stage import CONTENT_DELTAS, Context, Transducer
@@ -403,12 +404,7 @@ def _event_of(item: object) -> Event | None:
 
 def _event_class(cls: type[Event]) -> type[Event]:
     """The AG-UI event class of ``cls`` (itself, or the one it subclasses)."""
-    if cls in _EVENT_CLASSES:
-        return cls
-    for base in cls.__mro__:
-        if base in _EVENT_CLASSES:
-            return base
-    return cls
+    return protocol_class(cls) or cls
 
 
 # ---------------------------------------------------------------------------------------------
@@ -931,18 +927,18 @@ class Ledger(Transducer[T, T]):
         arguments = live.arguments
         if isinstance(arguments, str):
             tool.arguments_length = len(arguments)
-        tool.metadata = live.metadata
+        tool.metadata = UNSET if live.metadata is None else live.metadata
 
     def _tool_metadata(self, tool: ToolCallRecord, event: Event) -> None:
         """The call's merged metadata: the store's (behind the accumulator), else merged here."""
         live = self._live.get(tool.tool_call_id)
         if live is not None:
-            tool.metadata = live.metadata
+            tool.metadata = UNSET if live.metadata is None else live.metadata
             return
         incoming = event.metadata
         if isinstance(incoming, UnsetType):
             return
-        if isinstance(tool.metadata, UnsetType):
+        if tool.metadata is None or isinstance(tool.metadata, UnsetType):
             tool.metadata = dict(incoming)
         else:  # a dict of the ledger's own: merged in place
             tool.metadata.update(incoming)
