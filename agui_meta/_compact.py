@@ -289,8 +289,8 @@ def compact_events(
     ``bytes``/``str``), or a whole recorded stream as one ``bytes``/``str`` (SSE or JSON
     lines, detected). Every item is decoded and validated first, with the usual reports and
     errors (``mode`` and ``on_report`` as for a pipeline); the result is a new list of events
-    (see :mod:`agui_meta._compact` for the rules). For an async source, put a
-    :class:`Compact` stage in a pipeline instead.
+    (see :mod:`agui_meta._compact` for the rules). Collect an async source first:
+    ``compact_events([e async for e in agui_meta.wrap(source)])``.
 
     >>> compact_events(b'{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}\\n'
     ...                b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hi"}\\n'
