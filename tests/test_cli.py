@@ -552,11 +552,16 @@ def test_every_public_module_of_the_cli_package_is_the_command_of_its_name() -> 
 
 
 def _minimal_args(name: str) -> list[str]:
-    """Arguments that parse for a command (its positionals filled with '-')."""
+    """Arguments that parse for a command (its positionals and required options given '-')."""
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     command = sub.choices[name]
-    return ["-" for a in command._actions if not a.option_strings and a.required]
+    options = [
+        [a.option_strings[0], "-"] for a in command._actions if a.option_strings and a.required
+    ]
+    return [x for option in options for x in option] + [
+        "-" for a in command._actions if not a.option_strings and a.required
+    ]
 
 
 def test_apply_still_works(tmp_path: Path, oracle: OracleServer) -> None:
