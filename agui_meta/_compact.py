@@ -62,7 +62,7 @@ from ._events import (
     protocol_class,
 )
 from ._framing import make_decoder
-from ._metadata import copy_json, merge_metadata
+from ._metadata import copy_json, merge_wire
 from ._patch import PatchError, apply_patch
 from ._stage import Context, Mode, ReportHandler, Transducer
 
@@ -92,7 +92,7 @@ class _Group(Generic[S]):
             if previous is None:
                 self.start = event
             else:
-                merged = merge_metadata(previous.metadata, event.metadata)
+                merged = merge_wire(previous.metadata, event.metadata)
                 self.start = (
                     event
                     if isinstance(merged, UnsetType)
@@ -103,11 +103,11 @@ class _Group(Generic[S]):
         # the new metadata goes with the deltas', in arrival order.
         kept = UNSET if previous is None else previous.metadata
         self.start = msgspec.structs.replace(event, metadata=kept)
-        self.metadata = merge_metadata(self.metadata, event.metadata)
+        self.metadata = merge_wire(self.metadata, event.metadata)
 
     def add(self, delta: str, metadata: Metadata | UnsetType) -> None:
         self.deltas.append(delta)
-        self.metadata = merge_metadata(self.metadata, metadata)
+        self.metadata = merge_wire(self.metadata, metadata)
 
 
 class Compact(Transducer[Event, Event]):
@@ -272,7 +272,7 @@ class Compact(Transducer[Event, Event]):
                 )
         metadata: Metadata | UnsetType = UNSET
         for event in window:
-            metadata = merge_metadata(metadata, event.metadata)
+            metadata = merge_wire(metadata, event.metadata)
         self.emit(StateSnapshotEvent(snapshot=state, metadata=metadata))
 
 
@@ -289,8 +289,8 @@ def compact_events(
     ``bytes``/``str``), or a whole recorded stream as one ``bytes``/``str`` (SSE or JSON
     lines, detected). Every item is decoded and validated first, with the usual reports and
     errors (``mode`` and ``on_report`` as for a pipeline); the result is a new list of events
-    (see :mod:`agui_meta._compact` for the rules). For an async source, put a
-    :class:`Compact` stage in a pipeline instead.
+    (see :mod:`agui_meta._compact` for the rules). Collect an async source first:
+    ``compact_events([e async for e in agui_meta.wrap(source)])``.
 
     >>> compact_events(b'{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}\\n'
     ...                b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hi"}\\n'

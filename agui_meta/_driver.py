@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from ._decode import Enforce
@@ -184,6 +185,11 @@ class Runner:
         self._framing = framing
         self._max_frame_size = max_frame_size
         self._framer: FrameDecoder | None = None
+        # Lines given without their line ending (httpx's aiter_lines(), a list of
+        # json.dumps(event) strings): whether the last chunk left a line open, and whether
+        # the last one was such a line (see _line_ending).
+        self._mid_line = False
+        self._lines = False
         self._number = number
         self._count = 0
         self._close_errors = close_errors
@@ -199,6 +205,13 @@ class Runner:
         """One source item through the chain (see the class documentation)."""
         if self._framing is not None and isinstance(item, (bytes, bytearray, memoryview, str)):
             chunk = item.encode() if isinstance(item, str) else bytes(item)
+            if b"\n" in chunk or b"\r" in chunk:
+                self._lines = False
+                self._mid_line = not chunk.endswith((b"\n", b"\r"))
+            elif self._line_ending(chunk):
+                chunk += b"\n"
+            elif chunk:
+                self._mid_line = True
             try:
                 frames = self._frames().feed(chunk)
             except FramingError as exc:
@@ -241,6 +254,33 @@ class Runner:
                 ctx.skip(exc)
 
     # -- the loops ---------------------------------------------------------------------------
+
+    def _line_ending(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` is one whole line given without its line ending.
+
+        It is when it starts a line (the chunk before it ended one) and is complete by
+        itself: a JSON value (a JSON line), or an SSE ``data:`` line holding one; once such a
+        line came, the SSE lines between events (the blank line, comments, other fields) are
+        taken as lines too, until a chunk holds a line ending of its own. A chunk of a byte
+        stream that happens to end right before a line ending passes the same test: the
+        ending this adds then makes a blank line, which neither format minds.
+        """
+        if self._mid_line:
+            return False
+        if self._lines and (not chunk or chunk[:1] == b":" or not chunk.startswith(b"data:")):
+            return True
+        if chunk.startswith(b"data:"):
+            value = chunk[5:]
+        elif chunk[:1] in (b"{", b" ", b"\t", b"["):
+            value = chunk
+        else:
+            return False
+        try:
+            msgspec.json.decode(value)
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        self._lines = True
+        return True
 
     def _frames(self) -> FrameDecoder:
         if self._framer is None:

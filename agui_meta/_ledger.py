@@ -927,18 +927,18 @@ class Ledger(Transducer[T, T]):
         arguments = live.arguments
         if isinstance(arguments, str):
             tool.arguments_length = len(arguments)
-        tool.metadata = live.metadata
+        tool.metadata = UNSET if live.metadata is None else live.metadata
 
     def _tool_metadata(self, tool: ToolCallRecord, event: Event) -> None:
         """The call's merged metadata: the store's (behind the accumulator), else merged here."""
         live = self._live.get(tool.tool_call_id)
         if live is not None:
-            tool.metadata = live.metadata
+            tool.metadata = UNSET if live.metadata is None else live.metadata
             return
         incoming = event.metadata
         if isinstance(incoming, UnsetType):
             return
-        if isinstance(tool.metadata, UnsetType):
+        if tool.metadata is None or isinstance(tool.metadata, UnsetType):
             tool.metadata = dict(incoming)
         else:  # a dict of the ledger's own: merged in place
             tool.metadata.update(incoming)
