@@ -204,7 +204,10 @@ def test_replay_reads_standard_input() -> None:
     after = from_file.stdout[from_file.stdout.index("\n--- state ---") :]
     assert from_stdin.stdout.endswith(after)
     assert "--- conversation" not in from_stdin.stdout
-    assert "  Let me look up flights and the forecast for your dates." in from_stdin.stdout.splitlines()
+    assert (
+        "  Let me look up flights and the forecast for your dates."
+        in from_stdin.stdout.splitlines()
+    )
 
 
 def test_no_colour_when_piped_colour_when_asked() -> None:
