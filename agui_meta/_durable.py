@@ -35,6 +35,7 @@ from ._defaults import DefaultStages
 from ._driver import close_chain, connect_chain
 from ._exceptions import DataError, Report
 from ._ledger import Ledger, RunRecord
+from ._metadata import enc_hook
 from ._stage import Context
 from ._threads import ThreadSnapshot
 from ._verify import Verify
@@ -94,7 +95,7 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
         return _json(self.data)
 
 
-_json = msgspec.json.Encoder().encode
+_json = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
 
 class _Type(msgspec.Struct):
@@ -182,7 +183,7 @@ def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
 def _report_data(report: Report, at: tuple[str, int, int] | None) -> dict[str, Any]:
     data = {
         k: v
-        for k, v in msgspec.to_builtins(report).items()
+        for k, v in msgspec.to_builtins(report, enc_hook=enc_hook).items()
         if v is not None and k not in ("offset", "line")
     }
     if at is not None:
@@ -216,7 +217,7 @@ class _Segment:
 
     def _run(self, record: RunRecord) -> None:
         self.ended[id(record)] = record
-        self.out.append(("run", msgspec.to_builtins(record)))
+        self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
 
     def _report(self, report: Report) -> None:
         index = report.index

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -198,3 +200,44 @@ def test_record_keeps_what_arrived_when_the_connection_drops(
     assert status == 1
     assert "kept what arrived: 4 events" in err
     assert target.read_bytes().count(b"\n\n") == 4
+
+
+def test_replay_stdin_shows_the_conversation_as_the_bytes_arrive() -> None:
+    first = (
+        b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
+        b'data: {"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"Hello there"}\n\n'
+        b'data: {"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"look","delta":"{}"}\n\n'
+    )
+    rest = b'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n'
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agui_meta", "replay", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(first)
+        process.stdin.flush()
+        # The input is still open: what arrived is on the screen already.
+        seen = []
+        while "  Hello there" not in seen:  # ended by the tool call chunk after it
+            line = process.stdout.readline().decode()
+            assert line, "replay - ended before its input did"
+            seen.append(line.rstrip("\n"))
+        assert seen[:4] == ["run r started", "", "assistant m", "  Hello there"]
+        process.stdin.write(rest)
+        process.stdin.close()
+        tail = process.stdout.read().decode().splitlines()
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        assert process.stderr is not None
+        process.stderr.close()
+    assert "tool call look (c)" in tail  # complete when the chunk stream closed
+    assert "run r finished" in tail and "--- runs (1) ---" in tail
+    assert "--- conversation" not in "\n".join(seen + tail)  # shown live, not again

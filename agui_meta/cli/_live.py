@@ -56,16 +56,24 @@ def _escape_json(value: Any) -> Any:
     return value
 
 
-class _EscapedStore:
-    """What the renderers look up in the store (a tool result's call), escaped."""
+class _Calls:
+    """What the renderers look up in a store (a tool result's call): the calls seen so far,
+    then the store's; escaped copies when escaping."""
 
-    def __init__(self, store: ItemStore) -> None:
+    def __init__(self, store: ItemStore | None, escape: bool) -> None:
         self.store = store
+        self.escape = escape
+        self.seen: dict[Any, ToolCallItem] = {}
         self.ids: dict[str, str] = {}  # escaped tool call id -> the real one
 
     def tool_call(self, tool_call_id: str) -> ToolCallItem | None:
-        call = self.store.tool_call(self.ids.get(tool_call_id, tool_call_id))
-        return None if call is None else _escaped_call(call)
+        real = self.ids.get(tool_call_id, tool_call_id)
+        call = self.seen.get(real)
+        if call is None and self.store is not None:
+            call = self.store.tool_call(real)
+        if call is None or not self.escape:
+            return call
+        return _escaped_call(call)
 
 
 def _escaped_call(call: ToolCallItem) -> ToolCallItem:
@@ -75,14 +83,14 @@ def _escaped_call(call: ToolCallItem) -> ToolCallItem:
 class LiveView(Transducer[Update, Update]):
     """Writes each update to ``out`` as the conversation grows (see the module docstring)."""
 
-    def __init__(self, out: TextIO, store: ItemStore, style: Style) -> None:
+    def __init__(self, out: TextIO, style: Style, store: ItemStore | None = None) -> None:
         self.out = out
-        self.store = store
         self.style = style
         self.escape = bool(getattr(style, "escape", style.color))
-        self._lookup: Any = _EscapedStore(store) if self.escape else store
+        self._lookup: Any = _Calls(store, self.escape)  # the part of a store _header reads
         self._open: Any = None  # the id of the message whose text is being written
         self._blocks = 0
+        self._shown: set[Any] = set()  # ids of the messages written
 
     def _text(self, text: str) -> str:
         return _escape_text(text) if self.escape else text
@@ -119,6 +127,7 @@ class LiveView(Transducer[Update, Update]):
             self._write("\n")
 
     def _message_lines(self, item: MessageItem) -> list[str]:
+        self._shown.add(item.id)
         safe = self._safe(item)
         body = _content_lines(safe, self.style)
         body.extend(_metadata_line(safe.metadata, self.style))
@@ -139,6 +148,7 @@ class LiveView(Transducer[Update, Update]):
         kind = event.type
         if kind in _STREAMED and isinstance(item, MessageItem):
             if self._open != item.id:
+                self._shown.add(item.id)
                 self._block([self._head(item)])
                 self._write("  ")
                 self._open = item.id
@@ -155,6 +165,7 @@ class LiveView(Transducer[Update, Update]):
             else:
                 self._block(self._message_lines(item))
         elif update.done and isinstance(item, ToolCallItem):
+            self._lookup.seen.setdefault(item.id, item)
             call = _escaped_call(item) if self.escape else item
             self._block(list(_tool_call_lines(call, style)))
         elif (update.done and isinstance(item, MessageItem)) or kind.startswith("ACTIVITY_"):
@@ -162,9 +173,14 @@ class LiveView(Transducer[Update, Update]):
                 self._block(self._message_lines(item))
         elif kind == "RUN_STARTED":
             self._block([style.dim(f"run {self._text(str(event.run_id))} started")])  # type: ignore[attr-defined]
+            run_input = getattr(event, "input", UNSET)
+            if run_input is not UNSET:  # the messages the run was given, not shown before
+                for message in run_input.messages:
+                    if message.id not in self._shown:
+                        self._block(self._message_lines(MessageItem.from_message(message)))
         elif kind == "RUN_FINISHED":
             outcome = getattr(event, "outcome", UNSET)
-            how = "" if outcome is UNSET else f" ({outcome.type})"
+            how = "" if outcome is UNSET else f" ({type(outcome).__struct_config__.tag})"
             self._block([style.dim(f"run {self._text(str(event.run_id))} finished{how}")])  # type: ignore[attr-defined]
         elif kind == "RUN_ERROR":
             message = self._text(str(getattr(event, "message", "")))

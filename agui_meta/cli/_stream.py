@@ -130,7 +130,11 @@ class StreamInput:
         tolerant = on_framing_error is not None
         decoder = make_decoder(self.format, invalid_utf8="frame" if tolerant else "raise")
         lines, offsets, progress = self._lines, self._offsets, self._progress
-        read, done = self._file.read, 0
+        # Standard input is read as its bytes arrive (read1), so that they are shown live.
+        read = (
+            getattr(self._file, "read1", self._file.read) if self.name == "-" else self._file.read
+        )
+        done = 0
         try:
             while True:
                 try:

@@ -19,6 +19,7 @@ from .._exceptions import Report
 from .._stage import Mode
 from .._store import Store
 from ._command import Commands
+from ._live import LiveView
 from ._render import Style, format_report, pretty_json, render_ledger, render_transcript
 from ._stream import InputError, StreamInput, add_stream_arguments, plural, run_stream, use_color
 
@@ -108,17 +109,25 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             print(f"agui-meta: {exc}", file=sys.stderr)
             return 2
+    style = Style(use_color(args))
+    # Standard input is shown live, as the bytes arrive (curl ... | agui-meta replay -).
+    live = LiveView(sys.stdout, style) if args.file == "-" and not args.json else None
     try:
         source, stages, error = run_stream(
             args,
             mode=mode,
             on_report=reports.add,
-            last=[export.stage()] if export is not None else (),
+            last=[
+                *([export.stage()] if export is not None else ()),
+                *([live] if live is not None else ()),
+            ],
         )
     except InputError as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     finally:
+        if live is not None:
+            live.close()
         if export is not None:
             export.close()
     if export is not None and export.failures:
@@ -138,8 +147,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(_encode(result) + b"\n")
         sys.stdout.buffer.flush()
     else:
-        style = Style(use_color(args))
-        lines = list(_replay_lines(args.file, source, stages, reports, style))
+        lines = list(_replay_lines(args.file, source, stages, reports, style, live is None))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
     return 1 if reports.counts["error"] else 0
@@ -154,15 +162,21 @@ def _section(title: str, style: Style) -> str:
 
 
 def _replay_lines(
-    file: str, source: StreamInput, stages: DefaultStages[Store], reports: _Reports, style: Style
+    file: str,
+    source: StreamInput,
+    stages: DefaultStages[Store],
+    reports: _Reports,
+    style: Style,
+    transcript: bool = True,
 ) -> Iterator[str]:
     store = stages.store
     messages = len(store)
-    yield _section(f"conversation ({plural(messages, 'message')})", style)
-    if messages:
-        yield from render_transcript(store, style)
-    else:
-        yield style.dim("(no messages)")
+    if transcript:
+        yield _section(f"conversation ({plural(messages, 'message')})", style)
+        if messages:
+            yield from render_transcript(store, style)
+        else:
+            yield style.dim("(no messages)")
     if store.state not in ({}, None):
         yield ""
         yield _section("state", style)

@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
                 async for _ in stream.batches():
                     pass
             else:
-                live = LiveView(sys.stdout, agent.store, style)
+                live = LiveView(sys.stdout, style, agent.store)
                 live.history(agent.store.messages())
                 async for update in stream:
                     live.show(update)
