@@ -193,6 +193,8 @@ class ExpandChunks(Transducer[Event, Event]):
     only forgets them.
     """
 
+    takes_events = True
+
     def __init__(self) -> None:
         # Lane key (None for the parent agent) -> the stream it is assembling, in the order
         # the streams opened (reopening a lane moves it to the end, as a Map delete+set does).

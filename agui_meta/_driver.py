@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
+from ._decode import Enforce
 from ._events import ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._framing import (
@@ -185,6 +187,11 @@ class Runner:
         self._max_frame_size = max_frame_size
         self._framer: FrameDecoder | None = None
         self._feed_chunk: Callable[[bytes], list[Any]] | None = None
+        # Lines given without their line ending (httpx's aiter_lines(), a list of
+        # json.dumps(event) strings): whether the last chunk left a line open, and whether
+        # the last one was such a line (see _line_ending).
+        self._mid_line = False
+        self._lines = False
         self._number = number
         self._count = 0
         self._close_errors = close_errors
@@ -200,6 +207,13 @@ class Runner:
         """One source item through the chain (see the class documentation)."""
         if self._framing is not None and isinstance(item, (bytes, bytearray, memoryview, str)):
             chunk = item.encode() if isinstance(item, str) else bytes(item)
+            if b"\n" in chunk or b"\r" in chunk:
+                self._lines = False
+                self._mid_line = not chunk.endswith((b"\n", b"\r"))
+            elif self._line_ending(chunk):
+                chunk += b"\n"
+            elif chunk:
+                self._mid_line = True
             feed_chunk = self._feed_chunk
             if feed_chunk is None:
                 feed_chunk = self._feed_chunk = self._frames()
@@ -249,6 +263,33 @@ class Runner:
                 ctx.skip(exc)
 
     # -- the loops ---------------------------------------------------------------------------
+
+    def _line_ending(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` is one whole line given without its line ending.
+
+        It is when it starts a line (the chunk before it ended one) and is complete by
+        itself: a JSON value (a JSON line), or an SSE ``data:`` line holding one; once such a
+        line came, the SSE lines between events (the blank line, comments, other fields) are
+        taken as lines too, until a chunk holds a line ending of its own. A chunk of a byte
+        stream that happens to end right before a line ending passes the same test: the
+        ending this adds then makes a blank line, which neither format minds.
+        """
+        if self._mid_line:
+            return False
+        if self._lines and (not chunk or chunk[:1] == b":" or not chunk.startswith(b"data:")):
+            return True
+        if chunk.startswith(b"data:"):
+            value = chunk[5:]
+        elif chunk[:1] in (b"{", b" ", b"\t", b"["):
+            value = chunk
+        else:
+            return False
+        try:
+            msgspec.json.decode(value)
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        self._lines = True
+        return True
 
     def _frames(self) -> Callable[[bytes], list[Any]]:
         """The framer's feed: runs of simple SSE blocks as PayloadRuns where it can."""
@@ -455,10 +496,49 @@ def run_sync(
 ) -> list[Any]:
     """Run items through transducers synchronously and return every output (for tests, CLIs).
 
-    Each item is one event. ``fuse=False`` runs every stage's ``feed`` (no fast path).
+    Each item is one event. When the first stage takes events
+    (:attr:`~agui_meta.Transducer.takes_events`: every built-in event stage), items in an
+    event's wire form (a dict, the JSON of one event as ``bytes``/``str``, an ``ag_ui.core``
+    model, a frame) are decoded first, with the reports and errors of
+    :class:`~agui_meta.Enforce`, as ``wrap()`` does; anything else (events, updates, your own
+    items) passes as it is. ``fuse=False`` runs every stage's ``feed`` (no fast path).
+
+    >>> import agui_meta
+    >>> stages = agui_meta.DefaultStages()
+    >>> _ = run_sync(stages, [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+    >>> stages.ledger.runs[0].run_id
+    'r'
     """
+    transducers = list(transducers)
+    if transducers and transducers[0].takes_events:
+        transducers.insert(0, _DecodeWire())
     ctx = ctx or Context(mode, on_report)
     try:
         return Runner(transducers, ctx, fuse=fuse).feed_all(items)
     finally:
         ctx.finish()
+
+
+#: What run_sync() decodes before a stage that takes events (and pydantic models).
+_WIRE_FORMS = (Mapping, bytes, bytearray, memoryview, str, Frame)
+
+
+class _DecodeWire(Transducer[Any, Any]):
+    """run_sync()'s entry: decodes wire forms with an Enforce, passes everything else."""
+
+    def __init__(self) -> None:
+        self._enforce = Enforce()
+
+    def connect(self, emit: Callable[[Any], None], ctx: Context) -> Callable[[Any], None]:
+        decode = self._enforce.connect(emit, ctx)
+
+        def feed(item: Any) -> None:
+            if isinstance(item, _WIRE_FORMS) or hasattr(item, "model_dump"):
+                decode(item)
+            else:
+                emit(item)
+
+        self.emit = emit
+        self.ctx = ctx
+        self.feed = feed  # type: ignore[method-assign]
+        return feed

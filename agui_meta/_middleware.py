@@ -25,6 +25,7 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
 from ._exceptions import UsageError
 from ._stage import Context, Transducer
@@ -145,6 +146,8 @@ class FilterToolCalls(Transducer[Event, Event]):
     (code ``"tool-call-filtered"``, severity ``"info"``): nothing is dropped without a report.
     """
 
+    takes_events = True
+
     def __init__(
         self,
         allowed: Iterable[str] | None = None,
@@ -173,7 +176,7 @@ class FilterToolCalls(Transducer[Event, Event]):
         )
 
     def feed(self, item: Event) -> None:
-        cls = type(item)
+        cls = protocol_class(type(item))
         if cls is ToolCallStartEvent:
             start: ToolCallStartEvent = item  # type: ignore[assignment]
             if self._is_blocked(start.tool_call_name):

@@ -27,11 +27,12 @@ with`` block.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any, Generic, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union, cast, overload
 
 import anyio
 import anyio.abc
@@ -52,6 +53,11 @@ from ._exceptions import (
 from ._framing import DEFAULT_MAX_FRAME_SIZE
 from ._stage import Context, Mode, ReportHandler, Transducer
 
+if TYPE_CHECKING:
+    from ._accumulate import Update
+    from ._defaults import InDefaultStages
+    from ._events import Event
+
 __all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
 
 T = TypeVar("T")
@@ -60,6 +66,9 @@ T = TypeVar("T")
 AsyncStage = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
 #: Anything ``wrap()`` accepts as a stage.
 Stage = Union[Transducer[Any, Any], AsyncStage]
+#: A stage whose outputs are ``T``s: how ``wrap()``'s overloads read the type of a pipeline's
+#: items off its last stage.
+Out = Union[Transducer[Any, T], Callable[[AsyncIterator[Any]], AsyncIterator[T]]]
 
 _SYNC_CHECKPOINT_EVERY = 256
 
@@ -123,6 +132,8 @@ class Pipeline(Generic[T]):
             source = [source]  # one whole stream given at once
         elif isinstance(source, os.PathLike):
             source = _read_file(source)  # framed like any byte stream
+        elif isinstance(source, io.IOBase) and callable(getattr(source, "read", None)):
+            source = _read_chunks(source)  # an open file: chunks, not lines
         self._source = source
         self._source_iterator: AsyncIterator[Any] | None = None
         self._segments = self._plan([Enforce(), *stages])
@@ -382,6 +393,16 @@ class _TaskContext(Context):
         self._pipeline.deliver(report)
 
 
+def _read_chunks(file: Any, chunk_size: int = 65536) -> Iterator[bytes | str]:
+    """An open file (binary or text), read in chunks: iterating it would give it line by line.
+
+    The file stays open: whoever opened it closes it.
+    """
+    read = file.read
+    while chunk := read(chunk_size):
+        yield chunk
+
+
 async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
     """The bytes of a file, read with anyio in chunks; the file is closed when this ends."""
     async with await anyio.open_file(path, "rb") as file:
@@ -443,8 +464,121 @@ async def _uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
         raise asyncio.CancelledError
 
 
+@overload
 def wrap(
     source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Event]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    s3: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    s3: Stage,
+    s4: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: Stage,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Any]: ...
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
     *stages: Stage,
     mode: Mode = "default",
     on_report: ReportHandler | None = None,

@@ -39,7 +39,7 @@ about what passes must change the test, which the driver reads. The members:
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping
-from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, ToolCallArgsEvent
 from ._exceptions import DataError, Report, Severity, StrictError
@@ -137,7 +137,10 @@ class Context:
 class Transducer(Generic[In, Out]):
     """Base class of synchronous stages. Subclasses override :meth:`feed` (and maybe :meth:`close`).
 
-    ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed.
+    ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed. A stage fed
+    directly, outside any chain, works too: its outputs are dropped (``run_sync`` collects
+    them) and it reports to a :class:`Context` of its own (``stage.ctx``: the default mode,
+    reports issued as warnings), made on first use.
 
     The ``fast_*`` members are the fast path's (see the module documentation); by default a
     stage offers none.
@@ -153,6 +156,9 @@ class Transducer(Generic[In, Out]):
 
     emit: Callable[[Out], None]
     ctx: Context
+    #: Whether the stage takes decoded events only: :func:`run_sync` then decodes the wire
+    #: forms it is given (dicts, JSON, ``ag_ui.core`` models) before feeding them to it.
+    takes_events: ClassVar[bool] = False
 
     fast_feed: ClassVar[Callable[..., None] | None] = None
     fast_wrapped: ClassVar[bool] = False
@@ -181,3 +187,18 @@ class Transducer(Generic[In, Out]):
 
     def close(self) -> None:
         """The stream ended normally: emit any trailing outputs."""
+
+    if not TYPE_CHECKING:  # type checkers keep reporting misspelt attributes
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached when the attribute is missing: a stage that was never connected.
+            if name == "ctx":
+                self.ctx = Context()
+                return self.ctx
+            if name == "emit":
+                return _drop
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+def _drop(item: object) -> None:
+    """The ``emit`` of a stage fed outside any chain: nothing downstream."""

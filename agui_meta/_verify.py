@@ -190,6 +190,8 @@ class Verify(Transducer[Event, Event]):
     ``"stream-ended-empty"``, severity ``"warning"``; an error in strict mode).
     """
 
+    takes_events = True
+
     def __init__(self, *, report_unfinished: bool = False) -> None:
         self.report_unfinished = report_unfinished
         # Run lifecycle. ``_gate`` is true while the cheap path is not enough: before the first
