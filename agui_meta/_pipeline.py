@@ -53,7 +53,9 @@ from ._framing import (
     AutoDecoder,
     Frame,
     FrameDecoder,
+    Ignored,
     InvalidUtf8,
+    ignored_report,
     make_decoder,
 )
 from ._stage import Context, Mode, ReportHandler, Transducer, close_chain, connect_chain
@@ -172,14 +174,31 @@ class _Entry(Transducer[Any, Any]):
     def _located(self, exc: DataError) -> DataError:
         return exc.locate(index=self._count)
 
+    def _deliver_noted(self, frames: list[Frame], ignored: list[Ignored]) -> None:
+        """Deliver ``frames`` with a report for each line the framer ignored, in stream order."""
+        notes = list(ignored)
+        ignored.clear()
+        done = 0
+        for note in notes:
+            self._deliver(frames[done : note.before])
+            done = max(done, note.before)
+            self.ctx.deliver(ignored_report(note, self._count))
+        self._deliver(frames[done:])
+
     def feed(self, item: Any) -> None:
         if isinstance(item, (bytes, bytearray, memoryview, str)) and self._format != "json":
-            chunk = item.encode() if isinstance(item, str) else bytes(item)
+            # A str chunk's lone surrogates become the bytes they would be (CESU-8), which the
+            # framer refuses as it refuses them in bytes: one rule for every source.
+            chunk = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
+            framer = self._frames()
             try:
-                frames = self._frames().feed(chunk)
+                frames = framer.feed(chunk)
             except FramingError as exc:
                 raise self._located(exc) from None
-            self._deliver(frames)
+            if framer.ignored:
+                self._deliver_noted(frames, framer.ignored)
+            else:
+                self._deliver(frames)
         elif type(item) is Frame and item.error is not None:  # a frame decoded by the caller
             self._bad_frame(item)
         else:
@@ -191,7 +210,10 @@ class _Entry(Transducer[Any, Any]):
                 frames = self._framer.close()
             except FramingError as exc:
                 raise self._located(exc) from None
-            self._deliver(frames)
+            if self._framer.ignored:
+                self._deliver_noted(frames, self._framer.ignored)
+            else:
+                self._deliver(frames)
 
 
 class Pipeline(Generic[T]):
