@@ -27,6 +27,7 @@ from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
 from ._defaults import DefaultStages as DefaultStages
+from ._driver import run_sync as run_sync
 from ._exceptions import AguiMetaError as AguiMetaError
 from ._exceptions import AguiWarning as AguiWarning
 from ._exceptions import ApplyError as ApplyError
@@ -68,6 +69,7 @@ from ._middleware import FilterToolCalls as FilterToolCalls
 from ._middleware import Middleware as Middleware
 from ._middleware import middleware as middleware
 from ._middleware import transduce as transduce
+from ._otel import otel as otel
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
@@ -76,11 +78,11 @@ from ._resume import ReplayBuffer as ReplayBuffer
 from ._stage import Context as Context
 from ._stage import Mode as Mode
 from ._stage import Transducer as Transducer
-from ._stage import run_sync as run_sync
 from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._usage import UsageMeter as UsageMeter
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
 
@@ -141,6 +143,7 @@ __all__ = (
     "TransportError",
     "Update",
     "UsageError",
+    "UsageMeter",
     "Verify",
     "VerifyError",
     "aggregate_token_usage",
@@ -151,6 +154,7 @@ __all__ = (
     "iter_metadata",
     "merge_metadata",
     "middleware",
+    "otel",
     "run_sync",
     "to_agui_core",
     "transduce",

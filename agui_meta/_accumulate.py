@@ -89,6 +89,7 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
 from ._exceptions import ApplyError, UsageError
 from ._js import js_string
@@ -174,6 +175,8 @@ def authoritative_activity_types(metadata: Any) -> list[str] | Any | None:
 class Accumulate(Transducer[Event, Update]):
     """The accumulate stage as a transducer (see :func:`accumulate`). ``store`` is its store."""
 
+    takes_events = True
+
     def __init__(self, store: ItemStore | None = None) -> None:
         self.store: ItemStore = store if store is not None else Store()
         # Bound once: the per-event lookups, and whether completed items are evicted (read
@@ -182,15 +185,19 @@ class Accumulate(Transducer[Event, Update]):
         self._tool_call = self.store.tool_call
         self._evict = self.store.evict_completed
         no_item = self._no_item
+        #: The content deltas' handlers, which :meth:`feed` tries first: the fast path's
+        #: conversion (see ``_stage``). Nothing else happens to a delta in :meth:`feed`.
+        self.fast_converts: dict[type, Callable[[Any], Update]] = {
+            TextMessageContentEvent: self._text_content,
+            ReasoningMessageContentEvent: self._text_content,
+            ToolCallArgsEvent: self._tool_args,
+        }
         self._handlers: dict[type[Event], Callable[[Any], Update]] = {
             TextMessageStartEvent: self._text_start,
-            TextMessageContentEvent: self._text_content,
             TextMessageEndEvent: self._text_end,
             ReasoningMessageStartEvent: self._reasoning_start,
-            ReasoningMessageContentEvent: self._text_content,
             ReasoningMessageEndEvent: self._text_end,
             ToolCallStartEvent: self._tool_start,
-            ToolCallArgsEvent: self._tool_args,
             ToolCallEndEvent: self._tool_end,
             ToolCallResultEvent: self._tool_result,
             StateSnapshotEvent: self._state_snapshot,
@@ -216,20 +223,35 @@ class Accumulate(Transducer[Event, Update]):
             SubagentErrorEvent: no_item,
         }
 
+    def _handler_of(self, event: Any) -> Callable[[Any], Update]:
+        """The handler of an event class not in the table: a subclass of an AG-UI event class."""
+        cls = protocol_class(type(event))
+        if cls is None:
+            raise UsageError(
+                f"Accumulate takes agui_meta.events.Event objects, got "
+                f"{type(event).__module__}.{type(event).__qualname__}: decode what is not an "
+                "event yet first (wrap() and run_sync() do; in a hand-built chain put "
+                "agui_meta.Enforce() first)"
+            )
+        handler = self._handlers.get(cls) or self.fast_converts[cls]
+        self._handlers[type(event)] = handler
+        return handler
+
     def feed(self, event: Event) -> None:
+        convert = self.fast_converts.get(type(event))
+        if convert is not None:
+            self.emit(convert(event))
+            return
         try:
             handler = self._handlers[type(event)]
         except KeyError:
-            raise UsageError(
-                f"Accumulate() takes agui_meta events, got {type(event).__name__}; decode "
-                "the stream first (Enforce() or an EventDecoder)"
-            ) from None
+            handler = self._handler_of(event)
         update = handler(event)
         self.emit(update)
         if self._evict:
             if update.done:
                 self._release(update.item)
-            elif type(event) is RunFinishedEvent or type(event) is RunErrorEvent:
+            elif isinstance(event, (RunFinishedEvent, RunErrorEvent)):
                 self.store.evict_idle()
 
     # -- helpers
@@ -338,7 +360,7 @@ class Accumulate(Transducer[Event, Update]):
         if item is None:
             return self._missing(event)
         if item.role == "activity":
-            kind = "text" if type(event) is TextMessageContentEvent else "reasoning"
+            kind = "text" if isinstance(event, TextMessageContentEvent) else "reasoning"
             return self._collides(event, kind)
         # MessageItem.append_content, inlined: this is the most frequent event.
         parts = item._parts
@@ -355,7 +377,7 @@ class Accumulate(Transducer[Event, Update]):
         if item is None:
             return self._missing(event)
         if item.role == "activity":
-            kind = "text" if type(event) is TextMessageEndEvent else "reasoning"
+            kind = "text" if isinstance(event, TextMessageEndEvent) else "reasoning"
             return self._collides(event, kind)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
@@ -630,3 +652,6 @@ class Accumulate(Transducer[Event, Update]):
             event,
             "$.entityId",
         )
+
+
+Accumulate.fast_feed = Accumulate.feed

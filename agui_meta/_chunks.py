@@ -38,7 +38,8 @@ All lookups are by key, so each event costs O(1) whatever the number of open lan
 
 from __future__ import annotations
 
-from typing import Any, Literal, NoReturn
+from collections.abc import Container, Mapping
+from typing import Any, Final, Literal, NoReturn
 
 from msgspec import UNSET, UnsetType
 
@@ -77,7 +78,7 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._exceptions import ChunkError
-from ._stage import Transducer
+from ._stage import CONTENT_DELTAS, Transducer
 
 __all__ = ["ExpandChunks"]
 
@@ -192,6 +193,8 @@ class ExpandChunks(Transducer[Event, Event]):
     only forgets them.
     """
 
+    takes_events = True
+
     def __init__(self) -> None:
         # Lane key (None for the parent agent) -> the stream it is assembling, in the order
         # the streams opened (reopening a lane moves it to the end, as a Map delete+set does).
@@ -202,6 +205,14 @@ class ExpandChunks(Transducer[Event, Event]):
         self._text_ids = self._by_id["text"]
         self._tool_ids = self._by_id["tool"]
         self._reasoning_ids = self._by_id["reasoning"]
+
+    # -- the fast path (see ``_stage``) ------------------------------------------------------
+
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None]:
+        """Every content delta, whatever its id, while no chunk stream is open: :meth:`feed`
+        emits a delta unchanged unless it must close its lane's chunk stream first."""
+        return _EVERY_DELTA if not self._lanes else _NO_DELTA
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -440,6 +451,11 @@ class ExpandChunks(Transducer[Event, Event]):
                     raw_event=chunk.raw_event,
                 )
             )
+
+
+ExpandChunks.fast_feed = ExpandChunks.feed
+_EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = dict.fromkeys(CONTENT_DELTAS)
+_NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}
 
 
 def _disagree(stream: _Stream, field: str, incoming: str, established: str | UnsetType) -> NoReturn:

@@ -44,6 +44,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._decode import EventDecoder
+from ._driver import Runner
 from ._events import (
     Event,
     Metadata,
@@ -58,12 +59,12 @@ from ._events import (
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
-from ._exceptions import DataError
 from ._framing import make_decoder
-from ._metadata import copy_json, merge_metadata
+from ._metadata import copy_json, merge_wire
 from ._patch import PatchError, apply_patch
-from ._stage import Context, Mode, ReportHandler, Transducer, close_chain
+from ._stage import Context, Mode, ReportHandler, Transducer
 
 __all__ = ["Compact", "compact_events"]
 
@@ -91,7 +92,7 @@ class _Group(Generic[S]):
             if previous is None:
                 self.start = event
             else:
-                merged = merge_metadata(previous.metadata, event.metadata)
+                merged = merge_wire(previous.metadata, event.metadata)
                 self.start = (
                     event
                     if isinstance(merged, UnsetType)
@@ -102,11 +103,11 @@ class _Group(Generic[S]):
         # the new metadata goes with the deltas', in arrival order.
         kept = UNSET if previous is None else previous.metadata
         self.start = msgspec.structs.replace(event, metadata=kept)
-        self.metadata = merge_metadata(self.metadata, event.metadata)
+        self.metadata = merge_wire(self.metadata, event.metadata)
 
     def add(self, delta: str, metadata: Metadata | UnsetType) -> None:
         self.deltas.append(delta)
-        self.metadata = merge_metadata(self.metadata, metadata)
+        self.metadata = merge_wire(self.metadata, metadata)
 
 
 class Compact(Transducer[Event, Event]):
@@ -123,6 +124,8 @@ class Compact(Transducer[Event, Event]):
     [TextMessageContentEvent(timestamp=UNSET, raw_event=UNSET, metadata={'a': 1, 'b': 2}, subagent_run_id=UNSET, message_id='m', delta='Hello')]
     """
 
+    takes_events = True
+
     def __init__(self) -> None:
         self._texts: dict[str, _Group[TextMessageStartEvent]] = {}
         self._tools: dict[str, _Group[ToolCallStartEvent]] = {}
@@ -130,7 +133,7 @@ class Compact(Transducer[Event, Event]):
         self._state_index: list[int] = []  # the source index of each event in the window
 
     def feed(self, item: Event) -> None:
-        cls = type(item)
+        cls = protocol_class(type(item))
         if cls is TextMessageContentEvent:
             assert isinstance(item, TextMessageContentEvent)
             self._text(item.message_id).add(item.delta, item.metadata)
@@ -269,7 +272,7 @@ class Compact(Transducer[Event, Event]):
                 )
         metadata: Metadata | UnsetType = UNSET
         for event in window:
-            metadata = merge_metadata(metadata, event.metadata)
+            metadata = merge_wire(metadata, event.metadata)
         self.emit(StateSnapshotEvent(snapshot=state, metadata=metadata))
 
 
@@ -286,8 +289,8 @@ def compact_events(
     ``bytes``/``str``), or a whole recorded stream as one ``bytes``/``str`` (SSE or JSON
     lines, detected). Every item is decoded and validated first, with the usual reports and
     errors (``mode`` and ``on_report`` as for a pipeline); the result is a new list of events
-    (see :mod:`agui_meta._compact` for the rules). For an async source, put a
-    :class:`Compact` stage in a pipeline instead.
+    (see :mod:`agui_meta._compact` for the rules). Collect an async source first:
+    ``compact_events([e async for e in agui_meta.wrap(source)])``.
 
     >>> compact_events(b'{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}\\n'
     ...                b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hi"}\\n'
@@ -303,19 +306,14 @@ def compact_events(
     else:
         items = events
     ctx = Context(mode, on_report)
-    out: list[Event] = []
-    enforce = _Decode()
-    compact = Compact()
-    compact.connect(out.append, ctx)
-    head = enforce.connect(compact.feed, ctx)
-    for index, item in enumerate(items):
-        ctx.index = index
-        try:
-            head(item)
-        except DataError as exc:
-            ctx.skip(exc)
-    close_chain([enforce, compact], ctx)
-    return out
+    runner = Runner([_Decode(), Compact()], ctx)
+    try:
+        for item in items:
+            runner.feed(item)
+        runner.close()
+    finally:
+        ctx.finish()
+    return runner.out
 
 
 class _Decode(Transducer[Any, Event]):

@@ -20,9 +20,10 @@ from typing import Any
 from ._accumulate import Accumulate
 from ._chunks import ExpandChunks
 from ._decode import Enforce
+from ._driver import Runner
 from ._exceptions import DataError, Report
 from ._js import js_truthy
-from ._stage import Context, Transducer, connect_chain
+from ._stage import Context, Transducer
 from ._store import Store
 from ._verify import Verify
 
@@ -54,17 +55,10 @@ def run_case(case: dict[str, Any], *, verify: bool = True, on_report: Any = None
         if verify:
             stages.append(Verify())
         stages.append(Accumulate(store))
-        ctx = Context("default", on_report or _ignore)
-        head, chain = connect_chain(stages, _discard, ctx)
-        for index, event in enumerate(events):
-            ctx.index = index
-            try:
-                head(event)
-            except DataError as exc:
-                raise exc.locate(index=index) from exc.__cause__
-        ctx.index = -1
-        for stage in chain:
-            stage.close()
+        runner = Runner(stages, Context("default", on_report or _ignore), _discard)
+        for event in events:
+            runner.feed(event)
+        runner.close()
     except DataError as exc:
         return {"name": name, "error": str(exc)}
     return {"name": name, "messages": store.messages_wire(), "state": store.state}

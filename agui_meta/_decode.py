@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import msgspec
@@ -564,18 +564,24 @@ class Enforce(Transducer[Any, Event]):
         self.decoder = EventDecoder()
         self._other = self.decoder._other
         self._slow = self.decoder._slow
+        #: The fast path's decode (see ``_stage``): a frame whose bytes it decodes is emitted
+        #: as that event; anything else goes the decoder's own way.
+        self.fast_decode: Callable[[Any], Event | None] = fast_decode
 
     def feed(self, item: Any) -> None:
         event: Event | None
         if type(item) is Frame:
-            event = fast_decode(item.data)
+            event = self.fast_decode(item.data)
             if event is None:
                 event = self._slow(item.data, self.ctx, item)
         elif type(item) is bytes:
-            event = fast_decode(item)
+            event = self.fast_decode(item)
             if event is None:
                 event = self._slow(item, self.ctx, None)
         else:
             event = self._other(item, self.ctx)
         if event is not None:
             self.emit(event)
+
+
+Enforce.fast_feed = Enforce.feed

@@ -18,7 +18,7 @@ Decoding needs no stage: ``wrap()`` decodes whatever the source yields. Outside 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ._accumulate import Accumulate
 from ._chunks import ExpandChunks
@@ -30,6 +30,16 @@ from ._verify import Verify
 __all__ = ["DefaultStages"]
 
 S = TypeVar("S", bound=ItemStore)
+
+if TYPE_CHECKING:
+
+    class InDefaultStages(Transducer[Any, Any]):
+        """For type checkers only: a stage unpacked from a :class:`DefaultStages`.
+
+        ``wrap(source, *stages)`` (any stages before them) is typed ``Pipeline[Update]`` by
+        an overload of :func:`~agui_meta.wrap` that accepts these: the default chain ends in
+        the accumulator and the ledger, so what it yields is an :class:`~agui_meta.Update`.
+        """
 
 
 class DefaultStages(Generic[S]):
@@ -97,12 +107,12 @@ class DefaultStages(Generic[S]):
         self.accumulate = Accumulate(self.store)
         self.ledger: Ledger[Any] = ledger if ledger is not None else Ledger()
 
-    def __iter__(self) -> Iterator[Transducer[Any, Any]]:
-        yield self.expand_chunks
+    def __iter__(self) -> Iterator[InDefaultStages]:
+        stages: list[Transducer[Any, Any]] = [self.expand_chunks]
         if self.verify is not None:
-            yield self.verify
-        yield self.accumulate
-        yield self.ledger
+            stages.append(self.verify)
+        stages += (self.accumulate, self.ledger)
+        return iter(cast("list[InDefaultStages]", stages))
 
     def __repr__(self) -> str:
         names = ", ".join(type(stage).__name__ for stage in self)

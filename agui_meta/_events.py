@@ -98,6 +98,7 @@ __all__ = [
     "UrlSource",
     "UserMessage",
     "VideoPart",
+    "protocol_class",
 ]
 
 #: The largest integer a JavaScript number holds exactly (2**53 - 1): the protocol's bound on
@@ -826,3 +827,21 @@ AnyEvent = Union[
 
 #: The 31 event classes of AG-UI 1.0 by their wire ``type``.
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in typing.get_args(AnyEvent)}
+
+_PROTOCOL_CLASSES: dict[type, type[Event]] = {cls: cls for cls in EVENT_TYPES.values()}
+
+
+def protocol_class(cls: type) -> type[Event] | None:
+    """The AG-UI 1.0 event class ``cls`` is or subclasses (``None`` for anything else).
+
+    Stages dispatch on it, so an application's subclass of an event class (a
+    ``TextMessageStartEvent`` with helpers of its own, say) is handled as the event it is.
+    """
+    found = _PROTOCOL_CLASSES.get(cls)
+    if found is None and isinstance(cls, type) and issubclass(cls, Event):
+        for base in cls.__mro__:
+            found = _PROTOCOL_CLASSES.get(base)
+            if found is not None:
+                _PROTOCOL_CLASSES[cls] = found
+                break
+    return found

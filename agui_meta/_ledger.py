@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -86,9 +86,10 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
 from ._metadata import enc_hook
-from ._stage import Context, Transducer
+from ._stage import CONTENT_DELTAS, Context, Transducer
 
 __all__ = [
     "CustomRecord",
@@ -389,6 +390,17 @@ def _discard(item: Any) -> None:
     pass
 
 
+def _plain(metadata: Any) -> Any:
+    """A store item's merged metadata as a plain dict of the record's own (``UNSET`` if none).
+
+    Taken at a tool call's START, END and the run's end only (O(keys) each), so that a record
+    is plain data that any msgspec encoder writes, with or without the store's ``enc_hook``.
+    """
+    if metadata is None or isinstance(metadata, UnsetType):
+        return UNSET
+    return dict(metadata)
+
+
 def _now_ms() -> float:
     return time.time() * 1000.0
 
@@ -403,12 +415,7 @@ def _event_of(item: object) -> Event | None:
 
 def _event_class(cls: type[Event]) -> type[Event]:
     """The AG-UI event class of ``cls`` (itself, or the one it subclasses)."""
-    if cls in _EVENT_CLASSES:
-        return cls
-    for base in cls.__mro__:
-        if base in _EVENT_CLASSES:
-            return base
-    return cls
+    return protocol_class(cls) or cls
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,6 +530,20 @@ class Ledger(Transducer[T, T]):
         return result
 
     # -- the stage -------------------------------------------------------------------------
+
+    # The fast path (see ``_stage``): while a run is open, every content delta, bare or in an
+    # Update, passes and is counted in the run's event counts.
+    fast_wrapped = True
+
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None]:
+        """While a run is open, the content deltas :meth:`feed` only passes and counts."""
+        return _EVERY_DELTA if self._counts is not None else _NO_DELTA
+
+    @property
+    def fast_tally(self) -> dict[str, int] | None:
+        """The open run's event counts."""
+        return self._counts
 
     def feed(self, item: T) -> None:
         self.emit(item)
@@ -887,7 +908,7 @@ class Ledger(Transducer[T, T]):
         tool.result_at, tool.result_clock = when
         item = self._item
         tool.result_metadata = (
-            event.metadata if item is event else getattr(item, "metadata", event.metadata)
+            event.metadata if item is event else _plain(getattr(item, "metadata", event.metadata))
         )
 
     def _tool_started(self, record: RunRecord, call_id: str, event: Event) -> ToolCallRecord | None:
@@ -917,18 +938,18 @@ class Ledger(Transducer[T, T]):
         arguments = live.arguments
         if isinstance(arguments, str):
             tool.arguments_length = len(arguments)
-        tool.metadata = live.metadata
+        tool.metadata = _plain(live.metadata)
 
     def _tool_metadata(self, tool: ToolCallRecord, event: Event) -> None:
         """The call's merged metadata: the store's (behind the accumulator), else merged here."""
         live = self._live.get(tool.tool_call_id)
         if live is not None:
-            tool.metadata = live.metadata
+            tool.metadata = _plain(live.metadata)
             return
         incoming = event.metadata
         if isinstance(incoming, UnsetType):
             return
-        if isinstance(tool.metadata, UnsetType):
+        if tool.metadata is None or isinstance(tool.metadata, UnsetType):
             tool.metadata = dict(incoming)
         else:  # a dict of the ledger's own: merged in place
             tool.metadata.update(incoming)
@@ -952,3 +973,12 @@ class Ledger(Transducer[T, T]):
                 tool.pending = tool.status != "answered"
         self._tools.clear()
         live.clear()
+
+
+Ledger.fast_feed = Ledger.feed
+#: The deltas :meth:`Ledger.feed` only counts (those it records, such as TOOL_CALL_ARGS for
+#: its tool-call records, are not in ``_PLAIN`` and so never pass).
+_EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = {
+    cls: None for cls in CONTENT_DELTAS if cls in _PLAIN
+}
+_NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}

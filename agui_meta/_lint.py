@@ -16,7 +16,7 @@ from ._stage import Transducer
 __all__ = ["LintMetadataKeys"]
 
 # Events whose nested objects may carry metadata of their own.
-_NESTED_CARRIERS = frozenset((MessagesSnapshotEvent, RunStartedEvent, RunFinishedEvent))
+_NESTED_CARRIERS = (MessagesSnapshotEvent, RunStartedEvent, RunFinishedEvent)
 
 
 class LintMetadataKeys(Transducer[Event, Event]):
@@ -30,8 +30,10 @@ class LintMetadataKeys(Transducer[Event, Event]):
     strict mode does not turn into an error) with the JSON path of the key.
     """
 
+    takes_events = True
+
     def feed(self, item: Event) -> None:
-        if item.metadata is not UNSET or type(item) in _NESTED_CARRIERS:
+        if item.metadata is not UNSET or isinstance(item, _NESTED_CARRIERS):
             self._lint(item)
         self.emit(item)
 

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, Union
 
+from ._driver import Runner
 from ._events import (
     Event,
     RunAgentInput,
@@ -24,9 +25,10 @@ from ._events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    protocol_class,
 )
-from ._exceptions import DataError, UsageError
-from ._stage import Context, Transducer, close_chain, connect_chain
+from ._exceptions import UsageError
+from ._stage import Context, Transducer
 
 __all__ = [
     "Agent",
@@ -115,28 +117,21 @@ async def transduce(
     ctx: Context | None = None,
 ) -> AsyncIterator[Any]:
     """Run transducers over an async iterator, outside a pipeline; closes ``upstream`` when done."""
-    out: list[Any] = []
-    context = ctx or Context()
-    head, chain = connect_chain(transducers, out.append, context)
+    runner = Runner(transducers, ctx or Context())
+    out = runner.out
     try:
-        index = 0
         async for item in upstream:
-            context.index = index
-            index += 1
-            try:
-                head(item)
-            except DataError as exc:
-                context.skip(exc)
+            runner.feed(item)
             if out:
                 batch = out[:]
                 out.clear()
                 for x in batch:
                     yield x
-        close_chain(chain, context)
+        runner.close()
         for x in out:
             yield x
     finally:
-        context.finish()
+        runner.ctx.finish()
         aclose = getattr(upstream, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -150,6 +145,8 @@ class FilterToolCalls(Transducer[Event, Event]):
     forgotten. Everything else passes. Unlike the reference, every dropped event is reported
     (code ``"tool-call-filtered"``, severity ``"info"``): nothing is dropped without a report.
     """
+
+    takes_events = True
 
     def __init__(
         self,
@@ -179,7 +176,7 @@ class FilterToolCalls(Transducer[Event, Event]):
         )
 
     def feed(self, item: Event) -> None:
-        cls = type(item)
+        cls = protocol_class(type(item))
         if cls is ToolCallStartEvent:
             start: ToolCallStartEvent = item  # type: ignore[assignment]
             if self._is_blocked(start.tool_call_name):

@@ -3,7 +3,8 @@
 A *stage* is either
 
 - a :class:`~agui_meta.Transducer` (a synchronous object with ``feed``/``close``); every
-  built-in stage is one, and runs of consecutive transducers are fused into a single loop; or
+  built-in stage is one, and runs of consecutive transducers are connected directly and run by
+  one :class:`~agui_meta._driver.Runner` loop per segment; or
 - any callable taking an async iterator and returning an async iterator, such as a plain
   ``async def stage(events): async for e in events: yield e`` generator function.
 
@@ -26,11 +27,12 @@ with`` block.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any, Generic, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union, cast, overload
 
 import anyio
 import anyio.abc
@@ -40,25 +42,21 @@ from anyio.streams.memory import MemoryObjectSendStream
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
+from ._decode import Enforce
+from ._driver import Runner
 from ._exceptions import (
-    DataError,
-    FramingError,
     PipelineClosed,
     PipelineConsumed,
     Report,
     UsageError,
 )
-from ._framing import (
-    DEFAULT_MAX_FRAME_SIZE,
-    AutoDecoder,
-    Frame,
-    FrameDecoder,
-    Ignored,
-    InvalidUtf8,
-    ignored_report,
-    make_decoder,
-)
-from ._stage import Context, Mode, ReportHandler, Transducer, close_chain, connect_chain
+from ._framing import DEFAULT_MAX_FRAME_SIZE
+from ._stage import Context, Mode, ReportHandler, Transducer
+
+if TYPE_CHECKING:
+    from ._accumulate import Update
+    from ._defaults import InDefaultStages
+    from ._events import Event
 
 __all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
 
@@ -68,6 +66,9 @@ T = TypeVar("T")
 AsyncStage = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
 #: Anything ``wrap()`` accepts as a stage.
 Stage = Union[Transducer[Any, Any], AsyncStage]
+#: A stage whose outputs are ``T``s: how ``wrap()``'s overloads read the type of a pipeline's
+#: items off its last stage.
+Out = Union[Transducer[Any, T], Callable[[AsyncIterator[Any]], AsyncIterator[T]]]
 
 _SYNC_CHECKPOINT_EVERY = 256
 
@@ -95,127 +96,6 @@ def _note(exc: BaseException, ctx: Context) -> None:
         )
 
 
-class _Entry(Transducer[Any, Any]):
-    """Splits byte/text chunks into frames, numbers events, isolates per-event data errors.
-
-    Every frame or object that enters gets the next event index (``ctx.index``); in keep-going
-    mode a data error raised anywhere downstream in the fused run skips that one event. A data
-    error raised for a frame gets the frame's byte offset and line as well as its index; a
-    framing error (which ends the stream) gets the index the next frame would have had. In
-    keep-going mode a frame that is not UTF-8 is one bad event, reported and skipped like any
-    other, rather than the end of the stream.
-    """
-
-    def __init__(self, format: str, max_frame_size: int) -> None:
-        self._format = format
-        self._max_frame_size = max_frame_size
-        self._framer: FrameDecoder | None = None
-        self._count = 0
-
-    def _frames(self) -> FrameDecoder:
-        if self._framer is None:
-            fmt = self._format
-            invalid_utf8: InvalidUtf8 = "frame" if self.ctx.mode == "keep_going" else "raise"
-            self._framer = (
-                AutoDecoder(max_frame_size=self._max_frame_size, invalid_utf8=invalid_utf8)
-                if fmt == "auto"
-                else make_decoder(
-                    fmt,  # type: ignore[arg-type]
-                    max_frame_size=self._max_frame_size,
-                    invalid_utf8=invalid_utf8,
-                )
-            )
-        return self._framer
-
-    def _one(self, item: Any) -> None:
-        ctx = self.ctx
-        ctx.index = self._count
-        self._count += 1
-        try:
-            self.emit(item)
-        except DataError as exc:
-            if type(item) is Frame:
-                exc.locate(offset=item.offset, line=item.line)
-            ctx.skip(exc)
-
-    def _deliver(self, frames: list[Frame]) -> None:
-        ctx = self.ctx
-        if ctx.mode != "keep_going":  # frames with an error come only in keep-going mode
-            # _one() inlined for frames: one Python call less per event on the common path.
-            # Outside keep-going mode a data error ends the stream: one try for the batch.
-            emit = self.emit
-            index = self._count
-            try:
-                for frame in frames:
-                    ctx.index = index
-                    index += 1
-                    emit(frame)
-            except DataError as exc:
-                exc.locate(offset=frame.offset, line=frame.line)
-                ctx.skip(exc)
-            finally:
-                self._count = index
-            return
-        for frame in frames:
-            if frame.error is None:
-                self._one(frame)
-            else:
-                self._bad_frame(frame)
-
-    def _bad_frame(self, frame: Frame) -> None:
-        """A frame that is not UTF-8: one bad event (raised unless in keep-going mode)."""
-        error = frame.error
-        assert error is not None
-        self.ctx.index = self._count
-        self._count += 1
-        # Report a fresh copy: the frame's own is never raised.
-        self.ctx.skip(FramingError(error.reason, offset=error.offset, line=error.line))
-
-    def _located(self, exc: DataError) -> DataError:
-        return exc.locate(index=self._count)
-
-    def _deliver_noted(self, frames: list[Frame], ignored: list[Ignored]) -> None:
-        """Deliver ``frames`` with a report for each line the framer ignored, in stream order."""
-        notes = list(ignored)
-        ignored.clear()
-        done = 0
-        for note in notes:
-            self._deliver(frames[done : note.before])
-            done = max(done, note.before)
-            self.ctx.deliver(ignored_report(note, self._count))
-        self._deliver(frames[done:])
-
-    def feed(self, item: Any) -> None:
-        if isinstance(item, (bytes, bytearray, memoryview, str)) and self._format != "json":
-            # A str chunk's lone surrogates become the bytes they would be (CESU-8), which the
-            # framer refuses as it refuses them in bytes: one rule for every source.
-            chunk = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
-            framer = self._frames()
-            try:
-                frames = framer.feed(chunk)
-            except FramingError as exc:
-                raise self._located(exc) from None
-            if framer.ignored:
-                self._deliver_noted(frames, framer.ignored)
-            else:
-                self._deliver(frames)
-        elif type(item) is Frame and item.error is not None:  # a frame decoded by the caller
-            self._bad_frame(item)
-        else:
-            self._one(item)
-
-    def close(self) -> None:
-        if self._framer is not None:
-            try:
-                frames = self._framer.close()
-            except FramingError as exc:
-                raise self._located(exc) from None
-            if self._framer.ignored:
-                self._deliver_noted(frames, self._framer.ignored)
-            else:
-                self._deliver(frames)
-
-
 class Pipeline(Generic[T]):
     """A running pipeline; create it with :func:`wrap` and use it as ``async with``.
 
@@ -235,9 +115,8 @@ class Pipeline(Generic[T]):
         format: str,
         max_frame_size: int,
         prefetch: int,
+        fuse: bool = True,
     ) -> None:
-        from ._decode import Enforce
-
         if format not in ("auto", "sse", "jsonl", "json"):
             raise ValueError(f"format must be 'auto', 'sse', 'jsonl' or 'json', got {format!r}")
         if prefetch < 0:
@@ -253,9 +132,14 @@ class Pipeline(Generic[T]):
             source = [source]  # one whole stream given at once
         elif isinstance(source, os.PathLike):
             source = _read_file(source)  # framed like any byte stream
+        elif isinstance(source, io.IOBase) and callable(getattr(source, "read", None)):
+            source = _read_chunks(source)  # an open file: chunks, not lines
         self._source = source
         self._source_iterator: AsyncIterator[Any] | None = None
-        self._segments = self._plan([_Entry(format, max_frame_size), Enforce(), *stages])
+        self._segments = self._plan([Enforce(), *stages])
+        self._framing = None if format == "json" else format
+        self._max_frame_size = max_frame_size
+        self._fuse = fuse
         self._prefetch = prefetch
         self._state = "new"
         self._iterators: list[Any] = []
@@ -395,31 +279,36 @@ class Pipeline(Generic[T]):
     async def _source_batches(
         self, chain: list[Transducer[Any, Any]], ctx: Context
     ) -> AsyncIterator[list[Any]]:
-        out: list[Any] = []
-        head, chain = connect_chain(chain, out.append, ctx)
-        source = self._source
+        # A framing error at the end of the stream (an event cut off or too large) ends it in
+        # every mode, keep-going included: close_errors="raise".
+        runner = Runner(
+            chain,
+            ctx,
+            fuse=self._fuse,
+            framing=self._framing,
+            max_frame_size=self._max_frame_size,
+            close_errors="raise",
+        )
+        out = runner.out
+        feed = runner.feed
         try:
             if self._source_iterator is not None:
                 async for item in self._source_iterator:
-                    head(item)
+                    feed(item)
                     if out:
                         batch = out[:]
                         out.clear()
                         yield batch
             else:
-                for n, item in enumerate(cast(Iterable[Any], source), 1):
-                    head(item)
+                for n, item in enumerate(cast(Iterable[Any], self._source), 1):
+                    feed(item)
                     if out:
                         batch = out[:]
                         out.clear()
                         yield batch
                     if n % _SYNC_CHECKPOINT_EVERY == 0:
                         await checkpoint()
-            # Not close_chain(): a framing error at the end of the stream (an event cut off
-            # or too large) ends it in every mode, keep-going included.
-            ctx.index = -1
-            for t in chain:
-                t.close()
+            runner.close()
             if out:
                 yield out
         except BaseException as exc:
@@ -429,21 +318,20 @@ class Pipeline(Generic[T]):
     async def _fused(
         self, upstream: AsyncIterator[list[Any]], chain: list[Transducer[Any, Any]]
     ) -> AsyncIterator[list[Any]]:
-        out: list[Any] = []
         ctx = self.context
-        head, chain = connect_chain(chain, out.append, ctx)
+        # The event index is the one the upstream segments set.
+        runner = Runner(chain, ctx, fuse=self._fuse, number=False)
+        out = runner.out
+        feed = runner.feed
         try:
             async for batch in upstream:
                 for item in batch:
-                    try:
-                        head(item)
-                    except DataError as exc:
-                        ctx.skip(exc)
+                    feed(item)
                 if out:
                     batch = out[:]
                     out.clear()
                     yield batch
-            close_chain(chain, ctx)
+            runner.close()
             if out:
                 yield out
         except BaseException as exc:
@@ -503,6 +391,16 @@ class _TaskContext(Context):
 
     def deliver(self, report: Report) -> None:
         self._pipeline.deliver(report)
+
+
+def _read_chunks(file: Any, chunk_size: int = 65536) -> Iterator[bytes | str]:
+    """An open file (binary or text), read in chunks: iterating it would give it line by line.
+
+    The file stays open: whoever opened it closes it.
+    """
+    read = file.read
+    while chunk := read(chunk_size):
+        yield chunk
 
 
 async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
@@ -566,14 +464,128 @@ async def _uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
         raise asyncio.CancelledError
 
 
+@overload
 def wrap(
     source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Event]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    s3: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    s3: Stage,
+    s4: Out[T],
+    /,
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[T]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    s1: Stage,
+    s2: Stage,
+    /,
+    *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
     *stages: Stage,
     mode: Mode = "default",
     on_report: ReportHandler | None = None,
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+) -> Pipeline[Any]: ...
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: Stage,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[Any]:
     """Wrap a source of AG-UI events in a pipeline of stages.
 
@@ -586,6 +598,8 @@ def wrap(
     are reported and the event skipped; only a frame over ``max_frame_size`` and a byte stream
     whose format cannot be told still raise, as nothing after them can be read). ``on_report``
     receives every :class:`Report`; without it reports are issued as :class:`AguiWarning`.
+    ``fuse=False`` runs every stage's own ``feed``, without the fast path the built-in stages
+    describe (the tests compare both ways; the results are the same).
 
     >>> import anyio, agui_meta
     >>> async def main():
@@ -603,4 +617,5 @@ def wrap(
         format=format,
         max_frame_size=max_frame_size,
         prefetch=prefetch,
+        fuse=fuse,
     )

@@ -1,25 +1,54 @@
-"""Synchronous transducers: the stages the pipeline fuses into one loop.
+"""The stage contract: :class:`Transducer` (a synchronous stage) and its :class:`Context`.
 
 A transducer turns each input into zero or more outputs by calling ``self.emit`` from
 :meth:`Transducer.feed`, and may emit trailing outputs from :meth:`Transducer.close` when the
-stream ends normally. The pipeline connects a run of transducers directly (the ``emit`` of one
-is the ``feed`` of the next), so a chain of built-in stages costs a few plain calls per event,
-with no ``await`` and no intermediate lists.
+stream ends normally. The driver (``_driver``) connects a run of transducers directly (the
+``emit`` of one is the ``feed`` of the next), so a chain of built-in stages costs a few plain
+calls per event, with no ``await`` and no intermediate lists.
 
 Problems a stage handles without stopping go to :meth:`Context.report`. Data errors are raised
 as :class:`~agui_meta.DataError` subclasses; the driver attaches the event index and, in
 keep-going mode, turns them into reports and carries on with the next event.
+
+The fast path. About nine events in ten are content deltas (:data:`CONTENT_DELTAS`) of an item
+that is open, and most stages have nothing to do for them but let them pass. A stage says when
+that is so through the ``fast_*`` members below, and its own :meth:`~Transducer.feed` begins
+with that same test, so the driver may skip the call: for a *candidate* (a content delta with
+no ``subagentRunId``) that every stage of a run lets pass, the driver does in one step what the
+stages' feeds would do one by one. Whatever a stage does not let pass goes through its feed. A
+rule added to a stage after its test applies to what does not pass, on both paths alike; a rule
+about what passes must change the test, which the driver reads. The members:
+
+- ``fast_feed``: the class's ``feed`` the members describe (``Stage.fast_feed = Stage.feed``
+  after the class body). A subclass that overrides ``feed`` without setting it again offers no
+  fast path.
+- ``fast_passes``: by candidate class, the ids of the open items whose deltas the stage lets
+  pass unchanged right now (a live container), or ``None`` for any id; a class not listed does
+  not pass. A new mapping whenever that changes: the driver reads it again after every event
+  the stage saw itself, and keeps it until then.
+- ``fast_tally``: a dict in which the driver counts (by ``type``) each candidate the stage let
+  pass, after the rest of the chain took it (a ledger's event counts).
+- ``fast_wrapped``: the stage also lets pass items that carry a candidate in ``.event``
+  (``Update``), with the same test; it may follow ``fast_converts``.
+- ``fast_converts``: by candidate class, the function that gives what ``feed`` would emit for
+  it, with every effect ``feed`` has (accumulate's content handlers).
+- ``fast_decode``: a decoding stage's function from a frame's bytes to the event it emits (or
+  ``None``: then its ``feed`` decides).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Callable, Container, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar
 
+from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, ToolCallArgsEvent
 from ._exceptions import DataError, Report, Severity, StrictError
 from ._warn import ReportWarnings
 
-__all__ = ["Context", "Mode", "ReportHandler", "Transducer", "close_chain", "run_sync"]
+__all__ = ["CONTENT_DELTAS", "Context", "Mode", "ReportHandler", "Transducer"]
+
+#: The event classes the fast path takes: content deltas of an open item.
+CONTENT_DELTAS: Final = (TextMessageContentEvent, ReasoningMessageContentEvent, ToolCallArgsEvent)
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -108,8 +137,15 @@ class Context:
 class Transducer(Generic[In, Out]):
     """Base class of synchronous stages. Subclasses override :meth:`feed` (and maybe :meth:`close`).
 
-    ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed.
+    ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed. A stage fed
+    directly, outside any chain, works too: its outputs are dropped (``run_sync`` collects
+    them) and it reports to a :class:`Context` of its own (``stage.ctx``: the default mode,
+    reports issued as warnings), made on first use.
 
+    The ``fast_*`` members are the fast path's (see the module documentation); by default a
+    stage offers none.
+
+    >>> from agui_meta import run_sync
     >>> class Double(Transducer[int, int]):
     ...     def feed(self, item: int) -> None:
     ...         self.emit(item)
@@ -120,6 +156,24 @@ class Transducer(Generic[In, Out]):
 
     emit: Callable[[Out], None]
     ctx: Context
+    #: Whether the stage takes decoded events only: :func:`run_sync` then decodes the wire
+    #: forms it is given (dicts, JSON, ``ag_ui.core`` models) before feeding them to it.
+    takes_events: ClassVar[bool] = False
+
+    fast_feed: ClassVar[Callable[..., None] | None] = None
+    fast_wrapped: ClassVar[bool] = False
+    fast_converts: Mapping[type, Callable[[Any], Any]] | None = None
+    fast_decode: Callable[[Any], Any] | None = None
+
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None] | None:
+        """The candidates this stage lets pass now (see the module documentation)."""
+        return None
+
+    @property
+    def fast_tally(self) -> dict[str, int] | None:
+        """Where the driver counts the candidates this stage let pass."""
+        return None
 
     def connect(self, emit: Callable[[Out], None], ctx: Context) -> Callable[[In], None]:
         """Attach the downstream ``emit`` and the shared context; returns ``self.feed``."""
@@ -134,54 +188,17 @@ class Transducer(Generic[In, Out]):
     def close(self) -> None:
         """The stream ended normally: emit any trailing outputs."""
 
+    if not TYPE_CHECKING:  # type checkers keep reporting misspelt attributes
 
-def connect_chain(
-    transducers: Iterable[Transducer[Any, Any]], sink: Callable[[Any], None], ctx: Context
-) -> tuple[Callable[[Any], None], list[Transducer[Any, Any]]]:
-    """Connect transducers first-to-last into ``sink``; returns the head's feed and the list.
-
-    A run of built-in stages that :mod:`agui_meta._fuse` knows is fed through its fused feed.
-    """
-    from ._fuse import fuse  # the built-in stages import this module
-
-    chain = list(transducers)
-    emit = sink
-    for i in range(len(chain) - 1, -1, -1):
-        emit = chain[i].connect(emit, ctx)
-        emit = fuse(chain, i) or emit
-    return emit, chain
+        def __getattr__(self, name: str) -> Any:
+            # Only reached when the attribute is missing: a stage that was never connected.
+            if name == "ctx":
+                self.ctx = Context()
+                return self.ctx
+            if name == "emit":
+                return _drop
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-def close_chain(chain: Iterable[Transducer[Any, Any]], ctx: Context) -> None:
-    """End of stream: close each transducer in order (a data error is skipped in keep-going mode)."""
-    ctx.index = -1
-    for t in chain:
-        try:
-            t.close()
-        except DataError as exc:
-            ctx.skip(exc)
-
-
-def run_sync(
-    transducers: Iterable[Transducer[Any, Any]],
-    items: Iterable[Any],
-    *,
-    mode: Mode = "default",
-    on_report: ReportHandler | None = None,
-    ctx: Context | None = None,
-) -> list[Any]:
-    """Run items through transducers synchronously and return every output (for tests, CLIs)."""
-    ctx = ctx or Context(mode, on_report)
-    out: list[Any] = []
-    head, chain = connect_chain(transducers, out.append, ctx)
-    try:
-        for i, item in enumerate(items):
-            ctx.index = i
-            try:
-                head(item)
-            except DataError as exc:
-                ctx.skip(exc)
-        close_chain(chain, ctx)
-    finally:
-        ctx.finish()
-    return out
+def _drop(item: object) -> None:
+    """The ``emit`` of a stage fed outside any chain: nothing downstream."""

@@ -77,8 +77,8 @@ state always describes the accepted events. (The reference stops at the first er
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Container, Mapping
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -190,6 +190,8 @@ class Verify(Transducer[Event, Event]):
     ``"stream-ended-empty"``, severity ``"warning"``; an error in strict mode).
     """
 
+    takes_events = True
+
     def __init__(self, *, report_unfinished: bool = False) -> None:
         self.report_unfinished = report_unfinished
         # Run lifecycle. ``_gate`` is true while the cheap path is not enough: before the first
@@ -205,6 +207,11 @@ class Verify(Transducer[Event, Event]):
         self._tool_calls: _Ids = {}
         self._reasoning_spans: _Ids = {}
         self._reasoning_messages: _Ids = {}
+        self._open_deltas: Mapping[type, Container[str] | None] = {
+            TextMessageContentEvent: self._text,
+            ReasoningMessageContentEvent: self._reasoning_messages,
+            ToolCallArgsEvent: self._tool_calls,
+        }
         # Owners per entity kind, kept for the whole run (a continuation may follow a close).
         self._message_owners: dict[str, _Owner] = {}
         self._tool_call_owners: dict[str, _Owner] = {}
@@ -244,7 +251,25 @@ class Verify(Transducer[Event, Event]):
     # -----------------------------------------------------------------------------------------
     # Driving
 
+    # The fast path (see ``_stage``): an untagged delta of an open item, inside a run.
+    @property
+    def fast_passes(self) -> Mapping[type, Container[str] | None]:
+        """By content delta class, the ids open now, while a run is active (else none):
+        :meth:`feed` begins by letting an untagged delta of one of them pass."""
+        return _NO_DELTA if self._gate else self._open_deltas
+
     def feed(self, item: Event) -> None:
+        if not self._gate:
+            ids = self._open_deltas.get(type(item))
+            delta: Any = item
+            if (
+                ids is not None
+                and delta.subagent_run_id is UNSET
+                and (delta.tool_call_id if type(delta) is ToolCallArgsEvent else delta.message_id)
+                in ids
+            ):
+                self.emit(item)
+                return
         kind = item.type
         if self._gate:
             self._check_gate(kind)
@@ -589,9 +614,6 @@ class Verify(Transducer[Event, Event]):
         self._reasoning_open(ev, self._reasoning_messages)
 
     def _reasoning_message_continue(self, ev: ReasoningMessageContentEvent) -> None:
-        # The common case (an untagged delta of an open message) needs no second call.
-        if ev.subagent_run_id is UNSET and ev.message_id in self._reasoning_messages:
-            return
         self._reasoning_continue(ev, self._reasoning_messages)
 
     def _reasoning_message_end(self, ev: ReasoningMessageEndEvent) -> None:
@@ -711,3 +733,7 @@ class Verify(Transducer[Event, Event]):
 
 def _step_owner(owner: _Owner) -> str:
     return "the parent agent" if owner is UNSET else f"subagent '{owner}'"
+
+
+Verify.fast_feed = Verify.feed
+_NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}

@@ -35,7 +35,7 @@ CONFIGS: dict[str, str] = {
     "decode": "`wrap()` from SSE bytes: framing, decoding, the entry stage, `drain()`",
     "expand_chunks": "+ `expand_chunks`",
     "verify": "+ `verify`",
-    "accumulate": "+ `accumulate` (from here on, the fused fast path)",
+    "accumulate": "+ `accumulate`",
     "full": "+ `ledger`: the full pipeline",
     "full-unfused": "the full pipeline without the fused fast path",
     "content": "the full pipeline on a stream of text deltas of one message (the fast path)",
@@ -50,7 +50,6 @@ def _child(config: str, n: int) -> None:
     import msgspec
 
     import agui_meta
-    from agui_meta import _fuse
     from agui_meta._framing import make_decoder
     from benchmarks import run
     from benchmarks._stages import stages
@@ -102,13 +101,15 @@ def _child(config: str, n: int) -> None:
         for f in frames:
             validate(f)
     else:
-        _fuse.ENABLED = config != "full-unfused"
+        fuse = config != "full-unfused"
         chain = stages(_LEVEL.get(config, 4), store=agui_meta.Store())
         source = content_chunks if config == "content" else sse_chunks
         reports: list[agui_meta.Report] = []
 
         async def main() -> None:
-            async with agui_meta.wrap(source, *chain, on_report=reports.append) as stream:
+            async with agui_meta.wrap(
+                source, *chain, on_report=reports.append, fuse=fuse
+            ) as stream:
                 await stream.drain()
 
         anyio.run(main)

@@ -11,15 +11,18 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 import agui_meta
+from tests.oracle import OracleUnavailable, oracle_required, prepare_oracle
 
 TIMEOUT = 30.0
 
@@ -50,6 +53,27 @@ def serve(app: Any) -> Iterator[str]:
         thread.join(TIMEOUT)
         sock.close()
     assert not thread.is_alive(), "the server did not stop"
+
+
+def official_http_agent(url: str, spec: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
+    """The official HttpAgent's run lines (``http_agent.cjs``), skipping without Node.js."""
+    try:
+        directory = prepare_oracle()
+    except OracleUnavailable as exc:
+        if oracle_required():
+            pytest.fail(f"the reference oracle is required but unavailable: {exc}")
+        pytest.skip(f"the reference oracle is unavailable: {exc}")
+    path = tmp / "runs.json"
+    path.write_text(json.dumps(spec))
+    done = subprocess.run(
+        ["node", str(directory / "http_agent.cjs"), url, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from msgspec import UNSET
 
 from agui_meta._chunks import ExpandChunks
+from agui_meta._driver import run_sync
 from agui_meta._events import (
     EVENT_TYPES,
     ActivityDeltaEvent,
@@ -53,7 +54,7 @@ from agui_meta._events import (
     ToolCallStartEvent,
 )
 from agui_meta._exceptions import ChunkError, Report
-from agui_meta._stage import Context, run_sync
+from agui_meta._stage import Context
 
 # Short names for the events the tests build by hand.
 TChunk = TextMessageChunkEvent

@@ -8,19 +8,20 @@ Servers that misbehave on purpose (``tests/servers.py``) check every error a use
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 import agui_meta
-from tests.oracle import OracleUnavailable, oracle_required, prepare_oracle
-from tests.servers import agent_app, serve
+from tests.servers import agent_app, official_http_agent, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -30,27 +31,6 @@ def server() -> Iterator[tuple[str, Any]]:
     app = agent_app(max_events=100, linger=0.5)
     with serve(app) as url:
         yield url, app
-
-
-def official_http_agent(url: str, spec: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
-    """The official HttpAgent's run lines (``http_agent.cjs``), skipping without Node.js."""
-    try:
-        directory = prepare_oracle()
-    except OracleUnavailable as exc:
-        if oracle_required():
-            pytest.fail(f"the reference oracle is required but unavailable: {exc}")
-        pytest.skip(f"the reference oracle is unavailable: {exc}")
-    path = tmp / "runs.json"
-    path.write_text(json.dumps(spec))
-    done = subprocess.run(
-        ["node", str(directory / "http_agent.cjs"), url, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 THREAD_SPEC: dict[str, Any] = {
@@ -346,3 +326,69 @@ def test_httpx_is_imported_only_when_a_run_starts() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+def readme_block(marker: str) -> str:
+    """The README's Python block that contains ``marker``."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    found = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL) if marker in b]
+    assert len(found) == 1, marker
+    return found[0]
+
+
+async def test_the_readme_client_example_runs(
+    server: tuple[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(readme_block("async def chat("), "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+    url, _ = server
+    await namespace["chat"](url + "/thread")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("['assistant'] [")  # the frontend tool call left pending
+    assert "TEXT_MESSAGE_END {'srv.model': 'm-2', 'srv.finish': 'stop'}" in lines
+    assert lines[-1].startswith("It is done. {'asked': 1, 'answers': 1} [TokenUsage(")
+
+
+async def test_the_readme_server_example_serves() -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    namespace: dict[str, Any] = {}
+    exec(compile(readme_block("async def endpoint("), "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+    app = Starlette(routes=[Route("/agent", namespace["endpoint"], methods=["POST"])])
+    with serve(app) as url:
+        agent = agui_meta.HttpAgent(url + "/agent")
+        await agent.run_agent()
+    assert agent.messages_wire() == [{"id": "m-1", "role": "assistant", "content": "Hello"}]
+
+
+async def test_user_stages_and_middleware_chain_in(server: tuple[str, Any]) -> None:
+    url, _ = server
+    seen_inputs: list[Any] = []
+
+    async def no_tools(input: Any, next: Any) -> AsyncIterator[Any]:
+        seen_inputs.append(input)
+        async for event in next.run(input):
+            if not event.type.startswith("TOOL_CALL"):
+                yield event
+
+    async def shout(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for event in events:
+            if isinstance(event, agui_meta.events.TextMessageContentEvent):
+                event = msgspec.structs.replace(event, delta=event.delta.upper())
+            yield event
+
+    agent = agui_meta.HttpAgent(
+        url + "/thread",
+        thread_id="mw",
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+        stages=[agui_meta.ExpandChunks(), shout],
+        middleware=[no_tools],
+    )
+    for run_id in ("m1", "m2"):  # the same stages serve every run
+        result = await agent.run_agent(run_id=run_id)
+        assert result.pending_tool_call_ids == []
+    assert [i.run_id for i in seen_inputs] == ["m1", "m2"]
+    assert seen_inputs[1].thread_id == "mw" and len(seen_inputs[1].messages) == 2
+    texts = [m.get("content") for m in agent.messages_wire()]
+    assert texts == ["hi", "LET ME CHECK THE WEATHER.", "LET ME CHECK THE WEATHER."]

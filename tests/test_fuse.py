@@ -1,9 +1,11 @@
-"""The fused fast path of the built-in stages (``agui_meta._fuse``) against the stages one by one.
+"""The fast path the built-in stages describe, run by the driver, against their own ``feed``s.
 
 The conformance and differential tests compare the stages one by one with the reference
-client; these compare the fused path with the stages one by one, on the same bytes: every
+client; these compare the fast path (``Runner(..., fuse=True)``) with the stages one by one
+(``fuse=False``), on the same input, for every chain of built-in stages the driver fuses: every
 output (the update, the item exactly as of that update, the event index), every report, the
-error that ends a stream, the store and the ledger must be equal.
+error that ends a stream, the store and the ledger must be equal, and the fast path must have
+been taken.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -23,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_meta
-from agui_meta import _fuse
-from agui_meta._stage import Context, Transducer, close_chain, connect_chain
+from agui_meta._driver import Runner
+from agui_meta._stage import Context, Transducer
 from benchmarks import workload
 from tests.strategies import cases, misordered_cases
 
@@ -57,56 +59,118 @@ def _history(case: dict[str, Any]) -> agui_meta.Store:
     return agui_meta.Store(case.get("messages") or [], case.get("state") or {})
 
 
+#: Every chain of built-in stages after enforce that makes sense: any subset of the four, in
+#: any order where accumulate (whose outputs are updates) comes after expand_chunks and verify.
+NAMES = ("expand", "verify", "accumulate", "ledger")
+CHAINS = [
+    chain
+    for size in range(len(NAMES) + 1)
+    for chain in itertools.permutations(NAMES, size)
+    if "accumulate" not in chain
+    or all(chain.index(n) < chain.index("accumulate") for n in ("expand", "verify") if n in chain)
+]
+DEFAULT = ("expand", "verify", "accumulate", "ledger")
+
+
+def _stages(names: tuple[str, ...], store: agui_meta.Store) -> dict[str, Transducer[Any, Any]]:
+    made: dict[str, Callable[[], Transducer[Any, Any]]] = {
+        "expand": agui_meta.ExpandChunks,
+        "verify": agui_meta.Verify,
+        "accumulate": lambda: agui_meta.Accumulate(store),
+        # A fixed clock: the ledger's receipt times are the same in both runs.
+        "ledger": lambda: agui_meta.Ledger(clock=lambda: 0.0),
+    }
+    return {name: made[name]() for name in names}
+
+
 def _run(
     frames: list[bytes],
     *,
-    fused: bool,
+    fuse: bool,
     mode: str = "default",
-    ledger: bool = True,
+    chain: tuple[str, ...] = DEFAULT,
     case: dict[str, Any] | None = None,
+    sse: bool = False,
+    decoded: bool = False,
 ) -> dict[str, Any]:
-    """The frames through enforce and the default stages; everything observable about it."""
-    _fuse.ENABLED = fused
+    """The frames through enforce and the stages; everything observable about it.
+
+    ``sse``: the frames as one SSE stream in 1 KiB chunks (the driver's batch loop), else one
+    frame per item; ``decoded``: events decoded beforehand, fed without enforce.
+    """
     minted = (uuid.UUID(int=n) for n in itertools.count())  # ids minted for THINKING_* events
     try:
         mock.patch.object(uuid, "uuid4", minted.__next__).start()
         reports: list[str] = []
-        # A fixed clock: the ledger's receipt times are the same in both runs.
-        led = agui_meta.Ledger(clock=lambda: 0.0)
-        stages = agui_meta.DefaultStages(_history(case or {}), ledger=led)
-        chain: list[Transducer[Any, Any]] = [agui_meta.Enforce(), *stages, _Record()]
-        if not ledger:
-            chain.remove(stages.ledger)
+        store = _history(case or {})
+        stages = _stages(chain, store)
+        calls = [0]
+        for stage in stages.values():  # count the calls of each stage's own feed
+            stage.feed = _counting(stage.feed, calls)  # type: ignore[method-assign]
+        record = _Record()
+        items: list[Any] = frames
+        head: list[Transducer[Any, Any]] = [agui_meta.Enforce()]
+        if decoded:
+            head = []
+            items = _decoded(frames)
+        elif sse:
+            data = b"".join(b"data: " + f + b"\n\n" for f in frames)
+            items = [data[i : i + 1024] for i in range(0, len(data), 1024)]
         ctx = Context(mode, lambda r: reports.append(repr(r)))  # type: ignore[arg-type]
-        head, chain = connect_chain(chain, lambda _: None, ctx)
-        assert (head == chain[0].feed) is not fused  # the fused path is in use, or not
+        runner = Runner(
+            [*head, *stages.values(), record], ctx, fuse=fuse, framing="sse" if sse else None
+        )
         error = None
         try:
-            for index, frame in enumerate(frames):
-                ctx.index = index
-                try:
-                    head(frame)
-                except agui_meta.DataError as exc:
-                    ctx.skip(exc)
-            close_chain(chain, ctx)
+            for item in items:
+                runner.feed(item)
+            runner.close()
         except agui_meta.AguiMetaError as exc:
             error = (type(exc).__name__, str(exc), ctx.index)
+        ledger = stages.get("ledger")
         return {
-            "outputs": chain[-1].seen,  # type: ignore[attr-defined]
+            "outputs": record.seen,
             "reports": reports,
             "error": error,
-            "messages": stages.store.messages_wire(),
-            "state": stages.store.state,
-            "ledger": stages.ledger.to_builtins() if ledger else None,
+            "messages": store.messages_wire(),
+            "state": store.state,
+            "ledger": None if ledger is None else ledger.to_builtins(),  # type: ignore[attr-defined]
+            "calls": calls[0],
+            "fused": runner.fused,
         }
     finally:
         mock.patch.stopall()
-        _fuse.ENABLED = True
+
+
+def _decoded(frames: list[bytes]) -> list[Any]:
+    decoder = agui_meta.EventDecoder(on_report=lambda r: None)
+    return [decoder.decode(f) for f in frames]
+
+
+def _decodes(frames: list[bytes]) -> bool:
+    try:
+        return None not in _decoded(frames)
+    except agui_meta.DataError:
+        return False
+
+
+def _counting(feed: Callable[[Any], None], calls: list[int]) -> Callable[[Any], None]:
+    def counted(item: Any) -> None:
+        calls[0] += 1
+        feed(item)
+
+    return counted
 
 
 def _assert_same(frames: list[bytes], **kw: Any) -> dict[str, Any]:
-    fused = _run(frames, fused=True, **kw)
-    assert fused == _run(frames, fused=False, **kw)
+    fused = _run(frames, fuse=True, **kw)
+    unfused = _run(frames, fuse=False, **kw)
+    assert fused.pop("fused") == len(kw.get("chain", DEFAULT)) + (not kw.get("decoded"))
+    assert unfused.pop("fused") == 0
+    fused_calls, unfused_calls = fused.pop("calls"), unfused.pop("calls")
+    assert fused == unfused
+    assert fused_calls <= unfused_calls
+    fused["skipped_calls"] = unfused_calls - fused_calls
     return fused
 
 
@@ -120,56 +184,90 @@ def _golden() -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-def test_the_default_chain_is_fused() -> None:
-    stages = [agui_meta.Enforce(), *agui_meta.DefaultStages()]
-    head, chain = connect_chain(stages, lambda _: None, Context())
-    assert head != chain[0].feed
-    # A subclass of a built-in stage may do anything: no fusion.
+def test_which_chains_are_fused() -> None:
+    store = agui_meta.Store()
+    default = Runner([agui_meta.Enforce(), *agui_meta.DefaultStages(store)], Context())
+    assert default.fused == 5
+    unverified = Runner([agui_meta.Enforce(), *agui_meta.DefaultStages(verify=False)], Context())
+    assert unverified.fused == 4
+    assert Runner([*agui_meta.DefaultStages()], Context()).fused == 4
+    assert Runner([*agui_meta.DefaultStages()], Context(), fuse=False).fused == 0
 
+    # A subclass that overrides feed offers no fast path: the run ends before it.
     class MyVerify(agui_meta.Verify):
+        def feed(self, item: Any) -> None:
+            super().feed(item)
+
+    mine = [agui_meta.Enforce(), agui_meta.ExpandChunks(), MyVerify(), agui_meta.Accumulate()]
+    assert Runner(mine, Context()).fused == 2
+    # A subclass that changes nothing keeps it.
+
+    class Quiet(agui_meta.Verify):
         pass
 
-    stages = [agui_meta.Enforce(), agui_meta.ExpandChunks(), MyVerify(), agui_meta.Accumulate()]
-    head, chain = connect_chain(stages, lambda _: None, Context())
-    assert head == chain[0].feed
+    quiet = [agui_meta.Enforce(), agui_meta.ExpandChunks(), Quiet(), agui_meta.Accumulate()]
+    assert Runner(quiet, Context()).fused == 4
+    # A user transducer ends the run; so does a stage that takes events after accumulate.
+    user = [agui_meta.Enforce(), agui_meta.ExpandChunks(), _Record(), agui_meta.Accumulate()]
+    assert Runner(user, Context()).fused == 2
+    after = [agui_meta.Enforce(), agui_meta.Accumulate(), agui_meta.Verify()]
+    assert Runner(after, Context()).fused == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_golden_cases(mode: str) -> None:
-    fast_paths = 0
+    skipped = 0
     for case in _golden():
         frames = _frames(case["events"])
-        for ledger in (True, False):
-            result = _assert_same(frames, mode=mode, ledger=ledger, case=case)
-        fast_paths += sum(1 for out in result["outputs"] if b"_CONTENT" in out[2])
-    assert fast_paths > 100
+        for chain in (DEFAULT, ("expand", "accumulate", "ledger"), ("expand", "accumulate")):
+            skipped += _assert_same(frames, mode=mode, chain=chain, case=case)["skipped_calls"]
+        _assert_same(frames, mode=mode, case=case, sse=True)
+        if _decodes(frames):
+            _assert_same(frames, mode=mode, case=case, decoded=True)
+    assert skipped > 100
+
+
+@pytest.mark.parametrize("chain", CHAINS, ids="-".join)
+def test_every_chain_on_the_golden_cases(chain: tuple[str, ...]) -> None:
+    skipped = 0
+    for case in itertools.islice(_golden(), 0, None, 4):  # a quarter of them, for every chain
+        result = _assert_same(_frames(case["events"]), chain=chain, case=case)
+        skipped += result["skipped_calls"]
+    assert skipped > 0 or not chain
 
 
 @pytest.mark.parametrize("chunked", [False, True])
 @pytest.mark.parametrize("history", [0, 50])
 def test_generated_workloads(chunked: bool, history: int) -> None:
     frames = workload.frames(3000, seed=7, chunked=chunked, history=history)
-    result = _assert_same(frames)
+    result = _assert_same(frames, sse=True)
     assert result["error"] is None and result["messages"]
+    assert result["skipped_calls"] > 1000 or chunked  # chunk streams stay open
+
+
+@pytest.mark.parametrize("chain", CHAINS, ids="-".join)
+def test_every_chain_on_a_generated_workload(chain: tuple[str, ...]) -> None:
+    frames = workload.frames(600, seed=11, chunked=True, history=5)
+    _assert_same(frames, chain=chain, sse=True)
 
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 
 @SETTINGS
-@given(case=cases(), mode=st.sampled_from(MODES))
-def test_generated_streams(case: dict[str, Any], mode: str) -> None:
-    _assert_same(_frames(case["events"]), mode=mode, case=case)
+@given(case=cases(), mode=st.sampled_from(MODES), chain=st.sampled_from(CHAINS))
+def test_generated_streams(case: dict[str, Any], mode: str, chain: tuple[str, ...]) -> None:
+    _assert_same(_frames(case["events"]), mode=mode, case=case, chain=chain)
 
 
 @SETTINGS
-@given(case=misordered_cases(), mode=st.sampled_from(MODES))
-def test_misordered_streams(case: dict[str, Any], mode: str) -> None:
-    _assert_same(_frames(case["events"]), mode=mode, case=case)
+@given(case=misordered_cases(), mode=st.sampled_from(MODES), chain=st.sampled_from(CHAINS))
+def test_misordered_streams(case: dict[str, Any], mode: str, chain: tuple[str, ...]) -> None:
+    _assert_same(_frames(case["events"]), mode=mode, case=case, chain=chain)
 
 
 def _delta(kind: str, id: str, **extra: Any) -> dict[str, Any]:
@@ -216,8 +314,8 @@ def test_every_precondition_of_the_fast_path(kind: str, mode: str) -> None:
         "unknown-member": [RUN, START[kind], _delta(kind, "m", extra=1)],
         "null-metadata": [RUN, START[kind], _delta(kind, "m", metadata=None)],
     }
-    for name, events in streams.items():
-        result = _assert_same(_frames(events), mode=mode)
+    for (name, events), sse in itertools.product(streams.items(), (False, True)):
+        result = _assert_same(_frames(events), mode=mode, sse=sse)
         if name in ("open", "many-brackets"):
             assert result["error"] is None and not result["reports"]
         elif name in ("nested-too-deep", "not-json", "not-open", "before-the-run", "after-the-run"):
@@ -232,26 +330,23 @@ def test_a_frame_source_through_the_pipeline() -> None:
     sse = b"".join(b"data: " + f + b"\n\n" for f in frames)
 
     async def run(fused: bool) -> tuple[Any, ...]:
-        _fuse.ENABLED = fused
-        try:
-            stages = agui_meta.DefaultStages(ledger=agui_meta.Ledger(clock=lambda: 0.0))
-            reports: list[agui_meta.Report] = []
-            async with agui_meta.wrap(
-                [sse[i : i + 4096] for i in range(0, len(sse), 4096)],
-                *stages,
-                mode="keep_going",
-                on_report=reports.append,
-            ) as stream:
-                updates = [(u.event, u.done, u.metadata) async for u in stream]
-            return (
-                msgspec.json.encode([u[0] for u in updates]),
-                [u[1:] for u in updates],
-                reports,
-                stages.store.messages_wire(),
-                stages.ledger.to_builtins(),
-            )
-        finally:
-            _fuse.ENABLED = True
+        stages = agui_meta.DefaultStages(ledger=agui_meta.Ledger(clock=lambda: 0.0))
+        reports: list[agui_meta.Report] = []
+        async with agui_meta.wrap(
+            [sse[i : i + 4096] for i in range(0, len(sse), 4096)],
+            *stages,
+            mode="keep_going",
+            on_report=reports.append,
+            fuse=fused,
+        ) as stream:
+            updates = [(u.event, u.done, u.metadata) async for u in stream]
+        return (
+            msgspec.json.encode([u[0] for u in updates]),
+            [u[1:] for u in updates],
+            reports,
+            stages.store.messages_wire(),
+            stages.ledger.to_builtins(),
+        )
 
     fused = anyio.run(run, True)
     assert fused == anyio.run(run, False)

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from agui_meta._driver import run_sync
 from agui_meta._events import AnyEvent, Event, Interrupt, TokenUsage
 from agui_meta._ledger import (
     Ledger,
@@ -29,7 +30,6 @@ from agui_meta._ledger import (
     RunSuccess,
     aggregate_token_usage,
 )
-from agui_meta._stage import run_sync
 
 # ---------------------------------------------------------------------------------------------
 # Streams (AG-UI wire JSON)

@@ -32,10 +32,10 @@ def _bare(wire: list[dict[str, Any]], **kw: Any) -> agui_meta.Ledger[Any]:
     return led
 
 
-def _behind_the_accumulator(wire: list[dict[str, Any]]) -> agui_meta.Ledger[Any]:
+def _behind_the_accumulator(wire: list[dict[str, Any]], fuse: bool = True) -> Ledger[Any]:
     led = Ledger(clock=_clock())
     stages = agui_meta.DefaultStages(verify=False, ledger=led)
-    run_sync([agui_meta.Enforce(), *stages], wire)
+    run_sync([agui_meta.Enforce(), *stages], wire, fuse=fuse)
     return led
 
 
@@ -130,13 +130,7 @@ def test_tool_call_records_on_bare_events() -> None:
 
 @pytest.mark.parametrize("fuse", [True, False])
 def test_behind_the_accumulator_the_records_are_the_stores(fuse: bool) -> None:
-    from agui_meta import _fuse
-
-    _fuse.ENABLED = fuse
-    try:
-        led = _behind_the_accumulator([*RUN, FINISHED])
-    finally:
-        _fuse.ENABLED = True
+    led = _behind_the_accumulator([*RUN, FINISHED], fuse=fuse)
     assert led.to_builtins() == _bare([*RUN, FINISHED]).to_builtins()
 
 
@@ -224,3 +218,12 @@ def test_the_bundled_streams(name: str) -> None:
         else:  # the START that expand_chunks synthesizes has no timestamp, as the reference's
             assert record.started_clock == "receipt"
     assert json.loads(led.to_json())["runs"]
+
+
+def test_records_behind_the_accumulator_are_plain_data() -> None:
+    # The store's merged metadata is copied into the record, so any encoder writes it.
+    led = _behind_the_accumulator([*RUN, FINISHED])
+    for tool in led.runs[0].tool_calls:
+        assert tool.metadata is msgspec.UNSET or type(tool.metadata) is dict
+        assert tool.result_metadata is msgspec.UNSET or type(tool.result_metadata) is dict
+    assert msgspec.to_builtins(led.runs[0])["toolCalls"][0]["metadata"] == {"p.a": 3, "p.b": 2}

@@ -28,7 +28,7 @@ END = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
 
 
 def stages() -> list[Any]:
-    return [agui_meta.enforce(), *agui_meta.default_stages()]
+    return [agui_meta.Enforce(), *agui_meta.DefaultStages()]
 
 
 def legacy_stream(deltas: int) -> list[dict[str, Any]]:

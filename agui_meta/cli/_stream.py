@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import IO, Any, Literal, TextIO
 
 import anyio
@@ -132,7 +132,11 @@ class StreamInput:
         tolerant = on_framing_error is not None
         decoder = make_decoder(self.format, invalid_utf8="frame" if tolerant else "raise")
         lines, offsets, progress = self._lines, self._offsets, self._progress
-        read, done = self._file.read, 0
+        # Standard input is read as its bytes arrive (read1), so that they are shown live.
+        read = (
+            getattr(self._file, "read1", self._file.read) if self.name == "-" else self._file.read
+        )
+        done = 0
         try:
             while True:
                 try:
@@ -200,8 +204,9 @@ def run_stream(
     on_report: Callable[[Report], None],
     lint: bool = False,
     report_unfinished: bool = False,
+    last: Sequence[Any] = (),
 ) -> tuple[StreamInput, DefaultStages[Store], Report | None]:
-    """Run the file named by ``args.file`` through the default pipeline.
+    """Run the file named by ``args.file`` through the default pipeline (then ``last``).
 
     Returns the input (its event count), the stages (the store, the ledger) and the error that
     stopped the pipeline (``None`` when it ran to the end).
@@ -218,7 +223,7 @@ def run_stream(
     async def run() -> None:
         frames = source.frames(deliver if mode == "keep_going" else None)
         try:
-            async with wrap(frames, *first, *stages, mode=mode, on_report=deliver) as stream:
+            async with wrap(frames, *first, *stages, *last, mode=mode, on_report=deliver) as stream:
                 await stream.drain()
         finally:
             frames.close()  # erases the progress indicator before anything is printed

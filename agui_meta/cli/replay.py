@@ -19,6 +19,7 @@ from .._exceptions import Report
 from .._stage import Mode
 from .._store import Store
 from ._command import Commands
+from ._live import LiveView
 from ._render import Style, format_report, pretty_json, render_ledger, render_transcript
 from ._stream import InputError, StreamInput, add_stream_arguments, plural, run_stream, use_color
 
@@ -65,7 +66,8 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "  agui-meta replay examples/streams/travel.sse\n"
             "  curl -sN -X POST http://localhost:8000/agent | agui-meta replay -\n"
             "  agui-meta replay --json examples/streams/support.jsonl | jq '.ledger.runs[].usage'\n"
-            "  agui-meta replay --keep-going examples/streams/broken.jsonl"
+            "  agui-meta replay --keep-going examples/streams/broken.jsonl\n"
+            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse"
         ),
     )
     add_stream_arguments(parser)
@@ -73,6 +75,13 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="print {messages, state, ledger, reports} as JSON instead (messages in wire JSON)",
+    )
+    parser.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
+        "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; needs "
+        "pip install 'agui-meta[otel,otlp]')",
     )
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
@@ -91,10 +100,39 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
     reports = _Reports()
+    export = None
+    if args.otlp:
+        from ._otlp import OtlpExport
+
+        try:
+            export = OtlpExport(args.otlp)
+        except RuntimeError as exc:
+            print(f"agui-meta: {exc}", file=sys.stderr)
+            return 2
+    style = Style(use_color(args))
+    # Standard input is shown live, as the bytes arrive (curl ... | agui-meta replay -).
+    live = LiveView(sys.stdout, style) if args.file == "-" and not args.json else None
     try:
-        source, stages, error = run_stream(args, mode=mode, on_report=reports.add)
+        source, stages, error = run_stream(
+            args,
+            mode=mode,
+            on_report=reports.add,
+            last=[
+                *([export.stage()] if export is not None else ()),
+                *([live] if live is not None else ()),
+            ],
+        )
     except InputError as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if live is not None:
+            live.close()
+        if export is not None:
+            export.close()
+    if export is not None and export.failures:
+        for failure in export.failures:
+            print(f"agui-meta: could not export {failure}", file=sys.stderr)
         return 2
     if error is not None:
         print(f"agui-meta: {format_report(args.file, error, Style(False))}", file=sys.stderr)
@@ -109,8 +147,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(_encode(result) + b"\n")
         sys.stdout.buffer.flush()
     else:
-        style = Style(use_color(args))
-        lines = list(_replay_lines(args.file, source, stages, reports, style))
+        lines = list(_replay_lines(args.file, source, stages, reports, style, live is None))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
     return 1 if reports.counts["error"] else 0
@@ -125,15 +162,21 @@ def _section(title: str, style: Style) -> str:
 
 
 def _replay_lines(
-    file: str, source: StreamInput, stages: DefaultStages[Store], reports: _Reports, style: Style
+    file: str,
+    source: StreamInput,
+    stages: DefaultStages[Store],
+    reports: _Reports,
+    style: Style,
+    transcript: bool = True,
 ) -> Iterator[str]:
     store = stages.store
     messages = len(store)
-    yield _section(f"conversation ({plural(messages, 'message')})", style)
-    if messages:
-        yield from render_transcript(store, style)
-    else:
-        yield style.dim("(no messages)")
+    if transcript:
+        yield _section(f"conversation ({plural(messages, 'message')})", style)
+        if messages:
+            yield from render_transcript(store, style)
+        else:
+            yield style.dim("(no messages)")
     if store.state not in ({}, None):
         yield ""
         yield _section("state", style)

@@ -1,0 +1,499 @@
+"""The driver: connects a chain of transducers, runs a stream through it and closes it.
+
+:class:`Runner` is the one loop every way of running stages goes through (``wrap()``'s
+segments, :func:`run_sync`, ``transduce``, the conformance runner, the tests): it frames byte
+chunks when asked to, numbers the events (``ctx.index``), attaches where a data error happened
+(event index; byte offset and line for a frame), skips it in keep-going mode, and closes the
+chain at the end.
+
+It also runs the fast path the stages describe (see ``_stage``): when the chain begins with a
+run of stages that offer one, a content delta of an open item that every one of them lets pass
+goes from its frame to the end of that run in one step, in a loop over the chunk's frames,
+without a call per stage. Everything else goes through the stages' ``feed``. ``fuse=False``
+connects the stages one by one (the tests compare both ways).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from ._decode import Enforce
+from ._events import ToolCallArgsEvent
+from ._exceptions import DataError, FramingError
+from ._framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    AutoDecoder,
+    Frame,
+    FrameDecoder,
+    Ignored,
+    InvalidUtf8,
+    ignored_report,
+    make_decoder,
+)
+from ._stage import CONTENT_DELTAS, Context, Mode, ReportHandler, Transducer
+
+__all__ = ["Runner", "close_chain", "connect_chain", "run_sync"]
+
+
+def connect_chain(
+    transducers: Iterable[Transducer[Any, Any]], sink: Callable[[Any], None], ctx: Context
+) -> tuple[Callable[[Any], None], list[Transducer[Any, Any]]]:
+    """Connect transducers first-to-last into ``sink``; returns the head's feed and the list."""
+    chain = list(transducers)
+    emit = sink
+    for t in reversed(chain):
+        emit = t.connect(emit, ctx)
+    return emit, chain
+
+
+def close_chain(chain: Iterable[Transducer[Any, Any]], ctx: Context) -> None:
+    """End of stream: close each transducer in order (a data error is skipped in keep-going mode)."""
+    ctx.index = -1
+    for t in chain:
+        try:
+            t.close()
+        except DataError as exc:
+            ctx.skip(exc)
+
+
+class _AllOf:
+    """Several stages' open ids: an id passes when every one holds it."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self, sets: list[Container[str]]) -> None:
+        self.sets = sets
+
+    def __contains__(self, key: object) -> bool:
+        return all(key in s for s in self.sets)
+
+
+class _FastPath:
+    """The fast path of the run of stages at the head of a chain that offer one."""
+
+    def __init__(self, chain: list[Transducer[Any, Any]], sink: Callable[[Any], None]) -> None:
+        i = 0
+        self.decode: Callable[[Any], Any] | None = None
+        if chain and _offers(chain[0]) and chain[0].fast_decode is not None:
+            self.decode = chain[0].fast_decode
+            i = 1
+        #: Where a decoded event goes when it does not take the fast path.
+        self.after_decode: Callable[[Any], None] = chain[i].feed if i < len(chain) else sink
+        self.filters: list[Transducer[Any, Any]] = []
+        self.converts: Mapping[type, Callable[[Any], Any]] | None = None
+        while i < len(chain):
+            t = chain[i]
+            if not _offers(t):
+                break
+            if t.fast_converts is not None:
+                if self.converts is not None:
+                    break  # one conversion per run: what follows sees its outputs
+                self.converts = t.fast_converts
+            elif t.fast_passes is None or (self.converts is not None and not t.fast_wrapped):
+                break
+            else:
+                self.filters.append(t)
+            i += 1
+        self.size = i
+        #: Where a candidate goes once the run let it pass.
+        self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
+        #: By candidate class: (the open ids, or None for any; the conversion, or None).
+        self.plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
+        self.tallies: list[dict[str, int]] = []
+        self._seen: tuple[int, ...] | None = None
+        self.useful = bool(self.filters) or self.converts is not None
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the stages' fast-path members again (after an event they saw themselves)."""
+        filters = self.filters
+        passes = [f.fast_passes for f in filters]
+        tallies = [f.fast_tally for f in filters]
+        seen = tuple(map(id, passes)) + tuple(map(id, tallies))
+        if seen == self._seen:
+            return
+        self._seen = seen
+        plans = self.plans
+        plans.clear()
+        converts = self.converts
+        for cls in CONTENT_DELTAS:
+            ids: list[Container[str]] = []
+            for p in passes:
+                if p is None or cls not in p:
+                    break
+                held = p[cls]
+                if held is not None:
+                    ids.append(held)
+            else:
+                convert = None
+                if converts is not None:
+                    convert = converts.get(cls)
+                    if convert is None:
+                        continue
+                plans[cls] = (
+                    None if not ids else ids[0] if len(ids) == 1 else _AllOf(ids),
+                    convert,
+                )
+        self.tallies[:] = [t for t in tallies if t is not None]
+
+
+def _offers(t: Transducer[Any, Any]) -> bool:
+    """Whether a stage offers a fast path: its members describe the ``feed`` it has."""
+    fast_feed = type(t).fast_feed
+    return fast_feed is not None and type(t).feed is fast_feed
+
+
+class Runner:
+    """One stream through a chain of transducers: the loop every way of running stages uses.
+
+    :meth:`feed` takes one source item: a byte/text chunk when ``framing`` is given (split into
+    frames, each an event), else one event (a frame, JSON text, a dict, an Event …). Each event
+    gets the next index in ``ctx.index`` (unless ``number=False``: a later segment of a pipeline
+    keeps the index its upstream set). A data error raised while an event goes through the
+    chain is located and skipped by :meth:`Context.skip` (raised unless in keep-going mode).
+    Outputs go to ``sink``, by default appended to :attr:`out`. :meth:`close` ends the stream;
+    with ``close_errors="raise"`` a data error while closing is raised in every mode (a
+    pipeline's source: a stream cut off inside a frame ends it), else it is skipped too.
+
+    >>> from agui_meta import DefaultStages, Enforce
+    >>> runner = Runner([Enforce(), *DefaultStages()], Context(), framing="sse")
+    >>> runner.feed(b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\\n\\n')
+    >>> [update.event.type for update in runner.out]
+    ['RUN_STARTED']
+    """
+
+    def __init__(
+        self,
+        transducers: Iterable[Transducer[Any, Any]],
+        ctx: Context,
+        sink: Callable[[Any], None] | None = None,
+        *,
+        fuse: bool = True,
+        framing: str | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        number: bool = True,
+        close_errors: str = "skip",
+    ) -> None:
+        self.ctx = ctx
+        self.out: list[Any] = []
+        sink = self.out.append if sink is None else sink
+        self._head, self.chain = connect_chain(transducers, sink, ctx)
+        fast = _FastPath(self.chain, sink) if fuse and self.chain else None
+        self._fast = fast if fast is not None and (fast.useful or fast.decode) else None
+        self._framing = framing
+        self._max_frame_size = max_frame_size
+        self._framer: FrameDecoder | None = None
+        # Lines given without their line ending (httpx's aiter_lines(), a list of
+        # json.dumps(event) strings): whether the last chunk left a line open, and whether
+        # the last one was such a line (see _line_ending).
+        self._mid_line = False
+        self._lines = False
+        self._number = number
+        self._count = 0
+        self._close_errors = close_errors
+
+    @property
+    def fused(self) -> int:
+        """How many stages at the head of the chain run on the fast path (0: none)."""
+        return 0 if self._fast is None else self._fast.size
+
+    # -- feeding -----------------------------------------------------------------------------
+
+    def feed(self, item: Any) -> None:
+        """One source item through the chain (see the class documentation)."""
+        if self._framing is not None and isinstance(item, (bytes, bytearray, memoryview, str)):
+            # A str chunk's lone surrogates become the bytes they would be (CESU-8), which the
+            # framer refuses as it refuses them in bytes: one rule for every source.
+            chunk = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
+            if b"\n" in chunk or b"\r" in chunk:
+                self._lines = False
+                self._mid_line = not chunk.endswith((b"\n", b"\r"))
+            elif self._line_ending(chunk):
+                chunk += b"\n"
+            elif chunk:
+                self._mid_line = True
+            framer = self._frames()
+            try:
+                frames = framer.feed(chunk)
+            except FramingError as exc:
+                raise exc.locate(index=self._count) from None
+            if framer.ignored:
+                self._run_noted(frames, framer.ignored)
+            else:
+                self._run_frames(frames)
+        elif type(item) is Frame:
+            self._run_frames([item])
+        else:
+            self._one(item)
+
+    def _run_noted(self, frames: list[Frame], ignored: list[Ignored]) -> None:
+        """``frames`` with a report for each line the framer ignored, in stream order."""
+        notes = list(ignored)
+        ignored.clear()
+        done = 0
+        for note in notes:
+            self._run_frames(frames[done : note.before])
+            done = max(done, note.before)
+            self.ctx.deliver(ignored_report(note, self._count))
+        self._run_frames(frames[done:])
+
+    def feed_all(self, items: Iterable[Any]) -> list[Any]:
+        """Feed every item, close, and return (and clear) every output."""
+        for item in items:
+            self.feed(item)
+        self.close()
+        return self.take()
+
+    def take(self) -> list[Any]:
+        """The outputs collected in :attr:`out` so far (which is cleared)."""
+        batch = self.out[:]
+        self.out.clear()
+        return batch
+
+    def close(self) -> None:
+        """End of stream: the frames still held, then each transducer's ``close``, in order."""
+        ctx = self.ctx
+        ctx.index = -1
+        if self._framer is not None:
+            try:
+                frames = self._framer.close()
+            except FramingError as exc:
+                raise exc.locate(index=self._count) from None
+            if self._framer.ignored:
+                self._run_noted(frames, self._framer.ignored)
+            else:
+                self._run_frames(frames)
+        for t in self.chain:
+            try:
+                t.close()
+            except DataError as exc:
+                if self._close_errors == "raise":
+                    raise
+                ctx.skip(exc)
+
+    # -- the loops ---------------------------------------------------------------------------
+
+    def _line_ending(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` is one whole line given without its line ending.
+
+        It is when it starts a line (the chunk before it ended one) and is complete by
+        itself: a JSON value (a JSON line), or an SSE ``data:`` line holding one; once such a
+        line came, the SSE lines between events (the blank line, comments, other fields) are
+        taken as lines too, until a chunk holds a line ending of its own. A chunk of a byte
+        stream that happens to end right before a line ending passes the same test: the
+        ending this adds then makes a blank line, which neither format minds.
+        """
+        if self._mid_line:
+            return False
+        if self._lines and (not chunk or chunk[:1] == b":" or not chunk.startswith(b"data:")):
+            return True
+        if chunk.startswith(b"data:"):
+            value = chunk[5:]
+        elif chunk[:1] in (b"{", b" ", b"\t", b"["):
+            value = chunk
+        else:
+            return False
+        try:
+            msgspec.json.decode(value)
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        self._lines = True
+        return True
+
+    def _frames(self) -> FrameDecoder:
+        if self._framer is None:
+            fmt = self._framing
+            invalid_utf8: InvalidUtf8 = "frame" if self.ctx.mode == "keep_going" else "raise"
+            self._framer = (
+                AutoDecoder(max_frame_size=self._max_frame_size, invalid_utf8=invalid_utf8)
+                if fmt == "auto"
+                else make_decoder(
+                    fmt,  # type: ignore[arg-type]
+                    max_frame_size=self._max_frame_size,
+                    invalid_utf8=invalid_utf8,
+                )
+            )
+        return self._framer
+
+    def _one(self, item: Any) -> None:
+        """One event that is not a frame."""
+        ctx = self.ctx
+        if self._number:
+            ctx.index = self._count
+            self._count += 1
+        fast = self._fast
+        try:
+            if fast is None:
+                self._head(item)
+                return
+            if fast.decode is not None:
+                if type(item) is not bytes:
+                    self._head(item)  # the decoding stage's own way
+                    fast.refresh()
+                    return
+                event = fast.decode(item)
+                if event is None:
+                    self._head(item)  # the decoding stage says what is wrong, and where
+                    fast.refresh()
+                    return
+            else:
+                event = item
+            cls = type(event)
+            plan = fast.plans.get(cls)
+            if plan is not None and event.subagent_run_id is UNSET:
+                ids, convert = plan
+                if (
+                    ids is None
+                    or (event.tool_call_id if cls is ToolCallArgsEvent else event.message_id) in ids
+                ):
+                    fast.tail(event if convert is None else convert(event))
+                    kind = cls.type
+                    for tally in fast.tallies:
+                        tally[kind] = tally.get(kind, 0) + 1
+                    return
+            fast.after_decode(event)
+        except DataError as exc:
+            ctx.skip(exc)
+        if fast is not None:
+            fast.refresh()
+
+    def _run_frames(self, frames: list[Frame]) -> None:
+        """A chunk's frames, as one batch: the fast path inline, the rest through the stages."""
+        fast = self._fast
+        if fast is None or fast.decode is None:
+            for frame in frames:
+                self._frame_slow(frame, fast)
+            return
+        ctx = self.ctx
+        decode = fast.decode
+        plans = fast.plans
+        tallies = fast.tallies
+        tail = fast.tail
+        after_decode = fast.after_decode
+        number = self._number
+        index = self._count
+        try:
+            for frame in frames:
+                if number:
+                    ctx.index = index
+                    index += 1
+                try:
+                    if frame.error is not None:
+                        self._bad_frame(frame)
+                        continue
+                    event = decode(frame.data)
+                    if event is None:
+                        self._head(frame)  # the decoding stage says what is wrong, and where
+                    else:
+                        cls = type(event)
+                        plan = plans.get(cls)
+                        if plan is not None and event.subagent_run_id is UNSET:
+                            ids, convert = plan
+                            if (
+                                ids is None
+                                or (
+                                    event.tool_call_id
+                                    if cls is ToolCallArgsEvent
+                                    else event.message_id
+                                )
+                                in ids
+                            ):
+                                tail(event if convert is None else convert(event))
+                                if tallies:
+                                    kind = cls.type
+                                    for tally in tallies:
+                                        tally[kind] = tally.get(kind, 0) + 1
+                                continue
+                        after_decode(event)
+                except DataError as exc:
+                    exc.locate(offset=frame.offset, line=frame.line)
+                    ctx.skip(exc)
+                fast.refresh()
+        finally:
+            self._count = index
+
+    def _frame_slow(self, frame: Frame, fast: _FastPath | None) -> None:
+        ctx = self.ctx
+        if self._number:
+            ctx.index = self._count
+            self._count += 1
+        try:
+            if frame.error is not None:
+                self._bad_frame(frame)
+            else:
+                self._head(frame)
+        except DataError as exc:
+            exc.locate(offset=frame.offset, line=frame.line)
+            ctx.skip(exc)
+        if fast is not None:
+            fast.refresh()
+
+    def _bad_frame(self, frame: Frame) -> None:
+        """A frame that is not UTF-8: one bad event (raised unless in keep-going mode)."""
+        error = frame.error
+        assert error is not None
+        # Report a fresh copy: the frame's own is never raised.
+        raise FramingError(error.reason, offset=error.offset, line=error.line)
+
+
+def run_sync(
+    transducers: Iterable[Transducer[Any, Any]],
+    items: Iterable[Any],
+    *,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    ctx: Context | None = None,
+    fuse: bool = True,
+) -> list[Any]:
+    """Run items through transducers synchronously and return every output (for tests, CLIs).
+
+    Each item is one event. When the first stage takes events
+    (:attr:`~agui_meta.Transducer.takes_events`: every built-in event stage), items in an
+    event's wire form (a dict, the JSON of one event as ``bytes``/``str``, an ``ag_ui.core``
+    model, a frame) are decoded first, with the reports and errors of
+    :class:`~agui_meta.Enforce`, as ``wrap()`` does; anything else (events, updates, your own
+    items) passes as it is. ``fuse=False`` runs every stage's ``feed`` (no fast path).
+
+    >>> import agui_meta
+    >>> stages = agui_meta.DefaultStages()
+    >>> _ = run_sync(stages, [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+    >>> stages.ledger.runs[0].run_id
+    'r'
+    """
+    transducers = list(transducers)
+    if transducers and transducers[0].takes_events:
+        transducers.insert(0, _DecodeWire())
+    ctx = ctx or Context(mode, on_report)
+    try:
+        return Runner(transducers, ctx, fuse=fuse).feed_all(items)
+    finally:
+        ctx.finish()
+
+
+#: What run_sync() decodes before a stage that takes events (and pydantic models).
+_WIRE_FORMS = (Mapping, bytes, bytearray, memoryview, str, Frame)
+
+
+class _DecodeWire(Transducer[Any, Any]):
+    """run_sync()'s entry: decodes wire forms with an Enforce, passes everything else."""
+
+    def __init__(self) -> None:
+        self._enforce = Enforce()
+
+    def connect(self, emit: Callable[[Any], None], ctx: Context) -> Callable[[Any], None]:
+        decode = self._enforce.connect(emit, ctx)
+
+        def feed(item: Any) -> None:
+            if isinstance(item, _WIRE_FORMS) or hasattr(item, "model_dump"):
+                decode(item)
+            else:
+                emit(item)
+
+        self.emit = emit
+        self.ctx = ctx
+        self.feed = feed  # type: ignore[method-assign]
+        return feed

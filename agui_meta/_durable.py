@@ -1,0 +1,385 @@
+"""A thread processed entry by entry, with results that a crash can neither lose nor repeat.
+
+This is the engine-free core of the Redis workers (:mod:`agui_meta.redis`): it knows nothing of
+Redis, so the same code runs a worker's shards and the single-process reference run
+(:func:`run_local`) that the workers' results are tested against.
+
+Input arrives as :class:`Envelope`s: a frame-aligned batch of one thread's events (their JSON
+text) with the source that sent it and that source's sequence number, or an end-of-source
+marker. A thread is processed in *segments*: a segment starts from the thread's last snapshot
+with a fresh pipeline (``enforce → expand_chunks → verify → accumulate → ledger``, keep-going
+mode, unfinished runs reported as ``validate`` reports them) and takes whole entries until, after
+an entry, no run is open; then it closes, and the thread's next snapshot is taken. An end marker
+or an inactivity timeout closes an open segment early, with the reports ``validate`` gives for a
+stream that ends there.
+
+Every entry yields :class:`Output`s: each completed item with its merged metadata (``"item"``),
+each ended run's ledger record (``"run"``) and each report (``"report"``), keyed
+``{thread}/{source}/{seq}/{n}`` (``…/{seq}/idle/{n}`` for a timeout's close): the same entries
+give the same keys and values however often they are processed. :class:`ThreadState` tracks an
+*emitted-up-to* watermark (the last entry whose outputs were committed): an entry at or below it
+is processed again only to rebuild the run, its outputs and counters suppressed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET
+
+from ._decode import Enforce
+from ._defaults import DefaultStages
+from ._driver import close_chain, connect_chain
+from ._exceptions import DataError, Report
+from ._ledger import Ledger, RunRecord
+from ._metadata import enc_hook
+from ._stage import Context
+from ._threads import ThreadSnapshot
+from ._verify import Verify
+
+__all__ = [
+    "Changes",
+    "Envelope",
+    "LocalResult",
+    "Output",
+    "ThreadState",
+    "entry_key",
+    "envelopes",
+    "run_local",
+    "usage_fields",
+]
+
+OutputKind = Literal["item", "run", "report"]
+
+
+class Envelope(msgspec.Struct, array_like=True, frozen=True):
+    """One stream entry: a batch of ``thread``'s events, or its source's end (``end=True``).
+
+    ``frames`` are the events' JSON text, in order, as the source framed them. ``seq`` numbers
+    the source's envelopes from 1, so that a producer's retry of an envelope is recognised.
+    ``received`` is when ingest cut it (milliseconds since the Unix epoch): the time of receipt
+    the ledger gives events without a ``timestamp``, the same however often it is processed.
+    """
+
+    thread: str
+    source: str
+    seq: int
+    frames: list[bytes] = msgspec.field(default_factory=list)
+    end: bool = False
+    received: int = 0
+
+    def encode(self) -> bytes:
+        return _pack(self)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Envelope:
+        return _unpack(data)
+
+
+_pack = msgspec.msgpack.Encoder().encode
+_unpack = msgspec.msgpack.Decoder(Envelope).decode
+
+
+class Output(msgspec.Struct, frozen=True, kw_only=True):
+    """One result, with a key that stays the same however often its entry is processed."""
+
+    key: str
+    thread: str
+    kind: OutputKind
+    data: Any
+
+    def encode(self) -> bytes:
+        return _json(self.data)
+
+
+_json = msgspec.json.Encoder(enc_hook=enc_hook).encode
+
+
+class _Type(msgspec.Struct):
+    type: str = ""
+
+
+_peek_type = msgspec.json.Decoder(_Type).decode
+_TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+def _terminal(frame: bytes) -> bool:
+    try:
+        return _peek_type(frame).type in _TERMINAL
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+
+
+def envelopes(
+    frames: Iterable[bytes],
+    *,
+    thread: str,
+    source: str,
+    batch: int = 64,
+    first_seq: int = 1,
+    end: bool = True,
+    clock: Callable[[], float] = time.time,
+) -> Iterator[Envelope]:
+    """Cut a thread's frames into envelopes of at most ``batch`` frames, numbered from ``first_seq``.
+
+    An envelope also ends after each ``RUN_FINISHED`` or ``RUN_ERROR``, so that a run's end
+    never shares an entry with the next run's start (the entry can be acknowledged at once).
+    With ``end=True`` an end-of-source marker follows the last envelope. The cut depends only
+    on the frames and ``batch``: a retry with the same arguments yields envelopes with the same
+    numbers and events (``clock()``, in seconds, stamps each with its time of receipt).
+
+    >>> frames = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+    ...           b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}']
+    >>> [(e.seq, len(e.frames), e.end) for e in envelopes(frames, thread="t", source="s")]
+    [(1, 2, False), (2, 0, True)]
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, not {batch}")
+    seq = first_seq
+    held: list[bytes] = []
+    for frame in frames:
+        held.append(frame)
+        if len(held) >= batch or _terminal(frame):
+            yield Envelope(thread, source, seq, held, received=int(clock() * 1000))
+            seq += 1
+            held = []
+    if held:
+        yield Envelope(thread, source, seq, held, received=int(clock() * 1000))
+        seq += 1
+    if end:
+        yield Envelope(thread, source, seq, end=True, received=int(clock() * 1000))
+
+
+def entry_key(entry_id: str) -> tuple[int, int]:
+    """A stream entry id (``"1700000000000-3"``) as a comparable pair."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
+    """The usage counters the ended runs ``records`` add: tokens per provider/model, runs per status.
+
+    Token counters are named ``tokens|{provider}|{model}|{count}`` (``count`` as on the wire:
+    ``inputTokens``…), run counters ``runs|{status}``.
+    """
+    out: dict[str, int] = {}
+    for record in records:
+        name = f"runs|{record.status}"
+        out[name] = out.get(name, 0) + 1
+        for entry in record.usage:
+            provider = "" if entry.provider is UNSET else entry.provider
+            model = "" if entry.model is UNSET else entry.model
+            for count, value in msgspec.to_builtins(entry).items():
+                if count in ("provider", "model"):
+                    continue
+                name = f"tokens|{provider}|{model}|{count}"
+                out[name] = out.get(name, 0) + value
+    return out
+
+
+def _report_data(report: Report, at: tuple[str, int, int] | None) -> dict[str, Any]:
+    data = {
+        k: v
+        for k, v in msgspec.to_builtins(report, enc_hook=enc_hook).items()
+        if v is not None and k not in ("offset", "line")
+    }
+    if at is not None:
+        data["source"], data["seq"], data["frame"] = at
+    return data
+
+
+class _Segment:
+    """One segment of a thread: a fresh pipeline over the entries since the last snapshot."""
+
+    def __init__(self, base: ThreadSnapshot) -> None:
+        self.base = base
+        self.store = base.to_store()
+        self.ended: dict[int, RunRecord] = {}
+        self.now = 0  # the time of receipt of the entry being processed
+        ledger: Ledger[Any] = Ledger(on_run=self._run, clock=lambda: self.now)
+        self.stages = DefaultStages(
+            self.store, verify=Verify(report_unfinished=True), ledger=ledger
+        )
+        self.ctx = Context("keep_going", self._report)
+        self.feed, self.chain = connect_chain([Enforce(), *self.stages], self._update, self.ctx)
+        self.events = 0
+        self.entry_ids: list[str] = []
+        self.where: list[tuple[str, int, int]] = []  # per event: (source, seq, frame)
+        self.out: list[tuple[OutputKind, Any]] = []
+
+    def _update(self, update: Any) -> None:
+        item = update.item
+        if update.done and item is not None:
+            self.out.append(("item", {"event": update.event.type, "item": item.to_wire()}))
+
+    def _run(self, record: RunRecord) -> None:
+        self.ended[id(record)] = record
+        self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
+
+    def _report(self, report: Report) -> None:
+        index = report.index
+        at = self.where[index] if index is not None and 0 <= index < len(self.where) else None
+        self.out.append(("report", _report_data(report, at)))
+
+    @property
+    def open(self) -> bool:
+        return self.stages.ledger.current is not None
+
+    def take(self, envelope: Envelope) -> None:
+        ctx, feed = self.ctx, self.feed
+        self.now = envelope.received
+        for n, frame in enumerate(envelope.frames):
+            ctx.index = self.events
+            self.events += 1
+            self.where.append((envelope.source, envelope.seq, n))
+            try:
+                feed(frame)
+            except DataError as exc:
+                ctx.skip(exc)
+
+    def close(self) -> ThreadSnapshot | None:
+        if not self.events:
+            return None  # an end marker with nothing before it: nothing to close, no version
+        close_chain(self.chain, self.ctx)
+        return self.base.advance(self.store, self.ended.values())
+
+
+class Changes(msgspec.Struct, kw_only=True):
+    """What processing entries changed, to be committed at once (then :meth:`ThreadState.take`).
+
+    ``snapshot`` is the thread's new snapshot when a segment closed (``None`` otherwise),
+    ``acks`` the entries that closed segments covered (all of them, acknowledged together),
+    ``watermark`` the last entry whose outputs are in ``outputs`` (``None``: unchanged),
+    ``usage`` the counters to add, ``entries`` the entries counted for the first time.
+    """
+
+    outputs: list[Output] = msgspec.field(default_factory=list)
+    acks: list[str] = msgspec.field(default_factory=list)
+    snapshot: ThreadSnapshot | None = None
+    watermark: str | None = None
+    usage: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class ThreadState:
+    """One thread between commits: its last stored snapshot, the open segment, the watermark.
+
+    :param snapshot: the thread's stored snapshot (``ThreadSnapshot(thread_id=…)`` when none).
+    :param watermark: the id of the last entry whose outputs were committed (``None``: none).
+    """
+
+    def __init__(self, snapshot: ThreadSnapshot, watermark: str | None = None) -> None:
+        self.thread_id = snapshot.thread_id
+        #: The snapshot in the store (what the next commit's compare-and-set expects).
+        self.stored = snapshot
+        self._latest = snapshot
+        self._watermark = entry_key(watermark) if watermark else (-1, -1)
+        self._segment: _Segment | None = None
+        self._changes = Changes()
+        self._last: tuple[str, int] | None = None
+
+    @property
+    def open(self) -> bool:
+        """Whether entries are held in an open segment (so are still pending)."""
+        return self._segment is not None
+
+    def apply(self, entry_id: str, envelope: Envelope) -> None:
+        """Process one entry (in stream order); its changes join those of :meth:`take`."""
+        segment = self._segment
+        if segment is None:
+            segment = self._segment = _Segment(self._latest)
+        segment.entry_ids.append(entry_id)
+        fresh = entry_key(entry_id) > self._watermark
+        mark = len(segment.out)
+        segment.take(envelope)
+        self._last = (envelope.source, envelope.seq)
+        if envelope.end or not segment.open:
+            self._close(segment)
+        self._collect(segment, mark, fresh, f"{self.thread_id}/{envelope.source}/{envelope.seq}")
+        if fresh:
+            changes = self._changes
+            changes.watermark = entry_id
+            changes.usage["entries"] = changes.usage.get("entries", 0) + 1
+            changes.usage["events"] = changes.usage.get("events", 0) + len(envelope.frames)
+            self._watermark = entry_key(entry_id)
+
+    def close_idle(self) -> None:
+        """Close the open segment as if its source had ended (the inactivity timeout)."""
+        segment = self._segment
+        if segment is None:
+            return
+        mark = len(segment.out)
+        self._close(segment)
+        source, seq = self._last or ("", 0)
+        self._collect(segment, mark, True, f"{self.thread_id}/{source}/{seq}/idle")
+
+    def _collect(self, segment: _Segment, mark: int, fresh: bool, prefix: str) -> None:
+        if not fresh:
+            return
+        thread, outputs = self.thread_id, self._changes.outputs
+        for n, (kind, data) in enumerate(segment.out[mark:]):
+            outputs.append(Output(key=f"{prefix}/{n}", thread=thread, kind=kind, data=data))
+
+    def _close(self, segment: _Segment) -> None:
+        snapshot = segment.close()
+        self._segment = None
+        changes = self._changes
+        changes.acks.extend(segment.entry_ids)
+        if snapshot is not None:
+            self._latest = changes.snapshot = snapshot
+            for name, value in usage_fields(segment.ended.values()).items():
+                changes.usage[name] = changes.usage.get(name, 0) + value
+
+    def take(self) -> Changes:
+        """The changes since the last call (the caller commits them, all or nothing)."""
+        changes, self._changes = self._changes, Changes()
+        self.stored = self._latest
+        return changes
+
+
+class LocalResult(msgspec.Struct, kw_only=True):
+    """What :func:`run_local` produced: thread snapshots, outputs in order, usage counters."""
+
+    threads: dict[str, ThreadSnapshot]
+    outputs: list[Output]
+    usage: dict[str, int]
+    pending: dict[str, int]
+
+
+def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
+    """Process envelopes in one process, in order: the reference the workers must equal.
+
+    A source's envelope whose ``seq`` was already taken is a retry and is skipped, as ingest
+    skips it. ``pending`` counts, per thread, the entries of a run still open at the end.
+    """
+    threads: dict[str, ThreadState] = {}
+    last_seq: dict[str, int] = {}
+    snapshots: dict[str, ThreadSnapshot] = {}
+    outputs: list[Output] = []
+    usage: dict[str, int] = {}
+    pending: dict[str, int] = {}
+    for n, envelope in enumerate(envelopes, 1):
+        if envelope.seq <= last_seq.get(envelope.source, 0):
+            continue
+        last_seq[envelope.source] = envelope.seq
+        state = threads.get(envelope.thread)
+        if state is None:
+            state = threads[envelope.thread] = ThreadState(
+                ThreadSnapshot(thread_id=envelope.thread)
+            )
+        state.apply(f"0-{n}", envelope)
+        changes = state.take()
+        outputs.extend(changes.outputs)
+        if changes.snapshot is not None:
+            snapshots[envelope.thread] = changes.snapshot
+        for name, value in changes.usage.items():
+            usage[name] = usage.get(name, 0) + value
+        pending[envelope.thread] = pending.get(envelope.thread, 0) + 1 - len(changes.acks)
+    return LocalResult(
+        threads=snapshots,
+        outputs=outputs,
+        usage=usage,
+        pending={t: n for t, n in pending.items() if n},
+    )

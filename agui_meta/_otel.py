@@ -1,0 +1,703 @@
+"""OpenTelemetry for AG-UI streams: runs, tool calls, steps and subagents as spans, and metrics.
+
+:func:`otel` is a pass-through stage (extra ``otel``: it needs ``opentelemetry-api`` only; an
+SDK, exporters and their configuration are the application's). It goes anywhere in a chain
+after the source, before or after the default stages, and uses the global tracer and meter
+providers unless it is given its own. It follows the OpenTelemetry semantic conventions for
+generative AI (development status; the ``gen_ai_latest_experimental`` names), as written in
+``open-telemetry/semantic-conventions-genai``:
+
+- ``docs/gen-ai/gen-ai-agent-spans.md``: a run is an *invoke agent* span, named
+  ``invoke_agent {gen_ai.agent.name}`` (``invoke_agent`` when no ``agent_name`` is given), kind
+  ``CLIENT`` (the agent is remote to the stream's consumer), with ``gen_ai.operation.name`` =
+  ``invoke_agent``, ``gen_ai.conversation.id`` = the thread id, ``gen_ai.agent.name``, and
+  ``gen_ai.provider.name`` / ``gen_ai.request.model`` when the run's usage names exactly one;
+  a tool call is an *execute tool* span, ``execute_tool {gen_ai.tool.name}``, kind ``INTERNAL``,
+  with ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` and ``gen_ai.tool.type`` = ``function``
+  (AG-UI tool calls are executed by the client); ``gen_ai.tool.call.arguments`` and
+  ``gen_ai.tool.call.result`` (opt-in attributes there) only with ``capture_content=True``;
+  a subagent is a nested ``invoke_agent {name}`` span (kind ``INTERNAL``, the *invoke agent
+  internal span*) under its parent tool call (else its parent subagent, else the run);
+- ``docs/gen-ai/gen-ai-spans.md`` and the attribute registry: usage from RUN_FINISHED and
+  RUN_ERROR becomes ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``,
+  ``gen_ai.usage.cache_read.input_tokens``, ``gen_ai.usage.cache_creation.input_tokens`` and
+  ``gen_ai.usage.reasoning.output_tokens`` (AG-UI's ``inputTokens`` already include the cached
+  and cache-written parts and ``outputTokens`` the reasoning part, as the conventions count
+  them); ``error.type`` (RUN_ERROR's ``code``, else ``_OTHER``) and an ``ERROR`` status;
+- ``docs/gen-ai/gen-ai-metrics.md``: the ``gen_ai.client.token.usage`` histogram (``{token}``,
+  ``gen_ai.token.type`` = ``input``/``output``, buckets 1, 4, 16, … 67108864),
+  ``gen_ai.invoke_agent.duration`` (s, buckets 0.1 … 409.6) and ``gen_ai.execute_tool.duration``
+  (s, buckets 0.01 … 81.92), with the attributes listed there.
+
+AG-UI's own facts use the ``agui.`` namespace: ``agui.run.id``, ``agui.run.parent_id``,
+``agui.run.status`` (``finished``, ``error``, ``incomplete``), ``agui.run.outcome``
+(``success``, ``interrupt``, ``cancelled``), ``agui.run.pending_tool_call_ids``, one
+``agui.interrupt`` span event per interrupt (``agui.interrupt.id``, ``.reason``,
+``.tool_call_id``), ``agui.tool_call.pending`` (still waiting for its result when the run
+ended), ``agui.tool_call.parent_message_id``, ``agui.tool_call.result_message_id``,
+``agui.tool_call.arguments_length``; steps are ``INTERNAL`` spans ``step {name}`` with
+``agui.step.name``. Two counters: ``agui.events`` (by ``agui.event.type``) and ``agui.reports``
+(by ``agui.report.code`` and ``agui.report.severity``: every report of the pipeline, whichever
+stage made it).
+
+Times are the ledger's (:mod:`agui_meta._ledger`): an event's ``timestamp`` when it has one,
+else the time it was received, so a recorded stream exports after the fact with its own times.
+A run's span starts at RUN_STARTED and ends at RUN_FINISHED or RUN_ERROR; a tool call's from
+its start to its result, or at the run's end when no result came; spans still open when the
+stream ends end with the run (``agui.run.status`` = ``incomplete``, an ``ERROR`` status with
+``error.type`` = ``incomplete``). A RUN_ERROR after its run's RUN_FINISHED is counted but cannot
+change the span, which has ended.
+
+Trace context: a W3C ``traceparent`` under the run's metadata key ``w3c.traceparent`` (with
+``w3c.tracestate``, when present) — in RUN_STARTED's metadata — parents the run's span;
+otherwise the current context does.
+
+What leaves the process: ids, names, counts, times, statuses, and nothing else — no metadata
+value unless ``attributes`` maps its key to an attribute name (for run, step, subagent,
+tool-call and interrupt metadata; a tool call's is its merged metadata), no message content
+unless ``capture_content`` is on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from msgspec import UNSET, UnsetType
+
+from ._events import (
+    EVENT_TYPES,
+    Event,
+    Metadata,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ._exceptions import Report
+from ._ledger import (
+    Ledger,
+    RunCancelled,
+    RunInterrupted,
+    RunRecord,
+    RunSuccess,
+    StepRecord,
+    SubagentRecord,
+    ToolCallRecord,
+)
+from ._stage import Context, Transducer
+from ._usage import UsageMeter
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context as OtelContext
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import Span, TracerProvider
+
+__all__ = ["TRACEPARENT_KEY", "TRACESTATE_KEY", "OTel", "otel"]
+
+T = TypeVar("T")
+
+#: The run-metadata key of a W3C ``traceparent`` that parents the run's span.
+TRACEPARENT_KEY = "w3c.traceparent"
+#: The run-metadata key of the W3C ``tracestate`` that goes with it.
+TRACESTATE_KEY = "w3c.tracestate"
+
+#: Instrumentation scope of the tracer and the meter.
+SCOPE = "agui_meta"
+#: Explicit bucket boundaries the GenAI semantic conventions give (gen-ai-metrics.md).
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                 16777216, 67108864)  # fmt: skip
+AGENT_BUCKETS = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6)
+TOOL_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                40.96, 81.92)  # fmt: skip
+
+_USAGE_ATTRIBUTES = (
+    ("input_tokens", "gen_ai.usage.input_tokens"),
+    ("output_tokens", "gen_ai.usage.output_tokens"),
+    ("cached_input_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("cache_write_input_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+_EVENT_CLASSES = frozenset(EVENT_TYPES.values())
+_INT64 = 2**63
+
+
+#: The range of OTLP's ``fixed64`` times: a producer's timestamp outside it is clamped.
+_MAX_NS = 2**64 - 1
+
+
+def _ns(ms: float | UnsetType) -> int | None:
+    """Milliseconds since the epoch (the ledger's times) as OpenTelemetry's nanoseconds.
+
+    Clamped to what OTLP can carry (0 … 2**64 - 1 ns): an AG-UI ``timestamp`` may be any safe
+    integer, negative or far in the future, and an exporter would fail on the whole batch.
+    """
+    if isinstance(ms, UnsetType):
+        return None
+    ns = ms * 1_000_000 if isinstance(ms, int) else round(ms * 1_000_000)
+    return min(max(ns, 0), _MAX_NS)
+
+
+def _seconds(start: float | UnsetType, end: float | UnsetType) -> float | None:
+    if isinstance(start, UnsetType) or isinstance(end, UnsetType):
+        return None
+    return max(0.0, (end - start) / 1000.0)
+
+
+def _attribute_value(value: Any) -> Any:
+    """A metadata value as an attribute value: scalars as they are, anything else as JSON."""
+    if isinstance(value, (bool, str, float)):
+        return value
+    if isinstance(value, int):
+        return value if -_INT64 <= value < _INT64 else str(value)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _event_of(item: object) -> Event | None:
+    if isinstance(item, Event):
+        return item
+    event = getattr(item, "event", None)
+    return event if isinstance(event, Event) else None
+
+
+class _Spans:
+    """The spans of the open run."""
+
+    __slots__ = ("args", "live", "record", "span", "steps", "subagents", "tools")
+
+    def __init__(self, record: RunRecord, span: Span) -> None:
+        self.record = record
+        self.span = span
+        self.tools: dict[str, tuple[ToolCallRecord, Span]] = {}
+        self.live: dict[str, Any] = {}  # the store's tool call, behind the accumulator
+        self.args: dict[str, list[str]] = {}  # argument deltas, with capture on bare events
+        self.steps: list[tuple[StepRecord, Span]] = []
+        self.subagents: dict[str, tuple[SubagentRecord, Span]] = {}
+
+
+class OTel(Transducer[T, T]):
+    """The OpenTelemetry stage (see the module documentation); build it with :func:`otel`."""
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        agent_name: str | None = None,
+        attributes: Mapping[str, str] | None = None,
+        capture_content: bool = False,
+        usage: UsageMeter | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        from opentelemetry import metrics, trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        self._trace = trace
+        self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        self._propagator = TraceContextTextMapPropagator()
+        self.agent_name = agent_name
+        self.attributes: dict[str, str] = dict(attributes or {})
+        self.capture_content = capture_content
+        self.usage = usage
+        self._token_usage = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self._agent_duration = meter.create_histogram(
+            "gen_ai.invoke_agent.duration",
+            unit="s",
+            description="The end-to-end duration of a single agent invocation.",
+            explicit_bucket_boundaries_advisory=AGENT_BUCKETS,
+        )
+        self._tool_duration = meter.create_histogram(
+            "gen_ai.execute_tool.duration",
+            unit="s",
+            description="The duration of a single tool execution.",
+            explicit_bucket_boundaries_advisory=TOOL_BUCKETS,
+        )
+        self._events = meter.create_counter(
+            "agui.events", unit="{event}", description="AG-UI events seen, by type."
+        )
+        self._reports = meter.create_counter(
+            "agui.reports", unit="{report}", description="Reports of the pipeline, by code."
+        )
+        self._counts: dict[str, int] = {}
+        self._run: _Spans | None = None
+        self._ledger: Ledger[Any] = Ledger(self._run_ended, max_runs=0, clock=clock)
+        self._classes: dict[type, type] = {}
+        self._handlers: dict[type, Callable[[Any, Any], None]] = {
+            RunStartedEvent: self._run_started,
+            ToolCallStartEvent: self._tool_started,
+            ToolCallChunkEvent: self._tool_started,
+            ToolCallArgsEvent: self._tool_args,
+            ToolCallResultEvent: self._tool_result,
+            StepStartedEvent: self._step_started,
+            StepFinishedEvent: self._step_finished,
+            SubagentStartedEvent: self._subagent_started,
+            SubagentFinishedEvent: self._subagent_ended,
+            SubagentErrorEvent: self._subagent_ended,
+        }
+
+    # -- the stage -------------------------------------------------------------------------
+
+    def connect(self, emit: Callable[[T], None], ctx: Context) -> Callable[[T], None]:
+        self.emit = emit
+        self.ctx = ctx
+        self._ledger.connect(emit, ctx)
+        handler = ctx.on_report
+        counter = self._reports
+
+        def count(report: Report) -> None:
+            counter.add(
+                1, {"agui.report.code": report.code, "agui.report.severity": report.severity}
+            )
+            handler(report)
+
+        ctx.on_report = count
+        return self.feed
+
+    def feed(self, item: T) -> None:
+        self._ledger.feed(item)  # emits the item, then records it
+        event = _event_of(item)
+        if event is None:
+            return
+        kind = event.type
+        counts = self._counts
+        counts[kind] = counts.get(kind, 0) + 1
+        cls = type(event)
+        base = self._classes.get(cls)
+        if base is None:
+            base = self._classes[cls] = next((c for c in cls.__mro__ if c in _EVENT_CLASSES), cls)
+        handler = self._handlers.get(base)
+        if handler is not None:
+            handler(event, item)
+
+    def close(self) -> None:
+        self._ledger.close()  # ends the open run, if any
+        self._flush_counts()
+
+    def _flush_counts(self) -> None:
+        counts, self._counts = self._counts, {}
+        for kind, n in counts.items():
+            self._events.add(n, {"agui.event.type": kind})
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _allowed(self, *metadata: Metadata | UnsetType) -> dict[str, Any]:
+        """The allow-listed keys of ``metadata`` (merged in order) under their attribute names."""
+        mapping = self.attributes
+        out: dict[str, Any] = {}
+        if not mapping:
+            return out
+        for md in metadata:
+            if isinstance(md, Mapping):
+                for key, name in mapping.items():
+                    if key in md:
+                        out[name] = _attribute_value(md[key])
+        return out
+
+    def _parent(self, record: RunRecord) -> OtelContext | None:
+        md = record.started_metadata
+        if not isinstance(md, Mapping):
+            return None
+        traceparent = md.get(TRACEPARENT_KEY)
+        if not isinstance(traceparent, str):
+            return None
+        carrier = {"traceparent": traceparent}
+        tracestate = md.get(TRACESTATE_KEY)
+        if isinstance(tracestate, str):
+            carrier["tracestate"] = tracestate
+        context = self._propagator.extract(carrier)
+        span = self._trace.get_current_span(context)
+        return context if span.get_span_context().is_valid else None
+
+    def _child(self, parent: Span) -> OtelContext:
+        return self._trace.set_span_in_context(parent)
+
+    def _owner(self, run: _Spans, subagent_run_id: str | UnsetType) -> Span:
+        if not isinstance(subagent_run_id, UnsetType):
+            found = run.subagents.get(subagent_run_id)
+            if found is not None:
+                return found[1]
+        return run.span
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def _run_started(self, event: RunStartedEvent, item: Any) -> None:
+        record = self._ledger.current
+        if record is None:  # pragma: no cover - the ledger opens one at RUN_STARTED
+            return
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.conversation.id": event.thread_id,
+            "agui.run.id": event.run_id,
+        }
+        if self.agent_name:
+            attributes["gen_ai.agent.name"] = self.agent_name
+        if not isinstance(event.parent_run_id, UnsetType):
+            attributes["agui.run.parent_id"] = event.parent_run_id
+        attributes.update(self._allowed(event.metadata))
+        name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
+        span = self._tracer.start_span(
+            name,
+            context=self._parent(record),
+            kind=self._trace.SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=_ns(record.started_at),
+        )
+        self._run = _Spans(record, span)
+
+    def _run_ended(self, record: RunRecord) -> None:
+        """The ledger ended a run (at RUN_FINISHED, RUN_ERROR, a new RUN_STARTED or the end)."""
+        if self.usage is not None:
+            self.usage.add_run(record)
+        run = self._run
+        if run is None or run.record is not record:
+            return  # a run without RUN_STARTED, or a RUN_ERROR amending an ended run
+        self._run = None
+        end = _ns(record.ended_at)
+        for tool, span in run.tools.values():
+            if span.is_recording():
+                self._end_tool(run, tool, span, record.ended_at)
+        for step, span in run.steps:
+            span.set_attribute("agui.step.status", step.status)
+            span.end(end_time=end)
+        for sub, span in run.subagents.values():
+            if span.is_recording():
+                span.set_attribute("agui.subagent.status", sub.status)
+                span.end(end_time=end)
+        span = run.span
+        attributes: dict[str, Any] = {"agui.run.status": record.status}
+        if record.status == "running":  # pragma: no cover - the ledger sets it first
+            attributes["agui.run.status"] = "incomplete"
+        outcome = record.outcome
+        if isinstance(outcome, RunSuccess):
+            attributes["agui.run.outcome"] = "success"
+            if outcome.pending_tool_call_ids:
+                attributes["agui.run.pending_tool_call_ids"] = list(outcome.pending_tool_call_ids)
+        elif isinstance(outcome, RunInterrupted):
+            attributes["agui.run.outcome"] = "interrupt"
+            for interrupt in outcome.interrupts:
+                event_attributes: dict[str, Any] = {
+                    "agui.interrupt.id": interrupt.id,
+                    "agui.interrupt.reason": interrupt.reason,
+                }
+                if not isinstance(interrupt.tool_call_id, UnsetType):
+                    event_attributes["agui.interrupt.tool_call_id"] = interrupt.tool_call_id
+                if self.capture_content and not isinstance(interrupt.message, UnsetType):
+                    event_attributes["agui.interrupt.message"] = interrupt.message
+                event_attributes.update(self._allowed(interrupt.metadata))
+                span.add_event("agui.interrupt", event_attributes, timestamp=end)
+        elif isinstance(outcome, RunCancelled):
+            attributes["agui.run.outcome"] = "cancelled"
+        provider, model = self._labels(record)
+        if provider is not None:
+            attributes["gen_ai.provider.name"] = provider
+        if model is not None:
+            attributes["gen_ai.request.model"] = model
+        sums: dict[str, int] = {}
+        for entry in record.aggregated_usage:
+            for field, name in _USAGE_ATTRIBUTES:
+                value = getattr(entry, field)
+                if value is not UNSET:
+                    sums[name] = sums.get(name, 0) + value
+        attributes.update(sums)
+        attributes.update(
+            self._allowed(record.started_metadata, record.finished_metadata, record.error_metadata)
+        )
+        error_type: str | None = None
+        status = self._trace.Status
+        if record.status == "error":
+            code = record.error_code
+            error_type = code if isinstance(code, str) and code else "_OTHER"
+            message = record.error_message
+            span.set_status(
+                status(
+                    self._trace.StatusCode.ERROR,
+                    None if isinstance(message, UnsetType) else message,
+                )
+            )
+        elif record.status in ("incomplete", "running"):
+            error_type = "incomplete"
+            span.set_status(
+                status(self._trace.StatusCode.ERROR, "the stream ended before the run did")
+            )
+        if error_type is not None:
+            attributes["error.type"] = error_type
+        span.set_attributes(attributes)
+        span.end(end_time=end)
+        # Metrics, with the attributes the conventions list for each.
+        metric: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
+        if self.agent_name:
+            metric["gen_ai.agent.name"] = self.agent_name
+        if model is not None:
+            metric["gen_ai.request.model"] = model
+        if error_type is not None:
+            metric["error.type"] = error_type
+        seconds = _seconds(record.started_at, record.ended_at)
+        if seconds is not None:
+            self._agent_duration.record(seconds, metric)
+        for entry in record.aggregated_usage:
+            labels: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
+            if isinstance(entry.provider, str) and entry.provider:
+                labels["gen_ai.provider.name"] = entry.provider
+            if isinstance(entry.model, str) and entry.model:
+                labels["gen_ai.request.model"] = entry.model
+            for field, token_type in (("input_tokens", "input"), ("output_tokens", "output")):
+                value = getattr(entry, field)
+                if value is not UNSET:
+                    self._token_usage.record(value, {**labels, "gen_ai.token.type": token_type})
+        self._flush_counts()
+
+    @staticmethod
+    def _labels(record: RunRecord) -> tuple[str | None, str | None]:
+        """The provider and the model, when the run's usage names exactly one of each."""
+        providers = {e.provider for e in record.aggregated_usage if isinstance(e.provider, str)}
+        models = {e.model for e in record.aggregated_usage if isinstance(e.model, str)}
+        provider = next(iter(providers)) if len(providers) == 1 else None
+        model = next(iter(models)) if len(models) == 1 else None
+        return provider or None, model or None
+
+    # -- tool calls ------------------------------------------------------------------------
+
+    def _tool_started(self, event: ToolCallStartEvent | ToolCallChunkEvent, item: Any) -> None:
+        run = self._run
+        call_id = event.tool_call_id
+        if run is None or isinstance(call_id, UnsetType):
+            return
+        if call_id in run.tools:  # a START repeated, or a chunk continuing its call
+            if isinstance(event, ToolCallChunkEvent):
+                self._tool_args(event, item)
+            return
+        calls = run.record.tool_calls
+        if not calls or calls[-1].tool_call_id != call_id:
+            return  # not kept by the ledger (its bound): no span
+        tool = calls[-1]
+        name = tool.name if isinstance(tool.name, str) else ""
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": "function",
+        }
+        if not isinstance(tool.parent_message_id, UnsetType):
+            attributes["agui.tool_call.parent_message_id"] = tool.parent_message_id
+        if self.agent_name:
+            attributes["gen_ai.agent.name"] = self.agent_name
+        span = self._tracer.start_span(
+            f"execute_tool {name}" if name else "execute_tool",
+            context=self._child(self._owner(run, tool.subagent_run_id)),
+            kind=self._trace.SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=_ns(tool.started_at),
+        )
+        run.tools[call_id] = (tool, span)
+        live = getattr(item, "item", None)
+        if hasattr(live, "arguments"):
+            run.live[call_id] = live
+        elif self.capture_content and isinstance(event, ToolCallChunkEvent):
+            self._tool_args(event, item)
+
+    def _tool_args(self, event: ToolCallArgsEvent | ToolCallChunkEvent, item: Any) -> None:
+        run = self._run
+        if not self.capture_content or run is None:
+            return
+        call_id = event.tool_call_id
+        if isinstance(call_id, UnsetType) or call_id in run.live or call_id not in run.tools:
+            return
+        if isinstance(event.delta, str):
+            run.args.setdefault(call_id, []).append(event.delta)
+
+    def _tool_result(self, event: ToolCallResultEvent, item: Any) -> None:
+        run = self._run
+        if run is None:
+            return
+        found = run.tools.get(event.tool_call_id)
+        if found is None or not found[1].is_recording():
+            return
+        tool, span = found
+        if self.capture_content:
+            content = event.content
+            span.set_attribute(
+                "gen_ai.tool.call.result",
+                content if isinstance(content, str) else _attribute_value(content),
+            )
+        self._end_tool(run, tool, span, tool.result_at)
+
+    def _end_tool(
+        self, run: _Spans, tool: ToolCallRecord, span: Span, end: float | UnsetType
+    ) -> None:
+        attributes: dict[str, Any] = {"agui.tool_call.arguments_length": tool.arguments_length}
+        if tool.status != "answered":
+            attributes["agui.tool_call.pending"] = tool.pending
+            attributes["agui.tool_call.status"] = tool.status
+        if not isinstance(tool.result_message_id, UnsetType):
+            attributes["agui.tool_call.result_message_id"] = tool.result_message_id
+        live = run.live.get(tool.tool_call_id)
+        metadata = live.metadata if live is not None else tool.metadata
+        attributes.update(self._allowed(metadata, tool.result_metadata))
+        if self.capture_content:
+            if live is not None:
+                arguments = live.arguments
+            else:
+                arguments = "".join(run.args.get(tool.tool_call_id, ()))
+            if isinstance(arguments, str):
+                attributes["gen_ai.tool.call.arguments"] = arguments
+        span.set_attributes(attributes)
+        span.end(end_time=_ns(end))
+        seconds = _seconds(tool.started_at, end)
+        if seconds is not None:
+            name = tool.name if isinstance(tool.name, str) else ""
+            metric: dict[str, Any] = {"gen_ai.tool.name": name}
+            if self.agent_name:
+                metric["gen_ai.agent.name"] = self.agent_name
+            metric["gen_ai.tool.type"] = "function"
+            self._tool_duration.record(seconds, metric)
+
+    # -- steps and subagents ---------------------------------------------------------------
+
+    def _step_started(self, event: StepStartedEvent, item: Any) -> None:
+        run = self._run
+        if run is None:
+            return
+        steps = run.record.steps
+        if not steps or steps[-1].started_index is UNSET or steps[-1].status != "running":
+            return
+        step = steps[-1]
+        if any(s is step for s, _ in run.steps):
+            return
+        attributes: dict[str, Any] = {"agui.step.name": step.name}
+        attributes.update(self._allowed(step.started_metadata))
+        span = self._tracer.start_span(
+            f"step {step.name}",
+            context=self._child(self._owner(run, step.subagent_run_id)),
+            kind=self._trace.SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=_ns(step.started_at),
+        )
+        run.steps.append((step, span))
+
+    def _step_finished(self, event: StepFinishedEvent, item: Any) -> None:
+        run = self._run
+        if run is None:
+            return
+        still: list[tuple[StepRecord, Span]] = []
+        for step, span in run.steps:
+            if step.status == "finished":
+                span.set_attributes(self._allowed(step.finished_metadata))
+                span.end(end_time=_ns(step.ended_at))
+            else:
+                still.append((step, span))
+        run.steps = still
+
+    def _subagent_started(self, event: SubagentStartedEvent, item: Any) -> None:
+        run = self._run
+        if run is None:
+            return
+        subs = run.record.subagents
+        if not subs or subs[-1].subagent_run_id != event.subagent_run_id:
+            return
+        sub = subs[-1]
+        if sub.status != "running" or event.subagent_run_id in run.subagents:
+            return
+        parent = run.span
+        tool = sub.parent_tool_call_id
+        if not isinstance(tool, UnsetType) and tool in run.tools:
+            parent = run.tools[tool][1]
+        elif not isinstance(sub.parent_subagent_run_id, UnsetType):
+            parent = self._owner(run, sub.parent_subagent_run_id)
+        name = sub.name if isinstance(sub.name, str) else ""
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.conversation.id": run.record.thread_id
+            if isinstance(run.record.thread_id, str)
+            else "",
+            "agui.subagent.run_id": sub.subagent_run_id,
+        }
+        if name:
+            attributes["gen_ai.agent.name"] = name
+        if isinstance(sub.description, str):
+            attributes["gen_ai.agent.description"] = sub.description
+        attributes.update(self._allowed(sub.started_metadata))
+        span = self._tracer.start_span(
+            f"invoke_agent {name}" if name else "invoke_agent",
+            context=self._child(parent),
+            kind=self._trace.SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=_ns(sub.started_at),
+        )
+        run.subagents[sub.subagent_run_id] = (sub, span)
+
+    def _subagent_ended(self, event: SubagentFinishedEvent | SubagentErrorEvent, item: Any) -> None:
+        run = self._run
+        if run is None:
+            return
+        found = run.subagents.get(event.subagent_run_id)
+        if found is None or not found[1].is_recording():
+            return
+        sub, span = found
+        attributes: dict[str, Any] = {"agui.subagent.status": sub.status}
+        if isinstance(sub.outcome, str):
+            attributes["agui.subagent.outcome"] = sub.outcome
+        attributes.update(self._allowed(sub.finished_metadata, sub.error_metadata))
+        if sub.status == "error":
+            code = sub.error_code
+            attributes["error.type"] = code if isinstance(code, str) and code else "_OTHER"
+            message = sub.error_message
+            span.set_status(
+                self._trace.Status(
+                    self._trace.StatusCode.ERROR,
+                    None if isinstance(message, UnsetType) else message,
+                )
+            )
+        span.set_attributes(attributes)
+        span.end(end_time=_ns(sub.ended_at))
+
+
+def otel(
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    agent_name: str | None = None,
+    attributes: Mapping[str, str] | None = None,
+    capture_content: bool = False,
+    usage: UsageMeter | None = None,
+    clock: Callable[[], float] | None = None,
+) -> OTel[Any]:
+    """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
+
+    :param tracer_provider: where spans go (the global provider by default).
+    :param meter_provider: where metrics go (the global provider by default).
+    :param agent_name: the agent's name: ``gen_ai.agent.name``, and the run span's name
+        ``invoke_agent {agent_name}``.
+    :param attributes: the allowlist: metadata key → attribute name (for example
+        ``{"acme.model": "gen_ai.request.model"}``); no other metadata value is exported.
+    :param capture_content: also export tool-call arguments and results
+        (``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``) and interrupt messages.
+    :param usage: a :class:`~agui_meta.UsageMeter` that every run's usage is added to.
+    :param clock: the time of receipt in milliseconds, for events without ``timestamp``.
+
+    Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
+    :mod:`agui_meta._otel` for the spans, attributes and metrics.
+    """
+    return OTel(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        agent_name=agent_name,
+        attributes=attributes,
+        capture_content=capture_content,
+        usage=usage,
+        clock=clock,
+    )

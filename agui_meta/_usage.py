@@ -1,0 +1,245 @@
+"""Token usage across runs and streams: one meter that many pipelines share.
+
+A :class:`UsageMeter` sums the token usage the ledger records per run (its
+``aggregated_usage``: the entries of RUN_FINISHED and RUN_ERROR summed per provider and model)
+into totals per thread, run, provider, model and provider/model pair, and for the whole
+process. Feed it from any number of ledgers, in any number of tasks or threads::
+
+    meter = agui_meta.UsageMeter()
+    stages = agui_meta.DefaultStages(ledger=agui_meta.Ledger(on_run=meter.add_run))
+
+(the :func:`agui_meta.otel` stage takes it as ``usage=`` too). A run is known by its thread
+and run ids: when the same run is recorded again — a recorded stream replayed, a RUN_ERROR
+amending a finished run, the same run seen by two pipelines — its new usage *replaces* what
+it added before, so nothing is counted twice. A record without a run id (events outside any
+run) is added each time it is seen. Counts keep AG-UI's meaning: ``input_tokens`` includes
+the cached (``cached_input_tokens``) and cache-written input, ``output_tokens`` includes
+``reasoning_tokens``; a count no run reported stays absent, distinct from zero.
+
+Memory: one entry per run for the last ``max_runs`` runs (older runs stay in every total but can
+no longer be recognised when replayed), plus one small total per thread, provider and model.
+
+:meth:`UsageMeter.snapshot` gives everything as data (:meth:`UsageMeter.to_json` as JSON), and
+:meth:`UsageMeter.observe` publishes the totals through OpenTelemetry metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ._events import TokenUsage
+from ._ledger import RunRecord, aggregate_token_usage
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+__all__ = ["RunUsage", "UsageMeter", "UsageSnapshot"]
+
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "reasoning_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+)
+#: The OpenTelemetry ``gen_ai.token.type`` of each count the counter publishes: the two
+#: well-known values of the GenAI semantic conventions (``input``, ``output``), and custom
+#: values for the parts AG-UI reports inside them.
+_TOKEN_TYPES = {
+    "input_tokens": "input",
+    "output_tokens": "output",
+    "reasoning_tokens": "reasoning",
+    "cached_input_tokens": "cache_read",
+    "cache_write_input_tokens": "cache_creation",
+}
+
+
+class RunUsage(msgspec.Struct, kw_only=True, rename="camel"):
+    """One run's usage: its ids and its entries summed per provider and model."""
+
+    thread_id: str | UnsetType = UNSET
+    run_id: str | UnsetType = UNSET
+    usage: list[TokenUsage] = msgspec.field(default_factory=list)
+
+
+class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
+    """The meter's totals at one moment (plain data: its dicts and lists are copies).
+
+    ``total`` is the sum of every run; ``threads``, ``providers`` and ``models`` map a thread
+    id, provider or model (``""`` when a run named none) to its sum; ``provider_models`` sums
+    per pair, in order of first appearance; ``runs`` lists the runs still recognised (the last
+    ``max_runs``), oldest first; ``recorded`` counts the records added, replays included.
+    """
+
+    total: TokenUsage = msgspec.field(default_factory=TokenUsage)
+    threads: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
+    providers: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
+    models: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
+    provider_models: list[TokenUsage] = msgspec.field(default_factory=list)
+    runs: list[RunUsage] = msgspec.field(default_factory=list)
+    recorded: int = 0
+
+
+def _label(value: str | UnsetType) -> str:
+    return "" if isinstance(value, UnsetType) else value
+
+
+class _Sums:
+    """Signed sums of the six counts; a count stays absent until some entry reports it."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, entry: TokenUsage, sign: int) -> None:
+        counts = self.counts
+        for name in _COUNTS:
+            value = getattr(entry, name)
+            if value is not UNSET:
+                counts[name] = counts.get(name, 0) + sign * value
+
+    def usage(
+        self, provider: str | UnsetType = UNSET, model: str | UnsetType = UNSET
+    ) -> TokenUsage:
+        return TokenUsage(provider=provider, model=model, **self.counts)
+
+
+class UsageMeter:
+    """Token usage totals shared by many pipelines (safe across tasks and threads).
+
+    >>> from agui_meta import Ledger, run_sync
+    >>> from agui_meta.events import decode_event
+    >>> meter = UsageMeter()
+    >>> stream = [decode_event(e) for e in (
+    ...     b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+    ...     b'{"type":"RUN_FINISHED","threadId":"t","runId":"r",'
+    ...     b'"usage":[{"provider":"openai","model":"gpt-5","inputTokens":10,"outputTokens":3}]}')]
+    >>> for _ in range(2):  # the same run, replayed: counted once
+    ...     _ = run_sync([Ledger(on_run=meter.add_run)], stream)
+    >>> meter.snapshot().total
+    TokenUsage(provider=UNSET, model=UNSET, input_tokens=10, output_tokens=3, total_tokens=UNSET, reasoning_tokens=UNSET, cached_input_tokens=UNSET, cache_write_input_tokens=UNSET)
+    """
+
+    def __init__(self, *, max_runs: int = 100_000) -> None:
+        if max_runs < 0:
+            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+        self.max_runs = max_runs
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[tuple[str, str], RunUsage] = OrderedDict()
+        self._total = _Sums()
+        self._threads: dict[str, _Sums] = {}
+        self._providers: dict[str, _Sums] = {}
+        self._models: dict[str, _Sums] = {}
+        self._pairs: dict[tuple[str, str], tuple[TokenUsage, _Sums]] = {}
+        self._recorded = 0
+
+    def add_run(self, record: RunRecord) -> None:
+        """Count a run's usage (a ledger's ``on_run`` callback); a run seen before is replaced."""
+        self.add(record.thread_id, record.run_id, record.aggregated_usage)
+
+    def add(
+        self,
+        thread_id: str | UnsetType | None,
+        run_id: str | UnsetType | None,
+        usage: Iterable[TokenUsage],
+    ) -> None:
+        """Count ``usage`` (entries of one run) for a thread and run, replacing what the same
+        run added before. ``None``/``UNSET`` ids: a run that cannot be recognised again."""
+        thread = UNSET if thread_id is None else thread_id
+        run = UNSET if run_id is None else run_id
+        entry = RunUsage(thread_id=thread, run_id=run, usage=aggregate_token_usage(usage))
+        with self._lock:
+            self._recorded += 1
+            if not isinstance(run, UnsetType):
+                key = (_label(thread), run)
+                previous = self._runs.pop(key, None)
+                if previous is not None:
+                    self._apply(previous, -1)
+                if self.max_runs:
+                    self._runs[key] = entry
+                    while len(self._runs) > self.max_runs:
+                        self._runs.popitem(last=False)
+            self._apply(entry, 1)
+
+    def _apply(self, run: RunUsage, sign: int) -> None:
+        thread = self._threads.get(_label(run.thread_id))
+        if thread is None:
+            thread = self._threads[_label(run.thread_id)] = _Sums()
+        for entry in run.usage:
+            provider, model = _label(entry.provider), _label(entry.model)
+            self._total.add(entry, sign)
+            thread.add(entry, sign)
+            for table, key in ((self._providers, provider), (self._models, model)):
+                sums = table.get(key)
+                if sums is None:
+                    sums = table[key] = _Sums()
+                sums.add(entry, sign)
+            pair = self._pairs.get((provider, model))
+            if pair is None:
+                pair = self._pairs[(provider, model)] = (entry, _Sums())
+            pair[1].add(entry, sign)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def snapshot(self) -> UsageSnapshot:
+        """The totals now, as data."""
+        with self._lock:
+            return UsageSnapshot(
+                total=self._total.usage(),
+                threads={k: v.usage() for k, v in self._threads.items()},
+                providers={k: v.usage(provider=k) for k, v in self._providers.items()},
+                models={k: v.usage(model=k) for k, v in self._models.items()},
+                provider_models=[
+                    sums.usage(first.provider, first.model) for first, sums in self._pairs.values()
+                ],
+                runs=[
+                    RunUsage(thread_id=r.thread_id, run_id=r.run_id, usage=list(r.usage))
+                    for r in self._runs.values()
+                ],
+                recorded=self._recorded,
+            )
+
+    def to_json(self) -> bytes:
+        """:meth:`snapshot` as JSON (camelCase, absent counts omitted)."""
+        return msgspec.json.encode(self.snapshot())
+
+    def observe(self, meter: Meter, name: str = "agui_meta.token.usage") -> None:
+        """Publish the totals through an OpenTelemetry ``meter`` as an observable gauge of sums.
+
+        One point per provider/model pair and token type: ``gen_ai.provider.name``,
+        ``gen_ai.request.model`` (when the usage names them) and ``gen_ai.token.type``
+        (``input``/``output`` as in the GenAI semantic conventions' ``gen_ai.client.token.usage``;
+        ``reasoning``, ``cache_read``, ``cache_creation`` for the parts of those AG-UI reports).
+        Totals read at each collection (an up-down counter: a replayed run that reports less
+        than before lowers them), so a replayed run is never counted twice.
+        """
+        meter.create_observable_up_down_counter(
+            name,
+            callbacks=[self._observations],
+            unit="{token}",
+            description="Tokens used by the agent runs agui-meta observed, since the start.",
+        )
+
+    def _observations(self, options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        out: list[Observation] = []
+        for usage in self.snapshot().provider_models:
+            base: dict[str, Any] = {}
+            if not isinstance(usage.provider, UnsetType) and usage.provider:
+                base["gen_ai.provider.name"] = usage.provider
+            if not isinstance(usage.model, UnsetType) and usage.model:
+                base["gen_ai.request.model"] = usage.model
+            for field, token_type in _TOKEN_TYPES.items():
+                value = getattr(usage, field)
+                if value is not UNSET:
+                    out.append(Observation(value, {**base, "gen_ai.token.type": token_type}))
+        return out

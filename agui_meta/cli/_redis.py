@@ -1,0 +1,61 @@
+"""What the Redis commands share: ``--redis URL`` and ``--namespace``, and how they fail.
+
+Each command's coroutine gets a connected ``redis.asyncio`` client. A missing ``redis`` extra
+or a server that cannot be reached is one line on standard error and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = ["add_redis_arguments", "run_with_redis"]
+
+
+def add_redis_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--redis",
+        required=True,
+        metavar="URL",
+        help="the Redis server (redis://HOST:PORT/DB, rediss://…, unix:///PATH)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default="agui",
+        help="the key namespace shared by ingest, the workers and the readers (default: agui)",
+    )
+
+
+def run_with_redis(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]) -> int:
+    """Connect to ``args.redis``, run ``body(client)`` on asyncio, return its exit status."""
+    try:
+        import redis.asyncio
+        import redis.exceptions
+    except ImportError:
+        print(
+            "agui-meta: this command needs the redis extra: pip install 'agui-meta[redis]'",
+            file=sys.stderr,
+        )
+        return 2
+    import anyio
+
+    async def main() -> int:
+        client = redis.asyncio.Redis.from_url(args.redis)
+        try:
+            return await body(client)
+        finally:
+            await client.aclose()
+
+    try:
+        return anyio.run(main)
+    except ValueError as exc:  # a malformed URL
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        print(f"agui-meta: cannot reach Redis at {args.redis}: {exc}", file=sys.stderr)
+        return 2
+    except redis.exceptions.RedisError as exc:
+        print(f"agui-meta: Redis error: {exc}", file=sys.stderr)
+        return 1

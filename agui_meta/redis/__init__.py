@@ -1,0 +1,48 @@
+"""agui-meta on Redis Streams: durable threads, many workers, exactly-once results.
+
+Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or later).
+
+- :func:`publish` appends a producer's envelopes (:func:`envelopes` cuts frames into them) to
+  the shard streams, idempotently per source sequence number;
+- :class:`Worker` owns shards through fenced leases and commits each batch atomically:
+  outputs with stable keys, watermark, snapshots at run ends, usage, acknowledgements;
+- :class:`RedisThreadStore` reads (and writes, with compare-and-set) the threads' snapshots;
+- :func:`run_local` is the same processing in one process, without Redis: the reference the
+  workers' results equal.
+
+The guarantees, and what they rest on, are in the README's "Durable threads and workers".
+"""
+
+from __future__ import annotations
+
+from .._durable import Envelope as Envelope
+from .._durable import LocalResult as LocalResult
+from .._durable import Output as Output
+from .._durable import envelopes as envelopes
+from .._durable import run_local as run_local
+from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
+from ._ingest import IngestResult as IngestResult
+from ._ingest import SequenceGap as SequenceGap
+from ._ingest import publish as publish
+from ._ingest import read_frames as read_frames
+from ._keys import Keys as Keys
+from ._store import RedisThreadStore as RedisThreadStore
+from ._worker import Worker as Worker
+from ._worker import WorkerStats as WorkerStats
+
+__all__ = (
+    "DEFAULT_SHARDS",
+    "Envelope",
+    "IngestResult",
+    "Keys",
+    "LocalResult",
+    "Output",
+    "RedisThreadStore",
+    "SequenceGap",
+    "Worker",
+    "WorkerStats",
+    "envelopes",
+    "publish",
+    "read_frames",
+    "run_local",
+)

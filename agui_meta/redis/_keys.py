@@ -1,0 +1,57 @@
+"""Where everything lives in Redis: the key names of one namespace, and the shard of a thread."""
+
+from __future__ import annotations
+
+import zlib
+
+__all__ = ["GROUP", "Keys"]
+
+#: The consumer group every worker reads the shard streams through.
+GROUP = "agui-meta"
+
+
+class Keys:
+    """The key names of one namespace (``{ns}`` is a hash tag: one cluster slot for all).
+
+    - ``{ns}:config`` hash: ``shards``, the number of virtual shards, set once;
+    - ``{ns}:shard:N`` stream: the entries of the threads of shard N (consumer group
+      :data:`GROUP`); ``{ns}:lease:N`` its lease (``"token worker"``, with a TTL) and
+      ``{ns}:fence:N`` the counter its fencing tokens come from;
+    - ``{ns}:sources`` hash: per source, the last sequence number taken;
+    - ``{ns}:thread:ID`` hash: ``v`` (version), ``snap`` (the snapshot as JSON), ``wm`` (the
+      id of the last entry whose outputs were emitted);
+    - ``{ns}:out`` stream: the outputs (``key``, ``thread``, ``kind``, ``data``);
+    - ``{ns}:usage`` hash: the usage counters; ``{ns}:workers`` sorted set: live workers.
+    """
+
+    def __init__(self, namespace: str = "agui") -> None:
+        if not namespace or any(c in namespace for c in "{} "):
+            raise ValueError(
+                f"a namespace is a non-empty name without braces or spaces: {namespace!r}"
+            )
+        self.namespace = namespace
+        ns = "{" + namespace + "}"
+        self.config = f"{ns}:config"
+        self.sources = f"{ns}:sources"
+        self.thread_prefix = f"{ns}:thread:"
+        self.out = f"{ns}:out"
+        self.usage = f"{ns}:usage"
+        self.workers = f"{ns}:workers"
+        self._ns = ns
+
+    def shard(self, n: int) -> str:
+        return f"{self._ns}:shard:{n}"
+
+    def lease(self, n: int) -> str:
+        return f"{self._ns}:lease:{n}"
+
+    def fence(self, n: int) -> str:
+        return f"{self._ns}:fence:{n}"
+
+    def thread(self, thread_id: str) -> str:
+        return self.thread_prefix + thread_id
+
+    @staticmethod
+    def shard_of(thread_id: str, shards: int) -> int:
+        """The virtual shard of a thread: CRC-32 of its UTF-8 id, modulo the shard count."""
+        return zlib.crc32(thread_id.encode("utf-8", "surrogatepass")) % shards

@@ -1,0 +1,27 @@
+"""Durable threads: snapshots of a conversation and the stores that keep them.
+
+``agui_meta.threads`` holds :class:`ThreadSnapshot` (messages in wire JSON, state, open
+interrupts, a ledger summary, a version), the :class:`ThreadStore` protocol (load; save with
+compare-and-set on the version) and two implementations: :class:`MemoryThreadStore` and
+:class:`SQLiteThreadStore`. ``agui_meta.redis.RedisThreadStore`` is the third (extra ``redis``).
+"""
+
+from __future__ import annotations
+
+from ._threads import (
+    LedgerSummary,
+    MemoryThreadStore,
+    SQLiteThreadStore,
+    ThreadSnapshot,
+    ThreadStore,
+    VersionConflict,
+)
+
+__all__ = (
+    "LedgerSummary",
+    "MemoryThreadStore",
+    "SQLiteThreadStore",
+    "ThreadSnapshot",
+    "ThreadStore",
+    "VersionConflict",
+)

@@ -1,0 +1,204 @@
+"""The engine-free thread processor under the Redis workers: segments, keys, watermark, replay."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import agui_meta
+import agui_meta.events
+from agui_meta import _durable
+from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
+from agui_meta._ledger import aggregate_token_usage
+from agui_meta.redis import read_frames
+from agui_meta.threads import ThreadSnapshot
+
+STREAMS = Path(__file__).parent.parent / "examples" / "streams"
+NAMES = ["travel.sse", "support.jsonl", "broken.jsonl"]
+
+
+def _cli_json(*args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "agui_meta", *args], capture_output=True, check=False
+    ).stdout
+    return json.loads(out)
+
+
+def test_docstring_examples_run() -> None:
+    result = doctest.testmod(_durable)
+    assert result.attempted >= 1
+    assert result.failed == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("batch", [1, 5, 1000])
+def test_the_thread_is_what_replay_assembles(name: str, batch: int) -> None:
+    frames = read_frames(str(STREAMS / name))
+    result = run_local(envelopes(frames, thread="t", source="s", batch=batch))
+    expected = _cli_json("replay", "--json", "--keep-going", str(STREAMS / name))
+    snap = result.threads["t"]
+    assert snap.messages == expected["messages"]
+    assert snap.state == expected["state"]
+    runs = expected["ledger"]["runs"]
+    assert snap.ledger.runs == len(runs)
+    usage = [u for run in runs for u in run.get("usage", [])]
+    assert msgspec.to_builtins(snap.ledger.usage) == msgspec.to_builtins(
+        aggregate_token_usage(msgspec.convert(usage, list[agui_meta.events.TokenUsage]))
+    )
+    assert result.pending == {}
+    assert result.usage["events"] == len(frames)
+    keys = [o.key for o in result.outputs]
+    assert len(keys) == len(set(keys))
+
+
+def test_reports_are_those_validate_gives() -> None:
+    frames = read_frames(str(STREAMS / "broken.jsonl"))
+    result = run_local(envelopes(frames, thread="t", source="s", batch=4))
+    reports = [o.data for o in result.outputs if o.kind == "report"]
+    expected = subprocess.run(
+        [sys.executable, "-m", "agui_meta", "validate", str(STREAMS / "broken.jsonl")],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    codes = [
+        line.split("[", 1)[1].split("]", 1)[0] for line in expected.splitlines() if "[" in line
+    ]
+    assert [r["code"] for r in reports if r["code"] != "unprefixed-metadata-key"] == [
+        c for c in codes if c != "unprefixed-metadata-key"
+    ]
+    located = [r for r in reports if "index" in r]
+    assert located and all(r["source"] == "s" and r["seq"] >= 1 for r in located)
+
+
+def test_envelopes_are_cut_at_the_batch_size_and_after_each_run_end() -> None:
+    frames = read_frames(str(STREAMS / "support.jsonl"))
+    cut = list(envelopes(frames, thread="t", source="s", batch=7, clock=lambda: 1.5))
+    assert {e.received for e in cut} == {1500}
+    assert [e.seq for e in cut] == list(range(1, len(cut) + 1))
+    assert all(len(e.frames) <= 7 for e in cut)
+    assert [f for e in cut for f in e.frames] == frames
+    assert cut[-1].end and not cut[-1].frames
+    for envelope in cut[:-1]:
+        types = [json.loads(f)["type"] for f in envelope.frames]
+        ends = [i for i, t in enumerate(types) if t in ("RUN_FINISHED", "RUN_ERROR")]
+        assert ends in ([], [len(types) - 1])
+    assert list(envelopes(frames, thread="t", source="s", batch=7, clock=lambda: 1.5)) == cut
+    assert Envelope.decode(cut[0].encode()) == cut[0]
+    assert not list(envelopes(frames, thread="t", source="s", end=False))[-1].end
+    with pytest.raises(ValueError, match="at least 1"):
+        list(envelopes(frames, thread="t", source="s", batch=0))
+
+
+def test_a_retried_envelope_is_taken_once() -> None:
+    frames = read_frames(str(STREAMS / "travel.sse"))
+    cut = list(envelopes(frames, thread="t", source="s", batch=9))
+    once = run_local(cut)
+    twice = run_local(cut[:5] + cut[:8] + cut[3:] + cut)
+    assert twice == once
+
+
+def test_an_end_marker_closes_an_open_run_as_validate_would() -> None:
+    frames = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"cut off"}',
+    ]
+    open_only = run_local(envelopes(frames, thread="t", source="s", end=False))
+    assert open_only.pending == {"t": 1}
+    assert open_only.threads == {}
+    ticks = iter([100.0, 200.0])
+    closed = run_local(envelopes(frames, thread="t", source="s", clock=lambda: next(ticks)))
+    assert closed.pending == {}
+    [record] = [o.data for o in closed.outputs if o.kind == "run"]
+    # Events without a timestamp get their envelope's time of receipt; a run the end of the
+    # source closes ends at the latest time it knew (the ledger's rule).
+    assert (record["startedAt"], record["startedClock"]) == (100_000, "receipt")
+    assert (record["endedAt"], record["endedClock"]) == (100_000, "receipt")
+    kinds = [(o.kind, o.data.get("code") or o.data.get("status")) for o in closed.outputs]
+    assert ("report", "stream-ended-open") in kinds
+    assert ("run", "incomplete") in kinds
+    assert closed.threads["t"].messages[0]["content"] == "cut off"
+    assert closed.usage["runs|incomplete"] == 1
+    assert all(o.key.startswith("t/s/2/") for o in closed.outputs)  # the marker's entry
+
+
+def test_an_inactivity_close_is_keyed_after_the_last_entry() -> None:
+    frames = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}',
+    ]
+    state = ThreadState(ThreadSnapshot(thread_id="t"))
+    for n, envelope in enumerate(envelopes(frames, thread="t", source="s", end=False), 1):
+        state.apply(f"1-{n}", envelope)
+    assert state.open
+    assert not state.take().acks
+    state.close_idle()
+    changes = state.take()
+    assert not state.open
+    assert changes.acks == ["1-1"]
+    assert changes.snapshot is not None and changes.snapshot.version == 1
+    assert {o.key.rsplit("/", 1)[0] for o in changes.outputs} == {"t/s/1/idle"}
+    assert "stream-ended-open" in [o.data.get("code") for o in changes.outputs]
+
+
+def _crash_run(cut: list[Envelope], crash_after: int) -> tuple[list, ThreadSnapshot | None, dict]:
+    """Process ``cut`` with a 'crash' after ``crash_after`` commits: a new ThreadState replays
+    the pending entries onto the committed snapshot and watermark, as a new owner does."""
+    committed_outputs: list = []
+    snapshot = ThreadSnapshot(thread_id="t")
+    watermark: str | None = None
+    pending: list[tuple[str, Envelope]] = []
+    usage: dict[str, int] = {}
+    entries = [(f"5-{n}", e) for n, e in enumerate(cut, 1)]
+    state = ThreadState(snapshot, watermark)
+    for i, (entry_id, envelope) in enumerate(entries):
+        if i == crash_after:
+            state = ThreadState(snapshot, watermark)  # the new owner
+            for old_id, old in pending:
+                state.apply(old_id, old)
+        state.apply(entry_id, envelope)
+        pending.append((entry_id, envelope))
+        changes = state.take()  # the commit
+        committed_outputs += changes.outputs
+        if changes.snapshot is not None:
+            snapshot = changes.snapshot
+        if changes.watermark is not None:
+            watermark = changes.watermark
+        pending = [p for p in pending if p[0] not in changes.acks]
+        for k, v in changes.usage.items():
+            usage[k] = usage.get(k, 0) + v
+    return committed_outputs, snapshot, usage
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_new_owner_replays_pending_entries_and_emits_each_output_once(name: str) -> None:
+    frames = read_frames(str(STREAMS / name))
+    cut = list(envelopes(frames, thread="t", source="s", batch=3))
+    expected = run_local(cut)
+    for crash_after in range(len(cut) + 1):
+        outputs, snapshot, usage = _crash_run(cut, crash_after)
+        assert outputs == expected.outputs, crash_after
+        assert snapshot == expected.threads["t"], crash_after
+        assert usage == expected.usage, crash_after
+
+
+def test_entries_of_an_open_run_stay_pending_until_it_ends() -> None:
+    frames = read_frames(str(STREAMS / "travel.sse"))
+    cut = list(envelopes(frames, thread="t", source="s", batch=10, end=False))
+    state = ThreadState(ThreadSnapshot(thread_id="t"))
+    acked: list[str] = []
+    for n, envelope in enumerate(cut, 1):
+        state.apply(f"1-{n}", envelope)
+        changes = state.take()
+        acked += changes.acks
+        assert (changes.snapshot is not None) == bool(changes.acks)
+        assert changes.watermark == f"1-{n}"
+    assert acked == [f"1-{n}" for n in range(1, len(cut) + 1)]
+    assert not state.open

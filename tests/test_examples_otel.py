@@ -1,0 +1,155 @@
+"""The two OpenTelemetry examples, run as users run them, against real servers on 127.0.0.1.
+
+``examples/otel_collector.py`` sends to a real OTLP/HTTP receiver (``tests/otlp_receiver.py``);
+``examples/prometheus_metrics.py`` serves a real Prometheus endpoint that the test scrapes and
+parses with prometheus_client's own parser. Expectations come from the recorded streams' events.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.otlp_receiver import OtlpReceiver
+except ImportError:  # pragma: no cover - the test extra installs them
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("the OpenTelemetry test extras are missing", allow_module_level=True)
+
+from tests.example_streams import EXAMPLES, GOOD, events
+from tests.oracle import REPO_ROOT
+
+TIMEOUT = 60
+BOUNDS = [4.0**i for i in range(14)]  # the GenAI conventions' token buckets, 1 … 67108864
+
+
+def _usage(field: str) -> int:
+    return sum(
+        u.get(field, 0)
+        for name in GOOD
+        for e in events(name)
+        if e["type"] in ("RUN_FINISHED", "RUN_ERROR")
+        for u in e.get("usage", [])
+    )
+
+
+def test_the_collector_example_sends_every_run() -> None:
+    with OtlpReceiver() as receiver:
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / "otel_collector.py"), "--endpoint", receiver.url],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert f"sent to {receiver.url}" in done.stdout
+    spans = receiver.spans()
+    runs = [s for s in spans if s["name"] == "invoke_agent example-agent"]
+    expected = [e for name in sorted(GOOD, reverse=True) for e in events(name)]
+    started = [e for e in expected if e["type"] == "RUN_STARTED"]
+    assert sorted(s["attributes"]["agui.run.id"] for s in runs) == sorted(
+        e["runId"] for e in started
+    )
+    assert {s["service"] for s in spans} == {"agui-meta-example"}
+    # The allowlisted metadata key, under its attribute name; no other metadata value.
+    request_ids = {
+        e["metadata"]["travelco.request_id"]
+        for e in started
+        if "travelco.request_id" in e.get("metadata", {})
+    }
+    assert request_ids
+    assert {s["attributes"].get("app.request_id") for s in runs} >= request_ids
+    traces = {
+        e["metadata"]["acme.trace_id"] for e in expected if "acme.trace_id" in e.get("metadata", {})
+    }
+    exported = repr([s["attributes"] for s in spans])
+    assert traces and not any(t in exported for t in traces)
+    metrics = dict(receiver.metrics())
+    points = metrics["gen_ai.client.token.usage"].histogram.data_points
+    assert list(points[0].explicit_bounds) == BOUNDS
+    assert sum(
+        p.sum for p in points if any(a.value.string_value == "input" for a in p.attributes)
+    ) == _usage("inputTokens")
+
+
+def _scrape(url: str) -> dict[str, Any]:
+    text = httpx.get(url, timeout=TIMEOUT).text
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def test_the_prometheus_example_serves_the_metrics() -> None:
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "prometheus_metrics.py"), "--port", "0"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("serving http://127.0.0.1:"), (
+            process.stderr.read() if process.stderr else line
+        )
+        url = line.split()[1]
+        families = _scrape(url)
+        tokens = families["gen_ai_client_token_usage"]
+        assert tokens.type == "histogram"
+        buckets = sorted(
+            {float(s.labels["le"]) for s in tokens.samples if s.name.endswith("_bucket")}
+        )
+        assert buckets == [*BOUNDS, float("inf")]
+        sums = {
+            s.labels["gen_ai_token_type"]: 0.0 for s in tokens.samples if s.name.endswith("_sum")
+        }
+        for s in tokens.samples:
+            if s.name.endswith("_sum"):
+                sums[s.labels["gen_ai_token_type"]] += s.value
+        assert sums == {"input": _usage("inputTokens"), "output": _usage("outputTokens")}
+        totals = {
+            s.labels["gen_ai_token_type"]: s.value
+            for s in families["agui_meta_token_usage"].samples
+            if s.labels.get("gen_ai_token_type") in ("input", "output")
+        }
+        by_type: dict[str, float] = {}
+        for s in families["agui_meta_token_usage"].samples:
+            kind = s.labels["gen_ai_token_type"]
+            by_type[kind] = by_type.get(kind, 0.0) + s.value
+        assert by_type["input"] == _usage("inputTokens") and totals
+        counts: dict[str, float] = {}
+        for s in families["agui_events"].samples:
+            if s.name == "agui_events_total":
+                counts[s.labels["agui_event_type"]] = s.value
+        # Counted as the stage sees them, behind the default stages: chunks expanded.
+        wire: dict[str, int] = {}
+        for name in GOOD:
+            for e in events(name):
+                wire[e["type"]] = wire.get(e["type"], 0) + 1
+        for kind in ("RUN_STARTED", "RUN_FINISHED", "STEP_STARTED", "TOOL_CALL_RESULT"):
+            assert counts.get(kind, 0) == wire.get(kind, 0), kind
+        assert not any(kind.endswith("_CHUNK") for kind in counts)
+        assert counts["TEXT_MESSAGE_CONTENT"] >= wire.get("TEXT_MESSAGE_CONTENT", 0)
+        assert "gen_ai_invoke_agent_duration_seconds" in families
+        # Scraped twice: the same totals (the scrape changes nothing).
+        assert (
+            _scrape(url)["agui_meta_token_usage"].samples
+            == families["agui_meta_token_usage"].samples
+        )
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=TIMEOUT)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    assert process.returncode == 0

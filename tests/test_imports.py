@@ -1,0 +1,107 @@
+"""The package's modules import each other without a circle (function-level imports included).
+
+Every ``import`` and ``from … import`` in every module of ``agui_meta``, wherever it stands (in
+a function, under ``if TYPE_CHECKING``), is an edge from that module to the module it names;
+the graph must have no cycle. A contract (``_stage``) must not import what implements it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "agui_meta"
+
+
+def _module_name(path: Path) -> str:
+    return "agui_meta" if path.name == "__init__.py" else f"agui_meta.{path.stem}"
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """The package's modules ``path`` imports, anywhere in its code."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the package itself (no subpackages here)
+                base = "agui_meta" if not node.module else f"agui_meta.{node.module}"
+            else:
+                base = node.module or ""
+            # ``from . import x`` / ``from agui_meta import _x`` name modules too.
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name in known)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    known = {_module_name(p) for p in paths}
+    return {_module_name(p): _imports(p, known) - {_module_name(p)} for p in paths}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph (as a path that returns to its start), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_graph_is_read() -> None:
+    graph = _graph()
+    assert "agui_meta._driver" in graph["agui_meta._pipeline"]
+    assert "agui_meta._stage" in graph["agui_meta._driver"]
+    assert len(graph) > 20
+
+
+def test_no_module_imports_itself_back() -> None:
+    graph = _graph()
+    # Only the package's __init__ may import (nearly) everything; nothing imports it back.
+    assert not [m for m, deps in graph.items() if "agui_meta" in deps], "a module imports agui_meta"
+    assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
+
+
+def test_the_stage_contract_imports_no_stage_and_no_driver() -> None:
+    graph = _graph()
+    sources = {_module_name(p): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+    implementers = {"agui_meta._driver", "agui_meta._pipeline"} | {
+        module for module, text in sources.items() if "(Transducer[" in text
+    }
+    assert "agui_meta._verify" in implementers
+    assert not graph["agui_meta._stage"] & implementers
+
+
+@pytest.mark.parametrize(
+    ("graph", "cycle"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
+        ({"a": {"b"}, "b": set(), "c": {"c"}}, ["c", "c"]),
+        ({"a": {"b", "c"}, "b": {"c"}, "c": set()}, None),
+    ],
+)
+def test_the_cycle_finder(graph: dict[str, set[str]], cycle: list[str] | None) -> None:
+    assert _cycle(graph) == cycle
