@@ -342,7 +342,7 @@ class Accumulate(Transducer[Event, Update]):
         new = [f"role '{role}'"] if item.role != role else []
         if name is not UNSET and item.name != name:
             new.append(f"name '{name}'")
-        had = f"'{item.role}' message" + (f" named '{item.name}'" if item.name is not UNSET else "")
+        had = f"'{item.role}' message" + (f" named '{item.name}'" if item.name is not None else "")
         self._warn(
             "reopened-message",
             f"{event.type}: message '{event.message_id}' already exists as a {had}: it is "
