@@ -19,6 +19,7 @@ import tracemalloc
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -597,3 +598,65 @@ def test_lines_without_line_endings_are_not_called_truncation() -> None:
             continue
         assert "truncated" not in str(outcome.error)
         assert "more than one JSON value" in str(outcome.error)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzz: generated streams, made hostile, through the whole default pipeline from every source
+
+from hypothesis import HealthCheck, settings
+
+from tests import strategies
+
+HOSTILE_VALUES = st.one_of(
+    st.integers(min_value=2**70, max_value=2**80) | st.integers(max_value=-(2**70)),
+    st.sampled_from(["\ud800", "x\udfff", "\ud83d\ude00", "\x00", "\u2028"]),
+    st.just(chain(130)),
+    st.just("1" * 5000),
+)
+
+
+@st.composite
+def hostile_streams(draw: st.DrawFn) -> list[Event]:
+    events: list[Event] = [dict(e) for e in draw(strategies.runs())]
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):
+        if not events:
+            break
+        event = events[draw(st.integers(min_value=0, max_value=len(events) - 1))]
+        key = draw(st.sampled_from(["metadata", "delta", "value", "snapshot"]))
+        value = draw(HOSTILE_VALUES)
+        event[key] = {"acme.v": value} if key == "metadata" else value
+    return events
+
+
+def encode_sse(events: list[Event]) -> bytes | None:
+    try:
+        return b"".join(b"data: " + msgspec.json.encode(e) + b"\n\n" for e in events)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hostile_streams(), st.sampled_from(["bytes", "str", "dicts"]), st.sampled_from(MODES))
+def test_generated_hostile_streams_give_only_the_package_errors(
+    events: list[Event], kind: str, mode: str
+) -> None:
+    if kind == "dicts":
+        source: list[Any] = events
+    else:
+        data = encode_sse(events)
+        if data is None:  # a value JSON cannot carry (a lone surrogate in msgspec's encoder)
+            return
+        source = [data] if kind == "bytes" else [data.decode("utf-8", "surrogatepass")]
+    outcome = run(source, mode)
+    if mode == "keep_going":
+        assert outcome.error is None or isinstance(outcome.error, agui_meta.FramingError), repr(
+            outcome.error
+        )
+    else:
+        assert outcome.error is None or isinstance(outcome.error, agui_meta.AguiMetaError), repr(
+            outcome.error
+        )
+    # Whatever got in can be read back out, encoded and printed.
+    json.dumps(outcome.store.messages_wire())
+    json.dumps(outcome.store.state)
+    outcome.stages.ledger.to_json()
