@@ -29,8 +29,10 @@ from ._framing import (
     AutoDecoder,
     Frame,
     FrameDecoder,
+    Ignored,
     InvalidUtf8,
     PayloadRun,
+    ignored_report,
     make_decoder,
 )
 from ._stage import CONTENT_DELTAS, Context, Mode, ReportHandler, Transducer
@@ -206,7 +208,9 @@ class Runner:
     def feed(self, item: Any) -> None:
         """One source item through the chain (see the class documentation)."""
         if self._framing is not None and isinstance(item, (bytes, bytearray, memoryview, str)):
-            chunk = item.encode() if isinstance(item, str) else bytes(item)
+            # A str chunk's lone surrogates become the bytes they would be (CESU-8), which the
+            # framer refuses as it refuses them in bytes: one rule for every source.
+            chunk = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
             if b"\n" in chunk or b"\r" in chunk:
                 self._lines = False
                 self._mid_line = not chunk.endswith((b"\n", b"\r"))
@@ -221,15 +225,32 @@ class Runner:
                 parts = feed_chunk(chunk)
             except FramingError as exc:
                 raise exc.locate(index=self._count) from None
-            for part in parts:
-                if type(part) is PayloadRun:
-                    self._run_payloads(part)
-                else:
-                    self._run_frames([part])
+            framer = self._framer
+            assert framer is not None
+            if framer.ignored:  # the lines' places count frames: each frame of a run
+                frames = [f for p in parts for f in (p.frames() if type(p) is PayloadRun else [p])]
+                self._run_noted(frames, framer.ignored)
+            else:
+                for part in parts:
+                    if type(part) is PayloadRun:
+                        self._run_payloads(part)
+                    else:
+                        self._run_frames([part])
         elif type(item) is Frame:
             self._run_frames([item])
         else:
             self._one(item)
+
+    def _run_noted(self, frames: list[Frame], ignored: list[Ignored]) -> None:
+        """``frames`` with a report for each line the framer ignored, in stream order."""
+        notes = list(ignored)
+        ignored.clear()
+        done = 0
+        for note in notes:
+            self._run_frames(frames[done : note.before])
+            done = max(done, note.before)
+            self.ctx.deliver(ignored_report(note, self._count))
+        self._run_frames(frames[done:])
 
     def feed_all(self, items: Iterable[Any]) -> list[Any]:
         """Feed every item, close, and return (and clear) every output."""
@@ -253,7 +274,10 @@ class Runner:
                 frames = self._framer.close()
             except FramingError as exc:
                 raise exc.locate(index=self._count) from None
-            self._run_frames(frames)
+            if self._framer.ignored:
+                self._run_noted(frames, self._framer.ignored)
+            else:
+                self._run_frames(frames)
         for t in self.chain:
             try:
                 t.close()

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 import anyio
 import msgspec
 
-from ._exceptions import FramingError, UsageError
+from ._exceptions import FramingError, Report, UsageError
 
 if TYPE_CHECKING:
     import httpx
@@ -56,6 +56,7 @@ __all__ = [
     "Format",
     "Frame",
     "FrameDecoder",
+    "Ignored",
     "InvalidUtf8",
     "JsonLinesDecoder",
     "SSEDecoder",
@@ -137,12 +138,47 @@ class PayloadRun(NamedTuple):
         )
 
 
+class Ignored(NamedTuple):
+    """A line a decoder read and ignored (an SSE field none of ``data``, ``event``, ``id``,
+    ``retry``: a misspelt ``DATA:`` loses its event), as :attr:`SSEDecoder.ignored` lists it.
+
+    ``before`` is how many of the frames the same ``feed``/``close`` call returned come before
+    the line; ``field`` the field name; ``offset`` and ``line`` where the line starts.
+    """
+
+    before: int
+    field: bytes
+    offset: int
+    line: int
+
+
+def ignored_report(note: Ignored, index: int | None) -> Report:
+    """The report for a line the framer ignored (code ``sse-unknown-field``, a warning).
+
+    ``index`` is the index the next event will have (the one the line sat in, when it has
+    data lines of its own).
+    """
+    field = note.field.decode("utf-8", "backslashreplace")
+    return Report(
+        code="sse-unknown-field",
+        message=f"SSE line with the unknown field {field[:40]!r} ignored (the fields are data, "
+        "event, id and retry, in lower case): what it carried is not part of any event",
+        index=index,
+        offset=note.offset,
+        line=note.line,
+    )
+
+
 def _not_utf8(
     what: str, value: bytes, exc: UnicodeDecodeError, offset: int, line: int
 ) -> FramingError:
+    bad = value[exc.start : exc.start + 4]
+    surrogate = len(bad) >= 3 and bad[0] == 0xED and 0xA0 <= bad[1] <= 0xBF
+    why = (
+        "a lone UTF-16 surrogate (as a str chunk holding one encodes)" if surrogate else exc.reason
+    )
     return FramingError(
-        f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start} of the value: "
-        f"{value[exc.start : exc.start + 4]!r})",
+        f"{what} is not valid UTF-8 ({why} at byte {exc.start} of the value: {bad!r})",
         offset=offset,
         line=line,
     )
@@ -178,6 +214,7 @@ class _LineDecoder:
         "_pos",
         "_tolerant",
         "_unterminated",
+        "ignored",
         "max_frame_size",
     )
 
@@ -190,6 +227,9 @@ class _LineDecoder:
     ) -> None:
         _check_options(max_frame_size, unterminated, invalid_utf8)
         self.max_frame_size = max_frame_size
+        #: Lines the decoder read and ignored, for the caller to report and then clear:
+        #: :class:`Ignored` entries (SSE lines whose field is none of the four; never comments).
+        self.ignored: list[Ignored] = []
         self._limit = max_frame_size
         self._unterminated = unterminated
         self._tolerant = invalid_utf8 == "frame"
@@ -240,7 +280,7 @@ class SSEDecoder(_LineDecoder):
     leading BOM is skipped. Lines starting with ``:`` are comments (keep-alives). ``data``
     lines are collected and joined with ``\\n``; ``event`` sets the event type; ``id`` sets the
     last event ID unless its value contains NUL; ``retry`` with ASCII digits only sets
-    :attr:`retry`; other fields are ignored. A blank line dispatches the event as a
+    :attr:`retry`; other fields are ignored and listed in :attr:`ignored` (the caller clears it). A blank line dispatches the event as a
     :class:`Frame` when data was collected (even empty data: ``data:`` alone gives a frame with
     ``data == b""``), and always resets the event type.
 
@@ -592,8 +632,11 @@ class SSEDecoder(_LineDecoder):
                         elif name == b"id":
                             if b"\0" not in value:
                                 last_id = value.decode() or None
-                        elif name == b"retry" and value.isdigit():
-                            self.retry = _retry_ms(value)
+                        elif name == b"retry":
+                            if value.isdigit():
+                                self.retry = _retry_ms(value)
+                        else:
+                            self.ignored.append(Ignored(len(frames), name, here, ln))
                     except UnicodeDecodeError as exc:
                         what = "SSE event type" if name == b"event" else "SSE event id"
                         if not self._tolerant:
@@ -824,6 +867,11 @@ class FrameDecoder(Protocol):
         """Bytes held for the frame being read."""
         ...
 
+    @property
+    def ignored(self) -> list[Ignored]:
+        """Lines read and ignored since the caller last cleared this list."""
+        ...
+
     def feed(self, chunk: bytes) -> list[Frame]:
         """Decode the next chunk of the stream; returns the frames it completed."""
         ...
@@ -877,6 +925,11 @@ class AutoDecoder:
         if self._delegate is None:
             return None
         return "sse" if isinstance(self._delegate, SSEDecoder) else "jsonl"
+
+    @property
+    def ignored(self) -> list[Ignored]:
+        """The delegate's :attr:`SSEDecoder.ignored` (``[]`` while undecided)."""
+        return [] if self._delegate is None else self._delegate.ignored
 
     @property
     def buffered(self) -> int:

@@ -21,7 +21,7 @@ import msgspec
 
 from .._defaults import DefaultStages
 from .._exceptions import DataError, FramingError, Report
-from .._framing import Format, Frame, make_decoder
+from .._framing import Format, Frame, Ignored, ignored_report, make_decoder
 from .._lint import LintMetadataKeys
 from .._pipeline import wrap
 from .._stage import Mode
@@ -100,6 +100,8 @@ class StreamInput:
     def __init__(self, name: str, format: Format | Literal["auto"]) -> None:
         self.name = name
         self.format = format
+        #: Where reports of lines the framer ignored go (set by :func:`run_stream`).
+        self.on_note: Callable[[Report], None] | None = None
         self._lines = array("q")
         self._offsets = array("q")
         self._file: IO[bytes]
@@ -142,10 +144,16 @@ class StreamInput:
                 except OSError as exc:
                     raise InputError(f"cannot read {self.name}: {exc.strerror or exc}") from None
                 batch = decoder.feed(chunk) if chunk else decoder.close()
-                for frame in batch:
+                notes = list(decoder.ignored)
+                decoder.ignored.clear()
+                for i, frame in enumerate(batch):
+                    while notes and notes[0].before <= i:
+                        self._ignored(notes.pop(0), len(lines))
                     lines.append(frame.line)
                     offsets.append(frame.offset)
                     yield frame
+                for note in notes:
+                    self._ignored(note, len(lines))
                 if not chunk:
                     break
                 done += len(chunk)
@@ -159,6 +167,11 @@ class StreamInput:
         finally:
             if progress is not None:
                 progress.close()
+
+    def _ignored(self, note: Ignored, index: int) -> None:
+        """A line the framer ignored, as the pipeline reports it (``sse-unknown-field``)."""
+        if self.on_note is not None:
+            self.on_note(ignored_report(note, index))
 
     def locate(self, report: Report) -> Report:
         """``report`` with the line and byte of its event filled in, when they were missing."""
@@ -204,6 +217,8 @@ def run_stream(
 
     def deliver(report: Report) -> None:
         on_report(source.locate(report))
+
+    source.on_note = deliver
 
     async def run() -> None:
         frames = source.frames(deliver if mode == "keep_going" else None)
