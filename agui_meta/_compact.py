@@ -37,7 +37,8 @@ stage (it writes each group as soon as it is complete, the rest when the stream 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Generic, TypeVar, Union
 
 import msgspec
@@ -149,11 +150,11 @@ class Compact(Transducer[Event, Event]):
         elif cls is TextMessageEndEvent:
             assert isinstance(item, TextMessageEndEvent)
             group = self._texts.pop(item.message_id, None) or _Group()
-            self._write_text(item.message_id, group, item)
+            self._write(group, item, partial(TextMessageContentEvent, message_id=item.message_id))
         elif cls is ToolCallEndEvent:
             assert isinstance(item, ToolCallEndEvent)
             tool = self._tools.pop(item.tool_call_id, None) or _Group()
-            self._write_tool(item.tool_call_id, tool, item)
+            self._write(tool, item, partial(ToolCallArgsEvent, tool_call_id=item.tool_call_id))
         elif isinstance(item, _RUN_EVENTS):
             self._write_state()
             self.emit(item)
@@ -170,10 +171,10 @@ class Compact(Transducer[Event, Event]):
     def close(self) -> None:
         texts, self._texts = self._texts, {}
         for message_id, group in texts.items():
-            self._write_text(message_id, group, None)
+            self._write(group, None, partial(TextMessageContentEvent, message_id=message_id))
         tools, self._tools = self._tools, {}
         for call_id, tool in tools.items():
-            self._write_tool(call_id, tool, None)
+            self._write(tool, None, partial(ToolCallArgsEvent, tool_call_id=call_id))
         self._write_state()
 
     # -- groups ----------------------------------------------------------------------------
@@ -200,38 +201,19 @@ class Compact(Transducer[Event, Event]):
                 return tool.held
         return None
 
-    def _write_text(
+    def _write(
         self,
-        message_id: str,
-        group: _Group[TextMessageStartEvent],
-        end: TextMessageEndEvent | None,
+        group: _Group[Any],
+        end: TextMessageEndEvent | ToolCallEndEvent | None,
+        joined: Callable[..., Event],
     ) -> None:
+        """Emit a group: its START, its deltas joined into one ``joined(delta=, metadata=)``
+        event, its END, then what it held back."""
         emit = self.emit
         if group.start is not None:
             emit(group.start)
         if group.deltas:
-            emit(
-                TextMessageContentEvent(
-                    message_id=message_id, delta="".join(group.deltas), metadata=group.metadata
-                )
-            )
-        if end is not None:
-            emit(end)
-        for held in group.held:
-            emit(held)
-
-    def _write_tool(
-        self, call_id: str, group: _Group[ToolCallStartEvent], end: ToolCallEndEvent | None
-    ) -> None:
-        emit = self.emit
-        if group.start is not None:
-            emit(group.start)
-        if group.deltas:
-            emit(
-                ToolCallArgsEvent(
-                    tool_call_id=call_id, delta="".join(group.deltas), metadata=group.metadata
-                )
-            )
+            emit(joined(delta="".join(group.deltas), metadata=group.metadata))
         if end is not None:
             emit(end)
         for held in group.held:
