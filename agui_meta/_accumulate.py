@@ -324,10 +324,34 @@ class Accumulate(Transducer[Event, Update]):
             store.append(item)
         elif item.role == "activity":
             return self._collides(event, kind)
+        elif item.role != role or (name is not UNSET and item.name != name):
+            self._reopened(event, item, role, name)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = True
         return Update(event, item, False, _current(item.metadata))
+
+    def _reopened(
+        self,
+        event: TextMessageStartEvent | ReasoningMessageStartEvent,
+        item: MessageItem,
+        role: str,
+        name: str | UnsetType,
+    ) -> None:
+        """A START for a message that exists: the reference keeps its role and name; say so."""
+        new = [f"role '{role}'"] if item.role != role else []
+        if name is not UNSET and item.name != name:
+            new.append(f"name '{name}'")
+        had = f"'{item.role}' message" + (f" named '{item.name}'" if item.name is not None else "")
+        self._warn(
+            "reopened-message",
+            f"{event.type}: message '{event.message_id}' already exists as a {had}: it is "
+            f"reopened as it is, and the event's {' and '.join(new)} not applied",
+            event,
+            "$.role"
+            if item.role != role and type(event) is TextMessageStartEvent
+            else ("$.name" if name is not UNSET and item.name != name else "$.messageId"),
+        )
 
     def _text_content(
         self, event: TextMessageContentEvent | ReasoningMessageContentEvent
@@ -538,6 +562,14 @@ class Accumulate(Transducer[Event, Update]):
         store = self.store
         item = store.message(event.message_id)
         if item is None:
+            lost = "its patch and its metadata" if event.metadata is not UNSET else "its patch"
+            self._warn(
+                "missing-target",
+                f"ACTIVITY_DELTA: No activity message found with ID '{event.message_id}': "
+                f"{lost} are not applied to anything",
+                event,
+                "$.messageId",
+            )
             return Update(event, None, False)
         if item.role != "activity":
             self._warn(
@@ -602,11 +634,24 @@ class Accumulate(Transducer[Event, Update]):
                     call = next(c for c in owner.tool_calls or () if c.id == entity)
             if call is not None:
                 call.fields["encryptedValue"] = event.encrypted_value
+            else:
+                self._dropped(event, f"no assistant message holds a tool call with ID '{entity}'")
         else:
             item = store.message(entity)
             if item is not None and item.role != "activity":
                 item.fields["encryptedValue"] = event.encrypted_value
+            else:
+                what = "is an activity message" if item is not None else "does not exist"
+                self._dropped(event, f"message '{entity}' {what}")
         return Update(event, None, False)
+
+    def _dropped(self, event: ReasoningEncryptedValueEvent, why: str) -> None:
+        self._warn(
+            "missing-target",
+            f"REASONING_ENCRYPTED_VALUE: {why}: the encrypted value is not stored anywhere",
+            event,
+            "$.entityId",
+        )
 
 
 Accumulate.fast_feed = Accumulate.feed

@@ -13,12 +13,14 @@ agui-meta's decoding policy to it: a field the model carries that the protocol d
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import msgspec
 
 from ._decode import decode_event, decode_message, encode_event
 from ._events import MESSAGE_TYPES, Event, Message
+from ._metadata import enc_hook
+from ._store import ItemStore, MessageItem, ToolCallItem
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, TypeAdapter
@@ -39,6 +41,10 @@ def _adapter(kind: str) -> TypeAdapter[Any]:
             "converting to ag_ui.core models needs the ag-ui-protocol package: "
             "pip install 'agui-meta[agui]'"
         ) from exc
+    if kind == "tool_call":
+        from ag_ui.core import ToolCall
+
+        return TypeAdapter(ToolCall)
     return TypeAdapter(CoreEvent if kind == "event" else CoreMessage)
 
 
@@ -65,12 +71,31 @@ def _is_message_model(model: Any) -> bool:
     return hasattr(model, "role") and not hasattr(model, "type")
 
 
-def to_agui_core(obj: Event | Message) -> BaseModel:
-    """The ``ag_ui.core`` model of an agui-meta Event (or Message).
+@overload
+def to_agui_core(obj: ItemStore) -> list[BaseModel]: ...
+@overload
+def to_agui_core(obj: Event | Message | MessageItem | ToolCallItem) -> BaseModel: ...
+def to_agui_core(
+    obj: Event | Message | MessageItem | ToolCallItem | ItemStore,
+) -> BaseModel | list[BaseModel]:
+    """The ``ag_ui.core`` model of an agui-meta event, message or store item; for a store,
+    the conversation: its messages as ``ag_ui.core`` messages, in order.
+
+    A store item (a :class:`~agui_meta.MessageItem` or :class:`~agui_meta.ToolCallItem`)
+    converts as it is now (:meth:`~agui_meta.MessageItem.to_wire`), merged metadata included.
 
     >>> from agui_meta.events import TextMessageEndEvent
     >>> to_agui_core(TextMessageEndEvent(message_id="m")).message_id
     'm'
+    >>> import agui_meta
+    >>> stages = agui_meta.DefaultStages()
+    >>> _ = agui_meta.run_sync(stages, [
+    ...     {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+    ...     {"type": "TEXT_MESSAGE_START", "messageId": "m", "metadata": {"acme.model": "x"}},
+    ...     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Hi"},
+    ... ])
+    >>> [(m.role, m.content, m.metadata) for m in to_agui_core(stages.store)]
+    [('assistant', 'Hi', {'acme.model': 'x'})]
     """
     if isinstance(obj, Event):
         model: BaseModel = _adapter("event").validate_json(encode_event(obj))
@@ -78,4 +103,21 @@ def to_agui_core(obj: Event | Message) -> BaseModel:
     if type(obj) in _MESSAGE_CLASSES:
         message: BaseModel = _adapter("message").validate_json(msgspec.json.encode(obj))
         return message
-    raise TypeError(f"expected an agui-meta Event or Message, got {type(obj).__name__}")
+    if isinstance(obj, MessageItem):
+        item: BaseModel = _adapter("message").validate_json(_encode(obj.to_wire()))
+        return item
+    if isinstance(obj, ToolCallItem):
+        call: BaseModel = _adapter("tool_call").validate_json(_encode(obj.to_wire()))
+        return call
+    messages = getattr(obj, "messages", None)
+    if callable(messages):
+        adapter = _adapter("message")
+        return [adapter.validate_json(_encode(m.to_wire())) for m in messages()]
+    raise TypeError(
+        "expected an agui-meta event, message, store item or store, got "
+        f"{type(obj).__module__}.{type(obj).__qualname__}"
+    )
+
+
+def _encode(wire: Any) -> bytes:
+    return msgspec.json.encode(wire, enc_hook=enc_hook)

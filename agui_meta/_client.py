@@ -41,7 +41,7 @@ from ._defaults import DefaultStages
 from ._events import (
     Interrupt,
     Message,
-    ResumeEntry,
+    RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -59,6 +59,7 @@ from ._framing import (
 )
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
+from ._middleware import middleware
 from ._pipeline import Pipeline, Stage, wrap
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
@@ -282,11 +283,14 @@ class HttpAgent:
     :param timeout: the httpx timeout of the default client (seconds, or an ``httpx.Timeout``):
         10 s to connect, write and get a pool connection, 300 s between two reads.
     :param thread_id: the thread's id (a new UUID by default).
-    :param messages: the thread's history: wire JSON dicts or :class:`~agui_meta.Message`
+    :param messages: the thread's history: wire JSON dicts or :class:`~agui_meta.events.Message`
         Structs, as the store takes them (this is how a stored thread is continued).
     :param state: the thread's state (``{}`` by default).
     :param stages: stages put before the default ones in every run (they see and may change
-        the decoded events, as middleware); transducers are reconnected for each run.
+        the decoded events); transducers are reconnected for each run.
+    :param middleware: AG-UI-style middleware (``async def mw(input, next)`` or
+        :class:`~agui_meta.Middleware` objects), first listed outermost, run before ``stages``
+        and given each run's :class:`~agui_meta.events.RunAgentInput`.
     :param accept: ``"sse"`` (default) or ``"jsonl"``: the format asked for.
     :param reconnect: how many times a run may resume a dropped SSE stream with
         ``Last-Event-ID`` (agui-meta's extension; 0, the default, never reconnects).
@@ -313,6 +317,7 @@ class HttpAgent:
         messages: Iterable[Mapping[str, Any] | Message] = (),
         state: Any = None,
         stages: Sequence[Stage] = (),
+        middleware: Sequence[Any] = (),
         accept: Literal["sse", "jsonl"] = "sse",
         reconnect: int = 0,
         reconnect_delay: float = 1.0,
@@ -332,6 +337,7 @@ class HttpAgent:
         self.store = Store(messages, {} if state is None else state)
         self.ledger: Ledger[Any] = Ledger()
         self.stages = tuple(stages)
+        self.middleware = tuple(middleware)
         self.accept = accept
         self.reconnect = reconnect
         self.reconnect_delay = reconnect_delay
@@ -362,7 +368,7 @@ class HttpAgent:
         return list(self.store.pending_interrupts)
 
     def add_message(self, message: Mapping[str, Any] | Message) -> None:
-        """Append a message (wire JSON or a :class:`~agui_meta.Message`) to the thread.
+        """Append a message (wire JSON or a :class:`~agui_meta.events.Message`) to the thread.
 
         :raises ~agui_meta.DecodeError: the message is not a valid AG-UI message.
         """
@@ -389,7 +395,7 @@ class HttpAgent:
         forwarded_props: Any,
         resume: Iterable[Any] | None,
         parent_run_id: str | None,
-    ) -> tuple[dict[str, Any], list[ResumeEntry] | None]:
+    ) -> tuple[dict[str, Any], RunAgentInput]:
         messages = []
         for message in self.store.messages_wire():
             if message.get("role") == "activity":
@@ -425,7 +431,7 @@ class HttpAgent:
         assert isinstance(event, RunStartedEvent) and event.input is not UNSET
         checked = event.input
         wire: dict[str, Any] = msgspec.to_builtins(checked)
-        return wire, None if checked.resume is UNSET else list(checked.resume)
+        return wire, checked
 
     @contextlib.asynccontextmanager
     async def run(
@@ -441,8 +447,8 @@ class HttpAgent:
         """Start a run and stream its updates: ``async with agent.run() as run: async for u in run``.
 
         ``tools``, ``context`` and ``resume`` are wire JSON dicts or the Structs
-        (:class:`~agui_meta.Tool`, :class:`~agui_meta.InputContext`,
-        :class:`~agui_meta.ResumeEntry`, e.g. from :func:`~agui_meta.build_resume_array`).
+        (:class:`~agui_meta.events.Tool`, :class:`~agui_meta.events.InputContext`,
+        :class:`~agui_meta.events.ResumeEntry`, e.g. from :func:`~agui_meta.build_resume_array`).
         Leaving the block early (``break``, an error, a cancellation) closes the response and
         the pipeline; cancellation is never swallowed.
 
@@ -454,8 +460,10 @@ class HttpAgent:
         """
         if self._scope is not None:
             raise UsageError("this agent already has a run in progress")
-        input, entries = self._input(run_id, tools, context, forwarded_props, resume, parent_run_id)
-        check_resume(self.store.pending_interrupts, entries)
+        input, checked = self._input(run_id, tools, context, forwarded_props, resume, parent_run_id)
+        check_resume(
+            self.store.pending_interrupts, None if checked.resume is UNSET else checked.resume
+        )
         body = msgspec.json.encode(input)
         http = _require_httpx()
         watch = _Watch()
@@ -476,6 +484,7 @@ class HttpAgent:
                     source = _Source(self, client, body, watch)
                     pipeline: Pipeline[Update] = wrap(
                         source.frames(),
+                        *(middleware(mw, checked) for mw in self.middleware),
                         *self.stages,
                         *stages,
                         watch,

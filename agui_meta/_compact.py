@@ -37,7 +37,8 @@ stage (it writes each group as soon as it is complete, the rest when the stream 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Generic, TypeVar, Union
 
 import msgspec
@@ -62,7 +63,7 @@ from ._events import (
     protocol_class,
 )
 from ._framing import make_decoder
-from ._metadata import copy_json, merge_metadata
+from ._metadata import copy_json, merge_wire
 from ._patch import PatchError, apply_patch
 from ._stage import Context, Mode, ReportHandler, Transducer
 
@@ -92,7 +93,7 @@ class _Group(Generic[S]):
             if previous is None:
                 self.start = event
             else:
-                merged = merge_metadata(previous.metadata, event.metadata)
+                merged = merge_wire(previous.metadata, event.metadata)
                 self.start = (
                     event
                     if isinstance(merged, UnsetType)
@@ -103,11 +104,11 @@ class _Group(Generic[S]):
         # the new metadata goes with the deltas', in arrival order.
         kept = UNSET if previous is None else previous.metadata
         self.start = msgspec.structs.replace(event, metadata=kept)
-        self.metadata = merge_metadata(self.metadata, event.metadata)
+        self.metadata = merge_wire(self.metadata, event.metadata)
 
     def add(self, delta: str, metadata: Metadata | UnsetType) -> None:
         self.deltas.append(delta)
-        self.metadata = merge_metadata(self.metadata, metadata)
+        self.metadata = merge_wire(self.metadata, metadata)
 
 
 class Compact(Transducer[Event, Event]):
@@ -149,11 +150,11 @@ class Compact(Transducer[Event, Event]):
         elif cls is TextMessageEndEvent:
             assert isinstance(item, TextMessageEndEvent)
             group = self._texts.pop(item.message_id, None) or _Group()
-            self._write_text(item.message_id, group, item)
+            self._write(group, item, partial(TextMessageContentEvent, message_id=item.message_id))
         elif cls is ToolCallEndEvent:
             assert isinstance(item, ToolCallEndEvent)
             tool = self._tools.pop(item.tool_call_id, None) or _Group()
-            self._write_tool(item.tool_call_id, tool, item)
+            self._write(tool, item, partial(ToolCallArgsEvent, tool_call_id=item.tool_call_id))
         elif isinstance(item, _RUN_EVENTS):
             self._write_state()
             self.emit(item)
@@ -170,10 +171,10 @@ class Compact(Transducer[Event, Event]):
     def close(self) -> None:
         texts, self._texts = self._texts, {}
         for message_id, group in texts.items():
-            self._write_text(message_id, group, None)
+            self._write(group, None, partial(TextMessageContentEvent, message_id=message_id))
         tools, self._tools = self._tools, {}
         for call_id, tool in tools.items():
-            self._write_tool(call_id, tool, None)
+            self._write(tool, None, partial(ToolCallArgsEvent, tool_call_id=call_id))
         self._write_state()
 
     # -- groups ----------------------------------------------------------------------------
@@ -200,38 +201,19 @@ class Compact(Transducer[Event, Event]):
                 return tool.held
         return None
 
-    def _write_text(
+    def _write(
         self,
-        message_id: str,
-        group: _Group[TextMessageStartEvent],
-        end: TextMessageEndEvent | None,
+        group: _Group[Any],
+        end: TextMessageEndEvent | ToolCallEndEvent | None,
+        joined: Callable[..., Event],
     ) -> None:
+        """Emit a group: its START, its deltas joined into one ``joined(delta=, metadata=)``
+        event, its END, then what it held back."""
         emit = self.emit
         if group.start is not None:
             emit(group.start)
         if group.deltas:
-            emit(
-                TextMessageContentEvent(
-                    message_id=message_id, delta="".join(group.deltas), metadata=group.metadata
-                )
-            )
-        if end is not None:
-            emit(end)
-        for held in group.held:
-            emit(held)
-
-    def _write_tool(
-        self, call_id: str, group: _Group[ToolCallStartEvent], end: ToolCallEndEvent | None
-    ) -> None:
-        emit = self.emit
-        if group.start is not None:
-            emit(group.start)
-        if group.deltas:
-            emit(
-                ToolCallArgsEvent(
-                    tool_call_id=call_id, delta="".join(group.deltas), metadata=group.metadata
-                )
-            )
+            emit(joined(delta="".join(group.deltas), metadata=group.metadata))
         if end is not None:
             emit(end)
         for held in group.held:
@@ -272,7 +254,7 @@ class Compact(Transducer[Event, Event]):
                 )
         metadata: Metadata | UnsetType = UNSET
         for event in window:
-            metadata = merge_metadata(metadata, event.metadata)
+            metadata = merge_wire(metadata, event.metadata)
         self.emit(StateSnapshotEvent(snapshot=state, metadata=metadata))
 
 
@@ -289,8 +271,8 @@ def compact_events(
     ``bytes``/``str``), or a whole recorded stream as one ``bytes``/``str`` (SSE or JSON
     lines, detected). Every item is decoded and validated first, with the usual reports and
     errors (``mode`` and ``on_report`` as for a pipeline); the result is a new list of events
-    (see :mod:`agui_meta._compact` for the rules). For an async source, put a
-    :class:`Compact` stage in a pipeline instead.
+    (see :mod:`agui_meta._compact` for the rules). Collect an async source first:
+    ``compact_events([e async for e in agui_meta.wrap(source)])``.
 
     >>> compact_events(b'{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}\\n'
     ...                b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hi"}\\n'

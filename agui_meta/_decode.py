@@ -40,6 +40,7 @@ Where this differs from the reference client, and why:
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
@@ -48,7 +49,15 @@ import msgspec
 from ._compat import Compat
 from ._events import EVENT_TYPES, MESSAGE_TYPES, Event, Message
 from ._exceptions import DataError, DecodeError, FramingError, MetadataError, Report
-from ._fastdecode import DEEP_FROM, MAX_NESTING, MSGSPEC_ERRORS, as_bytes, fast_decode, too_deep
+from ._fastdecode import (
+    DEEP_FROM,
+    MAX_NESTING,
+    MSGSPEC_ERRORS,
+    as_bytes,
+    duplicate_keys,
+    fast_decode,
+    too_deep,
+)
 from ._framing import Frame
 from ._schema import (
     DROP,
@@ -56,6 +65,7 @@ from ._schema import (
     MESSAGE_NODE,
     STRIP_CODES,
     Findings,
+    Path,
     json_path,
     render,
     show,
@@ -231,13 +241,17 @@ class EventDecoder:
                 return self._slow(_BadInput(buf, "frame data"), ctx, data)
             return self._slow(buf, ctx, data) if event is None else event
         if type(data) is dict:
-            etype = data.get("type")
-            cls = EVENT_TYPES.get(etype) if type(etype) is str else None
-            if cls is not None:
-                try:
-                    return msgspec.convert(data, cls)
-                except MSGSPEC_ERRORS:
-                    pass
+            # Through its JSON text, so that a dict meets every limit bytes meet (nesting,
+            # lone surrogates, integer size, duplicate keys aside: a dict has none).
+            try:
+                encoded = _ENCODE(data)
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+                return self._slow(_BadInput(exc, "dict"), ctx, None)
+            event = fast_decode(encoded)
+            if event is not None:
+                return event
+            if len(encoded) > DEEP_FROM and too_deep(encoded):
+                return self._slow(_BadInput(_TooDeep(), "dict"), ctx, None)
             return self._slow(data, ctx, None)
         if isinstance(data, Event):
             # msgspec does not validate on construction: re-validate through the wire form.
@@ -288,16 +302,16 @@ class EventDecoder:
         if framed:
             if len(data) > DEEP_FROM and too_deep(data):
                 raise _nesting_error(data)
+            if type(data) is str and not data.isascii():
+                data = as_bytes(data)  # lone surrogates kept, as the bytes they would be
             try:
                 value = _GENERIC_DECODE(data)
             except MSGSPEC_ERRORS as exc:
-                if getattr(frame, "final_unterminated", False):
-                    raise FramingError(
-                        f"the stream was truncated inside its last frame (invalid JSON: {exc})"
-                    ) from exc
-                raise DecodeError(f"invalid JSON: {exc}") from exc
+                raise _invalid_json(exc, data, frame) from exc
+            repeated = _repeated_keys(data)
         else:
             value = data
+            repeated = []
         if type(value) is not dict:
             raise _not_an_object(value)
         etype = value.get("type")
@@ -307,6 +321,16 @@ class EventDecoder:
             # enforcement, which drops what it does not recognise.
             raise DecodeError("the frame carries no event type", path="$.type")
         out = Findings()
+        for at, key in repeated:
+            path: Path = None
+            for segment in at:
+                path = (path, segment)
+            out.add(
+                "duplicate-key",
+                (path, key),
+                f"the key {show(key)} appears more than once in one object: the last value is "
+                "kept (as JSON.parse keeps it) and the earlier ones are dropped",
+            )
         event = self._compat.apply(dict(value), etype if isinstance(etype, str) else "", out)
         node = EVENT_NODES.get(event["type"]) if typed else None
         if node is None:
@@ -348,6 +372,58 @@ class EventDecoder:
             )
 
 
+def _repeated_keys(data: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """The keys JSON text repeats (see :func:`duplicate_keys`), scanned for only when the text
+    names more than one id or delta (the keys that could retarget or rewrite an event)."""
+    text = as_bytes(data)
+    if text.count(b'Id"') > 1 or text.count(b'"delta"') > 1:
+        return duplicate_keys(text)
+    return []
+
+
+class _TooDeep:
+    """Marks input nested deeper than MAX_NESTING (for :class:`_BadInput`)."""
+
+
+#: An escaped UTF-16 surrogate that is not part of a pair (JSON text allows the escape; Unicode
+#: has no such character, and msgspec's message for it speaks of truncation).
+_LONE_SURROGATE: Final = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+#: A surrogate code point encoded as UTF-8 would encode it (what a str holding one becomes).
+_ENCODED_SURROGATE: Final = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]")
+
+
+def _invalid_json(exc: BaseException, data: Any, frame: Any) -> DataError:
+    """The error for text that is not JSON, saying why in the producer's terms."""
+    text = as_bytes(data)
+    raw = _ENCODED_SURROGATE.search(text)
+    if raw is not None:
+        return DecodeError(
+            f"a string holds a lone UTF-16 surrogate (at byte {raw.start()} of the event, "
+            f"{raw.group()!r} in UTF-8 terms): not valid Unicode, refused from every source"
+        )
+    lone = _LONE_SURROGATE.search(text)
+    if lone is not None:
+        return DecodeError(
+            f"a string holds the escaped lone UTF-16 surrogate {lone.group().decode()} (at byte "
+            f"{lone.start()} of the event): not valid Unicode, refused from every source"
+        )
+    reason = str(exc)
+    if "trailing characters" in reason:
+        return DecodeError(
+            f"invalid JSON: {reason}: the frame holds more than one JSON value (a source of "
+            "lines without line endings gives one such frame: end each item with a newline, "
+            "or pass format='json' for whole events)"
+        )
+    if getattr(frame, "final_unterminated", False):
+        return FramingError(f"the stream was truncated inside its last frame (invalid JSON: {exc})")
+    return DecodeError(f"invalid JSON: {exc}")
+
+
 class _BadInput:
     """Input the slow path can only reject (an Event holding a non-JSON value, frame data …)."""
 
@@ -358,10 +434,39 @@ class _BadInput:
         self.what = what
 
     def fail(self) -> None:
-        if isinstance(self.value, BaseException):
+        value = self.value
+        if isinstance(value, _TooDeep):
             raise DecodeError(
-                f"the {self.what} cannot be serialised as JSON: {self.value}", path="$"
-            ) from self.value
+                f"the {self.what} holds a value nested more than {MAX_NESTING} levels deep (the "
+                "event object is level 1), the limit JSON text is held to",
+                path="$",
+            )
+        if isinstance(value, UnicodeEncodeError) or "surrogates not allowed" in str(value):
+            which = (
+                f" ({value.object[value.start : value.end]!a})"
+                if isinstance(value, UnicodeEncodeError)
+                else ""
+            )
+            raise DecodeError(
+                f"the {self.what} holds a string with a lone UTF-16 surrogate{which}: not valid "
+                "Unicode, refused from every source as in JSON text",
+                path="$",
+            ) from value
+        if isinstance(value, RecursionError) or "serialization depth exceeded" in str(value):
+            raise DecodeError(
+                f"the {self.what} holds a value nested more than {MAX_NESTING} levels deep",
+                path="$",
+            ) from value
+        if isinstance(value, ValueError) and "integer string conversion" in str(value):
+            raise DecodeError(
+                f"the {self.what} holds an integer of more digits than JSON text may carry "
+                f"(Python's int-string limit, {sys.get_int_max_str_digits()} digits)",
+                path="$",
+            ) from value
+        if isinstance(value, BaseException):
+            raise DecodeError(
+                f"the {self.what} cannot be serialised as JSON: {value}", path="$"
+            ) from value
         raise DecodeError(
             f"the {self.what} is not bytes or text (got {type(self.value).__name__})", path="$"
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from ._decode import Enforce
@@ -28,7 +29,10 @@ from ._framing import (
     AutoDecoder,
     Frame,
     FrameDecoder,
+    Ignored,
     InvalidUtf8,
+    PayloadRun,
+    ignored_report,
     make_decoder,
 )
 from ._stage import CONTENT_DELTAS, Context, Mode, ReportHandler, Transducer
@@ -184,6 +188,12 @@ class Runner:
         self._framing = framing
         self._max_frame_size = max_frame_size
         self._framer: FrameDecoder | None = None
+        self._feed_chunk: Callable[[bytes], list[Any]] | None = None
+        # Lines given without their line ending (httpx's aiter_lines(), a list of
+        # json.dumps(event) strings): whether the last chunk left a line open, and whether
+        # the last one was such a line (see _line_ending).
+        self._mid_line = False
+        self._lines = False
         self._number = number
         self._count = 0
         self._close_errors = close_errors
@@ -198,16 +208,49 @@ class Runner:
     def feed(self, item: Any) -> None:
         """One source item through the chain (see the class documentation)."""
         if self._framing is not None and isinstance(item, (bytes, bytearray, memoryview, str)):
-            chunk = item.encode() if isinstance(item, str) else bytes(item)
+            # A str chunk's lone surrogates become the bytes they would be (CESU-8), which the
+            # framer refuses as it refuses them in bytes: one rule for every source.
+            chunk = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
+            if b"\n" in chunk or b"\r" in chunk:
+                self._lines = False
+                self._mid_line = not chunk.endswith((b"\n", b"\r"))
+            elif self._line_ending(chunk):
+                chunk += b"\n"
+            elif chunk:
+                self._mid_line = True
+            feed_chunk = self._feed_chunk
+            if feed_chunk is None:
+                feed_chunk = self._feed_chunk = self._frames()
             try:
-                frames = self._frames().feed(chunk)
+                parts = feed_chunk(chunk)
             except FramingError as exc:
                 raise exc.locate(index=self._count) from None
-            self._run_frames(frames)
+            framer = self._framer
+            assert framer is not None
+            if framer.ignored:  # the lines' places count frames: each frame of a run
+                frames = [f for p in parts for f in (p.frames() if type(p) is PayloadRun else [p])]
+                self._run_noted(frames, framer.ignored)
+            else:
+                for part in parts:
+                    if type(part) is PayloadRun:
+                        self._run_payloads(part)
+                    else:
+                        self._run_frames([part])
         elif type(item) is Frame:
             self._run_frames([item])
         else:
             self._one(item)
+
+    def _run_noted(self, frames: list[Frame], ignored: list[Ignored]) -> None:
+        """``frames`` with a report for each line the framer ignored, in stream order."""
+        notes = list(ignored)
+        ignored.clear()
+        done = 0
+        for note in notes:
+            self._run_frames(frames[done : note.before])
+            done = max(done, note.before)
+            self.ctx.deliver(ignored_report(note, self._count))
+        self._run_frames(frames[done:])
 
     def feed_all(self, items: Iterable[Any]) -> list[Any]:
         """Feed every item, close, and return (and clear) every output."""
@@ -231,7 +274,10 @@ class Runner:
                 frames = self._framer.close()
             except FramingError as exc:
                 raise exc.locate(index=self._count) from None
-            self._run_frames(frames)
+            if self._framer.ignored:
+                self._run_noted(frames, self._framer.ignored)
+            else:
+                self._run_frames(frames)
         for t in self.chain:
             try:
                 t.close()
@@ -242,7 +288,35 @@ class Runner:
 
     # -- the loops ---------------------------------------------------------------------------
 
-    def _frames(self) -> FrameDecoder:
+    def _line_ending(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` is one whole line given without its line ending.
+
+        It is when it starts a line (the chunk before it ended one) and is complete by
+        itself: a JSON value (a JSON line), or an SSE ``data:`` line holding one; once such a
+        line came, the SSE lines between events (the blank line, comments, other fields) are
+        taken as lines too, until a chunk holds a line ending of its own. A chunk of a byte
+        stream that happens to end right before a line ending passes the same test: the
+        ending this adds then makes a blank line, which neither format minds.
+        """
+        if self._mid_line:
+            return False
+        if self._lines and (not chunk or chunk[:1] == b":" or not chunk.startswith(b"data:")):
+            return True
+        if chunk.startswith(b"data:"):
+            value = chunk[5:]
+        elif chunk[:1] in (b"{", b" ", b"\t", b"["):
+            value = chunk
+        else:
+            return False
+        try:
+            msgspec.json.decode(value)
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        self._lines = True
+        return True
+
+    def _frames(self) -> Callable[[bytes], list[Any]]:
+        """The framer's feed: runs of simple SSE blocks as PayloadRuns where it can."""
         if self._framer is None:
             fmt = self._framing
             invalid_utf8: InvalidUtf8 = "frame" if self.ctx.mode == "keep_going" else "raise"
@@ -255,7 +329,10 @@ class Runner:
                     invalid_utf8=invalid_utf8,
                 )
             )
-        return self._framer
+        framer = self._framer
+        if self._fast is not None and self._fast.decode is not None:
+            return getattr(framer, "feed_runs", framer.feed)
+        return framer.feed
 
     def _one(self, item: Any) -> None:
         """One event that is not a frame."""
@@ -353,6 +430,60 @@ class Runner:
                         after_decode(event)
                 except DataError as exc:
                     exc.locate(offset=frame.offset, line=frame.line)
+                    ctx.skip(exc)
+                fast.refresh()
+        finally:
+            self._count = index
+
+    def _run_payloads(self, run: PayloadRun) -> None:
+        """A run of simple SSE blocks: the fast path inline; a Frame only for the rest."""
+        fast = self._fast
+        assert fast is not None and fast.decode is not None  # feed_runs is used only then
+        ctx = self.ctx
+        decode = fast.decode
+        plans = fast.plans
+        tallies = fast.tallies
+        tail = fast.tail
+        after_decode = fast.after_decode
+        number = self._number
+        index = self._count
+        offset = run.offset
+        line = run.line - 2
+        try:
+            for data in run.payloads:
+                if number:
+                    ctx.index = index
+                    index += 1
+                at = offset
+                offset += len(data) + 8
+                line += 2
+                try:
+                    event = decode(data)
+                    if event is not None:
+                        cls = type(event)
+                        plan = plans.get(cls)
+                        if plan is not None and event.subagent_run_id is UNSET:
+                            ids, convert = plan
+                            if (
+                                ids is None
+                                or (
+                                    event.tool_call_id
+                                    if cls is ToolCallArgsEvent
+                                    else event.message_id
+                                )
+                                in ids
+                            ):
+                                tail(event if convert is None else convert(event))
+                                if tallies:
+                                    kind = cls.type
+                                    for tally in tallies:
+                                        tally[kind] = tally.get(kind, 0) + 1
+                                continue
+                        after_decode(event)
+                    else:  # the decoding stage says what is wrong, and where
+                        self._head(Frame(data, at, line, None, run.id))
+                except DataError as exc:
+                    exc.locate(offset=at, line=line)
                     ctx.skip(exc)
                 fast.refresh()
         finally:

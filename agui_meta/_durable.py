@@ -31,10 +31,12 @@ import msgspec
 from msgspec import UNSET
 
 from ._decode import Enforce
-from ._defaults import default_stages
+from ._defaults import DefaultStages
+from ._driver import close_chain, connect_chain
 from ._exceptions import DataError, Report
 from ._ledger import Ledger, RunRecord
-from ._stage import Context, close_chain, connect_chain
+from ._metadata import enc_hook
+from ._stage import Context
 from ._threads import ThreadSnapshot
 from ._verify import Verify
 
@@ -93,7 +95,7 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
         return _json(self.data)
 
 
-_json = msgspec.json.Encoder().encode
+_json = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
 
 class _Type(msgspec.Struct):
@@ -181,7 +183,7 @@ def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
 def _report_data(report: Report, at: tuple[str, int, int] | None) -> dict[str, Any]:
     data = {
         k: v
-        for k, v in msgspec.to_builtins(report).items()
+        for k, v in msgspec.to_builtins(report, enc_hook=enc_hook).items()
         if v is not None and k not in ("offset", "line")
     }
     if at is not None:
@@ -198,7 +200,7 @@ class _Segment:
         self.ended: dict[int, RunRecord] = {}
         self.now = 0  # the time of receipt of the entry being processed
         ledger: Ledger[Any] = Ledger(on_run=self._run, clock=lambda: self.now)
-        self.stages = default_stages(
+        self.stages = DefaultStages(
             self.store, verify=Verify(report_unfinished=True), ledger=ledger
         )
         self.ctx = Context("keep_going", self._report)
@@ -215,7 +217,7 @@ class _Segment:
 
     def _run(self, record: RunRecord) -> None:
         self.ended[id(record)] = record
-        self.out.append(("run", msgspec.to_builtins(record)))
+        self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
 
     def _report(self, report: Report) -> None:
         index = report.index

@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import json
 import re
 from itertools import accumulate
 from typing import Any, Final
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_NESTING",
     "MSGSPEC_ERRORS",
     "as_bytes",
+    "duplicate_keys",
     "fast_decode",
     "may_nest",
     "too_deep",
@@ -100,6 +102,74 @@ def fast_decode(data: Any) -> Event | None:
         event: Event = _TYPED_DECODE(data)
     except MSGSPEC_ERRORS:
         return None
+    except UnicodeEncodeError:  # a str with a lone surrogate: the slow path says so
+        return None
     if len(data) > DEEP_FROM and may_nest(event) and too_deep(data):
         return None
+    if type(data) is not bytes:
+        data = as_bytes(data)
+    if (data.count(_ID_KEY) > 1 or data.count(_DELTA_KEY) > 1) and _duplicated(data, event):
+        return None  # the slow path reports each duplicate key
     return event
+
+
+# -- duplicate keys: JSON.parse keeps the last value; the earlier one is reported, not lost silently
+
+#: Every id field ends so in the JSON text (``"messageId"``, ``"toolCallId"``, ``"runId"`` …).
+_ID_KEY: Final = b'Id"'
+_DELTA_KEY: Final = b'"delta"'
+#: Per event class, its fields whose wire names end in ``Id``.
+_ID_FIELDS: Final = {
+    cls: tuple(
+        field.name for field in msgspec.structs.fields(cls) if field.encode_name.endswith("Id")
+    )
+    for cls in EVENT_TYPES.values()
+}
+
+
+def _duplicated(data: Any, event: Event) -> bool:
+    """Whether JSON text the typed decode accepted held a key twice in one object.
+
+    Called only when the text names more ids (or deltas) than one: if the event's own id
+    fields account for them, there is nothing to look for; otherwise one exact scan.
+    """
+    ids = sum(getattr(event, name) is not UNSET for name in _ID_FIELDS[type(event)])
+    if data.count(_ID_KEY) <= ids and data.count(_DELTA_KEY) <= 1:
+        return False
+    return bool(duplicate_keys(data))
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object as the list of its (key, value) pairs, duplicates kept."""
+
+    __slots__ = ()
+
+
+def duplicate_keys(data: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every key that JSON text repeats within one object: ``(path to the object, key)``.
+
+    ``[]`` for text that is not JSON (the decoders say what is wrong with it) or nests too
+    deeply to scan. The path is a tuple of keys and indices from the root.
+
+    >>> duplicate_keys(b'{"a": 1, "b": {"c": 1, "c": 2}, "a": 3}')
+    [((), 'a'), (('b',), 'c')]
+    """
+    try:
+        value = json.loads(as_bytes(data), object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return []
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    todo: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while todo:
+        path, node = todo.pop()
+        if type(node) is _Pairs:
+            seen: set[str] = set()
+            for key, child in node:
+                if key in seen:
+                    found.append((path, key))
+                seen.add(key)
+                todo.append(((*path, key), child))
+        elif type(node) is list:
+            todo.extend(((*path, i), child) for i, child in enumerate(node))
+    found.sort(key=lambda entry: (len(entry[0]), entry))
+    return found

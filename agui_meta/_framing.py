@@ -40,12 +40,12 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from itertools import accumulate, repeat
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 
 import anyio
 import msgspec
 
-from ._exceptions import FramingError, UsageError
+from ._exceptions import FramingError, Report, UsageError
 
 if TYPE_CHECKING:
     import httpx
@@ -56,6 +56,7 @@ __all__ = [
     "Format",
     "Frame",
     "FrameDecoder",
+    "Ignored",
     "InvalidUtf8",
     "JsonLinesDecoder",
     "SSEDecoder",
@@ -107,12 +108,77 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
     error: FramingError | None = None
 
 
+class PayloadRun(NamedTuple):
+    """Consecutive frames of one-line ``data: <payload>`` SSE blocks, without a Frame each.
+
+    :meth:`SSEDecoder.feed_runs` gives these for the common shape of a stream, so that a
+    consumer that needs a frame's place only when something is wrong does not pay for a
+    :class:`Frame` per event. Frame ``k`` is ``Frame(payloads[k], offset + sum(len(p) + 8 for
+    p in payloads[:k]), line + 2 * k, None, id)``; :meth:`frames` builds them all.
+    """
+
+    payloads: list[bytes]
+    offset: int
+    line: int
+    id: str | None
+
+    def frames(self) -> list[Frame]:
+        """The frames of the run, as :meth:`SSEDecoder.feed` gives them."""
+        payloads = self.payloads
+        count = len(payloads)
+        return list(
+            map(
+                Frame,
+                payloads,
+                accumulate(map((8).__add__, map(len, payloads)), initial=self.offset),
+                range(self.line, self.line + 2 * count, 2),
+                repeat(None, count),
+                repeat(self.id, count),
+            )
+        )
+
+
+class Ignored(NamedTuple):
+    """A line a decoder read and ignored (an SSE field none of ``data``, ``event``, ``id``,
+    ``retry``: a misspelt ``DATA:`` loses its event), as :attr:`SSEDecoder.ignored` lists it.
+
+    ``before`` is how many of the frames the same ``feed``/``close`` call returned come before
+    the line; ``field`` the field name; ``offset`` and ``line`` where the line starts.
+    """
+
+    before: int
+    field: bytes
+    offset: int
+    line: int
+
+
+def ignored_report(note: Ignored, index: int | None) -> Report:
+    """The report for a line the framer ignored (code ``sse-unknown-field``, a warning).
+
+    ``index`` is the index the next event will have (the one the line sat in, when it has
+    data lines of its own).
+    """
+    field = note.field.decode("utf-8", "backslashreplace")
+    return Report(
+        code="sse-unknown-field",
+        message=f"SSE line with the unknown field {field[:40]!r} ignored (the fields are data, "
+        "event, id and retry, in lower case): what it carried is not part of any event",
+        index=index,
+        offset=note.offset,
+        line=note.line,
+    )
+
+
 def _not_utf8(
     what: str, value: bytes, exc: UnicodeDecodeError, offset: int, line: int
 ) -> FramingError:
+    bad = value[exc.start : exc.start + 4]
+    surrogate = len(bad) >= 3 and bad[0] == 0xED and 0xA0 <= bad[1] <= 0xBF
+    why = (
+        "a lone UTF-16 surrogate (as a str chunk holding one encodes)" if surrogate else exc.reason
+    )
     return FramingError(
-        f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start} of the value: "
-        f"{value[exc.start : exc.start + 4]!r})",
+        f"{what} is not valid UTF-8 ({why} at byte {exc.start} of the value: {bad!r})",
         offset=offset,
         line=line,
     )
@@ -148,6 +214,7 @@ class _LineDecoder:
         "_pos",
         "_tolerant",
         "_unterminated",
+        "ignored",
         "max_frame_size",
     )
 
@@ -160,6 +227,9 @@ class _LineDecoder:
     ) -> None:
         _check_options(max_frame_size, unterminated, invalid_utf8)
         self.max_frame_size = max_frame_size
+        #: Lines the decoder read and ignored, for the caller to report and then clear:
+        #: :class:`Ignored` entries (SSE lines whose field is none of the four; never comments).
+        self.ignored: list[Ignored] = []
         self._limit = max_frame_size
         self._unterminated = unterminated
         self._tolerant = invalid_utf8 == "frame"
@@ -210,7 +280,7 @@ class SSEDecoder(_LineDecoder):
     leading BOM is skipped. Lines starting with ``:`` are comments (keep-alives). ``data``
     lines are collected and joined with ``\\n``; ``event`` sets the event type; ``id`` sets the
     last event ID unless its value contains NUL; ``retry`` with ASCII digits only sets
-    :attr:`retry`; other fields are ignored. A blank line dispatches the event as a
+    :attr:`retry`; other fields are ignored and listed in :attr:`ignored` (the caller clears it). A blank line dispatches the event as a
     :class:`Frame` when data was collected (even empty data: ``data:`` alone gives a frame with
     ``data == b""``), and always resets the event type.
 
@@ -239,6 +309,7 @@ class SSEDecoder(_LineDecoder):
         "_data_len",
         "_event",
         "_id",
+        "_runs",
         "_start_line",
         "_start_pos",
         "last_event_id",
@@ -268,6 +339,7 @@ class SSEDecoder(_LineDecoder):
         self._id: str | None = None
         self._start_pos = -1  # offset of the current event's first field line; -1: none yet
         self._start_line = 0
+        self._runs = False  # feed_runs: runs of simple blocks as PayloadRuns, not Frames
 
     @property
     def buffered(self) -> int:
@@ -386,6 +458,18 @@ class SSEDecoder(_LineDecoder):
             return self._fail(exc, frames)
         return frames
 
+    def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
+        """:meth:`feed`, with each run of one-line ``data:`` blocks as one :class:`PayloadRun`.
+
+        The frames are the same as :meth:`feed` gives, in the same order (a run's
+        :meth:`PayloadRun.frames`); errors are the same.
+        """
+        self._runs = True
+        try:
+            return self.feed(chunk)  # type: ignore[return-value]
+        finally:
+            self._runs = False
+
     def close(self) -> list[Frame]:
         """End of stream: returns the last event if its data was not followed by a blank line.
 
@@ -459,14 +543,17 @@ class SSEDecoder(_LineDecoder):
             return chunk  # let _run report the line that is not UTF-8
         lineno = self._lineno
         last_id = self._id
-        frames += map(
-            Frame,
-            payloads,
-            accumulate(map((8).__add__, map(len, payloads)), initial=self._pos),
-            range(lineno, lineno + 2 * count, 2),
-            repeat(None, count),
-            repeat(last_id, count),
-        )
+        if self._runs:
+            frames.append(PayloadRun(payloads, self._pos, lineno, last_id))  # type: ignore[arg-type]
+        else:
+            frames += map(
+                Frame,
+                payloads,
+                accumulate(map((8).__add__, map(len, payloads)), initial=self._pos),
+                range(lineno, lineno + 2 * count, 2),
+                repeat(None, count),
+                repeat(last_id, count),
+            )
         self._pos += end
         self._lineno = lineno + 2 * count
         self.last_event_id = last_id or ""
@@ -545,8 +632,11 @@ class SSEDecoder(_LineDecoder):
                         elif name == b"id":
                             if b"\0" not in value:
                                 last_id = value.decode() or None
-                        elif name == b"retry" and value.isdigit():
-                            self.retry = _retry_ms(value)
+                        elif name == b"retry":
+                            if value.isdigit():
+                                self.retry = _retry_ms(value)
+                        else:
+                            self.ignored.append(Ignored(len(frames), name, here, ln))
                     except UnicodeDecodeError as exc:
                         what = "SSE event type" if name == b"event" else "SSE event id"
                         if not self._tolerant:
@@ -777,6 +867,11 @@ class FrameDecoder(Protocol):
         """Bytes held for the frame being read."""
         ...
 
+    @property
+    def ignored(self) -> list[Ignored]:
+        """Lines read and ignored since the caller last cleared this list."""
+        ...
+
     def feed(self, chunk: bytes) -> list[Frame]:
         """Decode the next chunk of the stream; returns the frames it completed."""
         ...
@@ -832,6 +927,11 @@ class AutoDecoder:
         return "sse" if isinstance(self._delegate, SSEDecoder) else "jsonl"
 
     @property
+    def ignored(self) -> list[Ignored]:
+        """The delegate's :attr:`SSEDecoder.ignored` (``[]`` while undecided)."""
+        return [] if self._delegate is None else self._delegate.ignored
+
+    @property
     def buffered(self) -> int:
         """Bytes held: those of the undecided start, or the delegate's."""
         return len(self._buf) if self._delegate is None else self._delegate.buffered
@@ -868,6 +968,14 @@ class AutoDecoder:
             invalid_utf8=self._invalid_utf8,
         )
         return self._delegate.feed(buf)
+
+    def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
+        """:meth:`feed`, with runs of simple SSE blocks as :class:`PayloadRun` (see
+        :meth:`SSEDecoder.feed_runs`) once the format is known to be SSE."""
+        delegate = self._delegate
+        if type(delegate) is SSEDecoder:
+            return delegate.feed_runs(chunk)
+        return self.feed(chunk)  # type: ignore[return-value]
 
     def close(self) -> list[Frame]:
         """End of stream; see :meth:`SSEDecoder.close` and :meth:`JsonLinesDecoder.close`."""

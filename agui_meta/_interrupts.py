@@ -12,7 +12,6 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import msgspec
 from msgspec import UNSET
 
 from ._events import Interrupt, ResumeEntry
@@ -63,12 +62,14 @@ def is_interrupt_expired(interrupt: Interrupt, now: _dt.datetime | None = None) 
 
 def build_resume_array(
     interrupts: Iterable[Interrupt], responses: Mapping[str, Mapping[str, Any]]
-) -> list[ResumeEntry]:
-    """The ``resume`` array answering every interrupt, in the interrupts' order.
+) -> list[dict[str, Any]]:
+    """The ``resume`` array answering every interrupt, in the interrupts' order, as wire JSON.
 
     ``responses`` maps each interrupt id to ``{"status": "resolved" | "cancelled",
     "payload"?: ..., "metadata"?: {...}}``. As the reference's ``buildResumeArray``: a payload
-    is sent only with ``"resolved"``; metadata with either status.
+    is kept only with ``"resolved"``, metadata with either status, and nothing is validated
+    here (a ``None`` payload is kept; sending the input drops it, as the official client's
+    outgoing check does, and a wrong status is refused then).
 
     :raises ValueError: an open interrupt has no response, or a response names an interrupt
         that is not open (the message lists the ids).
@@ -77,7 +78,7 @@ def build_resume_array(
     >>> from agui_meta.events import Interrupt
     >>> pending = [Interrupt(id="i-1", reason="confirm")]
     >>> build_resume_array(pending, {"i-1": {"status": "resolved", "payload": {"ok": True}}})
-    [ResumeEntry(interrupt_id='i-1', status='resolved', payload={'ok': True}, metadata=UNSET)]
+    [{'interruptId': 'i-1', 'status': 'resolved', 'payload': {'ok': True}}]
     """
     pending = list(interrupts)
     open_ids = list(dict.fromkeys(i.id for i in pending))
@@ -100,13 +101,7 @@ def build_resume_array(
             entry["payload"] = response["payload"]
         if "metadata" in response:
             entry["metadata"] = response["metadata"]
-        try:
-            out.append(msgspec.convert(entry, ResumeEntry))
-        except msgspec.ValidationError as exc:
-            raise ValueError(
-                f"build_resume_array: the response to interrupt {interrupt.id!r} is not a "
-                f"valid resume entry: {exc}"
-            ) from None
+        out.append(entry)
     return out
 
 

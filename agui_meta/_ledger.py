@@ -390,6 +390,17 @@ def _discard(item: Any) -> None:
     pass
 
 
+def _plain(metadata: Any) -> Any:
+    """A store item's merged metadata as a plain dict of the record's own (``UNSET`` if none).
+
+    Taken at a tool call's START, END and the run's end only (O(keys) each), so that a record
+    is plain data that any msgspec encoder writes, with or without the store's ``enc_hook``.
+    """
+    if metadata is None or isinstance(metadata, UnsetType):
+        return UNSET
+    return dict(metadata)
+
+
 def _now_ms() -> float:
     return time.time() * 1000.0
 
@@ -897,7 +908,7 @@ class Ledger(Transducer[T, T]):
         tool.result_at, tool.result_clock = when
         item = self._item
         tool.result_metadata = (
-            event.metadata if item is event else getattr(item, "metadata", event.metadata)
+            event.metadata if item is event else _plain(getattr(item, "metadata", event.metadata))
         )
 
     def _tool_started(self, record: RunRecord, call_id: str, event: Event) -> ToolCallRecord | None:
@@ -927,18 +938,18 @@ class Ledger(Transducer[T, T]):
         arguments = live.arguments
         if isinstance(arguments, str):
             tool.arguments_length = len(arguments)
-        tool.metadata = live.metadata
+        tool.metadata = _plain(live.metadata)
 
     def _tool_metadata(self, tool: ToolCallRecord, event: Event) -> None:
         """The call's merged metadata: the store's (behind the accumulator), else merged here."""
         live = self._live.get(tool.tool_call_id)
         if live is not None:
-            tool.metadata = live.metadata
+            tool.metadata = _plain(live.metadata)
             return
         incoming = event.metadata
         if isinstance(incoming, UnsetType):
             return
-        if isinstance(tool.metadata, UnsetType):
+        if tool.metadata is None or isinstance(tool.metadata, UnsetType):
             tool.metadata = dict(incoming)
         else:  # a dict of the ledger's own: merged in place
             tool.metadata.update(incoming)

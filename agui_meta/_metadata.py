@@ -185,15 +185,15 @@ def merge_metadata(
 def merge_metadata(
     existing: dict[str, Any] | UnsetType | None,
     incoming: Mapping[str, Any] | UnsetType | None,
-) -> dict[str, Any] | UnsetType: ...
+) -> dict[str, Any] | None: ...
 def merge_metadata(
     existing: Mapping[str, Any] | UnsetType | None,
     incoming: Mapping[str, Any] | UnsetType | None,
-) -> Mapping[str, Any] | UnsetType:
+) -> Mapping[str, Any] | None:
     """Merge ``incoming`` metadata over ``existing``, key by key, the last write winning.
 
-    An absent ``incoming`` (``UNSET`` or ``None``) returns ``existing`` unchanged (``UNSET``
-    when it too is absent). Otherwise the result holds ``existing``'s keys overlaid with
+    An absent ``incoming`` (``None``, or the wire model's ``UNSET``) returns ``existing``
+    unchanged (``None`` when it too is absent). Otherwise the result holds ``existing``'s keys overlaid with
     ``incoming``'s: a value is replaced whole, never blended, so an object or an array under a
     key (also under ``"ag-ui"``) replaces what was there. ``null`` values are kept. Neither
     argument is mutated, and the result is never one of them (except that merging nothing
@@ -208,7 +208,28 @@ def merge_metadata(
     {'a': 1, 'u': {'out': 4}, 'b': None}
     >>> merge_metadata(None, {})
     {}
+    >>> merge_metadata(None, None) is None
+    True
     """
+    merged = merge_wire(existing, incoming)  # type: ignore[arg-type]
+    return None if merged is UNSET else merged
+
+
+@overload
+def merge_wire(
+    existing: MergedMetadata, incoming: Mapping[str, Any] | UnsetType | None
+) -> MergedMetadata: ...
+@overload
+def merge_wire(
+    existing: dict[str, Any] | UnsetType | None,
+    incoming: Mapping[str, Any] | UnsetType | None,
+) -> dict[str, Any] | UnsetType: ...
+def merge_wire(
+    existing: Mapping[str, Any] | UnsetType | None,
+    incoming: Mapping[str, Any] | UnsetType | None,
+) -> Mapping[str, Any] | UnsetType:
+    """:func:`merge_metadata` for the wire model: absent is ``UNSET`` (what an event's
+    ``metadata`` field takes), so the result can go straight into a new event."""
     if incoming is UNSET or incoming is None:
         return UNSET if existing is None else existing
     if type(existing) is MergedMetadata:
@@ -285,9 +306,9 @@ def unprefixed_keys(metadata: Mapping[str, Any] | UnsetType | None) -> list[str]
 
 def fold_metadata(
     items: Iterable[Mapping[str, Any] | UnsetType | None],
-) -> dict[str, Any] | UnsetType:
+) -> dict[str, Any] | None:
     """Merge a sequence of metadata objects in order (the fold of :func:`merge_metadata`)."""
-    result: dict[str, Any] | UnsetType = UNSET
+    result: dict[str, Any] | None = None
     for item in items:
         result = merge_metadata(result, item)
     return result

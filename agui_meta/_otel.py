@@ -129,13 +129,20 @@ _EVENT_CLASSES = frozenset(EVENT_TYPES.values())
 _INT64 = 2**63
 
 
+#: The range of OTLP's ``fixed64`` times: a producer's timestamp outside it is clamped.
+_MAX_NS = 2**64 - 1
+
+
 def _ns(ms: float | UnsetType) -> int | None:
-    """Milliseconds since the epoch (the ledger's times) as OpenTelemetry's nanoseconds."""
+    """Milliseconds since the epoch (the ledger's times) as OpenTelemetry's nanoseconds.
+
+    Clamped to what OTLP can carry (0 … 2**64 - 1 ns): an AG-UI ``timestamp`` may be any safe
+    integer, negative or far in the future, and an exporter would fail on the whole batch.
+    """
     if isinstance(ms, UnsetType):
         return None
-    if isinstance(ms, int):
-        return ms * 1_000_000
-    return round(ms * 1_000_000)
+    ns = ms * 1_000_000 if isinstance(ms, int) else round(ms * 1_000_000)
+    return min(max(ns, 0), _MAX_NS)
 
 
 def _seconds(start: float | UnsetType, end: float | UnsetType) -> float | None:

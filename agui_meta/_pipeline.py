@@ -27,9 +27,10 @@ with`` block.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union, cast, overload
 
@@ -131,6 +132,8 @@ class Pipeline(Generic[T]):
             source = [source]  # one whole stream given at once
         elif isinstance(source, os.PathLike):
             source = _read_file(source)  # framed like any byte stream
+        elif isinstance(source, io.IOBase) and callable(getattr(source, "read", None)):
+            source = _read_chunks(source)  # an open file: chunks, not lines
         self._source = source
         self._source_iterator: AsyncIterator[Any] | None = None
         self._segments = self._plan([Enforce(), *stages])
@@ -388,6 +391,16 @@ class _TaskContext(Context):
 
     def deliver(self, report: Report) -> None:
         self._pipeline.deliver(self.locate(report))
+
+
+def _read_chunks(file: Any, chunk_size: int = 65536) -> Iterator[bytes | str]:
+    """An open file (binary or text), read in chunks: iterating it would give it line by line.
+
+    The file stays open: whoever opened it closes it.
+    """
+    read = file.read
+    while chunk := read(chunk_size):
+        yield chunk
 
 
 async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:

@@ -44,11 +44,22 @@ from ._metadata import copy_json
 __all__ = ["ItemStore", "MessageItem", "Store", "ToolCallItem"]
 
 
+_NO_NULLS: frozenset[str] = frozenset()
+
+
+def _nulls_of(fields: Mapping[str, Any], names: tuple[str, ...]) -> frozenset[str]:
+    """Which of ``names`` a history's wire object holds as ``null`` (absent ones read None too)."""
+    found = [name for name in names if name in fields and fields[name] is None]
+    return frozenset(found) if found else _NO_NULLS
+
+
 class ToolCallItem:
     """A tool call of an assistant message, as the store holds it.
 
-    ``owner`` is the message whose ``toolCalls`` holds it. ``metadata`` is ``UNSET`` or the
-    merged metadata: a :class:`~agui_meta.MergedMetadata` once an event merged into it (a new
+    Absent members are ``None`` (``id``, ``name``, ``arguments``, ``metadata``,
+    ``encrypted_value``); :meth:`to_wire` still tells an absent member from a ``null`` one a
+    history held. ``owner`` is the message whose ``toolCalls`` holds it. ``metadata`` is
+    ``None`` or the merged metadata: a :class:`~agui_meta.MergedMetadata` once an event merged into it (a new
     version after every merge, so a reference taken earlier keeps the value it had), else the
     history's dict. ``arguments`` joins the streamed deltas on demand. The item keeps changing as
     later events arrive; :meth:`to_wire` gives a frozen copy.
@@ -57,6 +68,7 @@ class ToolCallItem:
     __slots__ = (
         "_arg_parts",
         "_args",
+        "_nulls",
         "_open",
         "evicted",
         "fields",
@@ -74,12 +86,13 @@ class ToolCallItem:
         owner: MessageItem,
         *,
         arguments: str = "",
-        metadata: dict[str, Any] | UnsetType = UNSET,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         self.id: Any = id
         self.name: Any = name
         self.owner = owner
         self.metadata: Any = metadata
+        self._nulls = _NO_NULLS
         #: Other wire members of the call (``type``, ``encryptedValue``, unknown keys).
         self.fields: dict[str, Any] = {"type": "function"}
         #: Wire members of ``function`` other than name and arguments (``None``: ``function``
@@ -100,16 +113,19 @@ class ToolCallItem:
         call._open = False
         call.evicted = False
         fields = dict(data)
-        call.id = fields.pop("id", UNSET)
-        call.metadata = fields.pop("metadata", UNSET)
+        call._nulls = _nulls_of(fields, ("id", "metadata"))
+        call.id = fields.pop("id", None)
+        call.metadata = fields.pop("metadata", None)
         function = fields.pop("function", UNSET)
         if isinstance(function, dict):
             function = dict(function)
-            call.name = function.pop("name", UNSET)
+            if function.get("name", 0) is None:
+                call._nulls = call._nulls | {"name"}
+            call.name = function.pop("name", None)
             call._args = function.pop("arguments", UNSET)
             call.function_fields = function
         else:
-            call.name = UNSET
+            call.name = None
             call._args = UNSET
             call.function_fields = None
             if function is not UNSET:
@@ -119,12 +135,14 @@ class ToolCallItem:
 
     @property
     def arguments(self) -> Any:
-        """The arguments streamed so far (a JSON string, usually incomplete until the end)."""
+        """The arguments streamed so far (a JSON string, usually incomplete until the end;
+        ``None`` when a history's call has none)."""
         parts = self._arg_parts
         if parts:
             self._args = self._args + "".join(parts)
             parts.clear()
-        return self._args
+        args = self._args
+        return None if args is UNSET else args
 
     def append_arguments(self, delta: str) -> None:
         """Append an arguments delta (O(1); joined when :attr:`arguments` is read)."""
@@ -133,25 +151,26 @@ class ToolCallItem:
         self._arg_parts.append(delta)
 
     @property
-    def encrypted_value(self) -> str | UnsetType:
-        return self.fields.get("encryptedValue", UNSET)  # type: ignore[no-any-return]
+    def encrypted_value(self) -> str | None:
+        return self.fields.get("encryptedValue")
 
     def to_wire(self) -> dict[str, Any]:
         """A frozen copy in wire JSON (camelCase, absent members omitted)."""
         out: dict[str, Any] = {}
-        if self.id is not UNSET:
+        nulls = self._nulls
+        if self.id is not None or "id" in nulls:
             out["id"] = self.id
         out.update(copy_json(self.fields))
         if self.function_fields is not None:
             function = {}
-            if self.name is not UNSET:
+            if self.name is not None or "name" in nulls:
                 function["name"] = self.name
-            arguments = self.arguments
-            if arguments is not UNSET:
-                function["arguments"] = arguments
+            self.arguments  # noqa: B018  (joins the streamed deltas)
+            if self._args is not UNSET:
+                function["arguments"] = self._args
             function.update(copy_json(self.function_fields))
             out["function"] = function
-        if self.metadata is not UNSET:
+        if self.metadata is not None or "metadata" in nulls:
             out["metadata"] = copy_json(self.metadata)
         return out
 
@@ -162,10 +181,12 @@ class ToolCallItem:
 class MessageItem:
     """A message of any role (activity included), as the store holds it.
 
-    ``id`` and ``role`` are the wire values. ``content`` is the text (deltas joined on
-    demand), the content parts, or an activity's object; ``UNSET`` when absent (an assistant
-    message made for tool calls has none). ``tool_calls`` is ``None`` when the message has no
-    ``toolCalls`` member. ``metadata`` is ``UNSET`` or the merged metadata (see
+    Absent members are ``None`` (:meth:`to_wire` still tells an absent member from a ``null``
+    one a history held). ``id`` and ``role`` are the wire values. ``content`` is the text
+    (deltas joined on demand), the content parts, or an activity's object; ``None`` when
+    absent (an assistant message made for tool calls has none). ``tool_calls`` is ``None``
+    when the message has no ``toolCalls`` member. ``metadata`` is ``None`` or the merged
+    metadata (see
     :class:`ToolCallItem`). ``fields`` holds the other wire members under their wire names
     (``name``, ``subagentRunId``, ``encryptedValue``, ``toolCallId``, ``activityType``,
     ``error`` and, for a history the client supplied, any unknown member).
@@ -176,6 +197,7 @@ class MessageItem:
     __slots__ = (
         "_content",
         "_node",
+        "_nulls",
         "_open_calls",
         "_parts",
         "_refs",
@@ -195,8 +217,9 @@ class MessageItem:
         content: Any = UNSET,
         *,
         fields: dict[str, Any] | None = None,
-        metadata: dict[str, Any] | UnsetType = UNSET,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
+        self._nulls = _NO_NULLS
         self.id: Any = id
         self.role: Any = role
         self._content: Any = content
@@ -216,11 +239,12 @@ class MessageItem:
         """Build a message from wire JSON; ``copy=False`` takes ownership of ``data``'s values."""
         fields: dict[str, Any] = copy_json(dict(data)) if copy else dict(data)
         item = cls.__new__(cls)
-        item.id = fields.pop("id", UNSET)
-        item.role = fields.pop("role", UNSET)
+        item._nulls = _nulls_of(fields, ("id", "role", "metadata"))
+        item.id = fields.pop("id", None)
+        item.role = fields.pop("role", None)
         item._content = fields.pop("content", UNSET)
         item._parts = []
-        item.metadata = fields.pop("metadata", UNSET)
+        item.metadata = fields.pop("metadata", None)
         item.tool_calls = None
         calls = fields.pop("toolCalls", UNSET)
         if isinstance(calls, list) and all(isinstance(call, dict) for call in calls):
@@ -242,12 +266,13 @@ class MessageItem:
 
     @property
     def content(self) -> Any:
-        """The content: text (deltas joined now), content parts, an activity's object, or UNSET."""
+        """The content: text (deltas joined now), content parts, an activity's object, or None."""
         parts = self._parts
         if parts:
             self._content = self._content + "".join(parts)
             parts.clear()
-        return self._content
+        content = self._content
+        return None if content is UNSET else content
 
     @content.setter
     def content(self, value: Any) -> None:
@@ -261,39 +286,40 @@ class MessageItem:
         self._parts.append(delta)
 
     @property
-    def name(self) -> str | UnsetType:
-        return self.fields.get("name", UNSET)  # type: ignore[no-any-return]
+    def name(self) -> str | None:
+        return self.fields.get("name")
 
     @property
-    def subagent_run_id(self) -> str | UnsetType:
-        return self.fields.get("subagentRunId", UNSET)  # type: ignore[no-any-return]
+    def subagent_run_id(self) -> str | None:
+        return self.fields.get("subagentRunId")
 
     @property
-    def encrypted_value(self) -> str | UnsetType:
-        return self.fields.get("encryptedValue", UNSET)  # type: ignore[no-any-return]
+    def encrypted_value(self) -> str | None:
+        return self.fields.get("encryptedValue")
 
     @property
-    def activity_type(self) -> str | UnsetType:
-        return self.fields.get("activityType", UNSET)  # type: ignore[no-any-return]
+    def activity_type(self) -> str | None:
+        return self.fields.get("activityType")
 
     @property
-    def tool_call_id(self) -> str | UnsetType:
-        return self.fields.get("toolCallId", UNSET)  # type: ignore[no-any-return]
+    def tool_call_id(self) -> str | None:
+        return self.fields.get("toolCallId")
 
     def to_wire(self) -> dict[str, Any]:
         """A frozen copy in wire JSON (camelCase, absent members omitted)."""
         out: dict[str, Any] = {}
-        if self.id is not UNSET:
+        nulls = self._nulls
+        if self.id is not None or "id" in nulls:
             out["id"] = self.id
-        if self.role is not UNSET:
+        if self.role is not None or "role" in nulls:
             out["role"] = self.role
-        content = self.content
-        if content is not UNSET:
-            out["content"] = copy_json(content)
+        self.content  # noqa: B018  (joins the streamed deltas)
+        if self._content is not UNSET:
+            out["content"] = copy_json(self._content)
         out.update(copy_json(self.fields))
         if self.tool_calls is not None:
             out["toolCalls"] = [call.to_wire() for call in self.tool_calls]
-        if self.metadata is not UNSET:
+        if self.metadata is not None or "metadata" in nulls:
             out["metadata"] = copy_json(self.metadata)
         return out
 

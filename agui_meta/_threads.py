@@ -31,7 +31,7 @@ from ._decode import decode_event
 from ._events import Event, Interrupt, TokenUsage
 from ._exceptions import AguiMetaError
 from ._ledger import RunRecord, RunStatus, aggregate_token_usage
-from ._metadata import copy_json
+from ._metadata import copy_json, enc_hook
 from ._store import Store
 
 __all__ = [
@@ -172,7 +172,7 @@ class ThreadSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
         return _decode(data)
 
 
-_encode = msgspec.json.Encoder().encode
+_encode = msgspec.json.Encoder(enc_hook=enc_hook).encode
 _decode = msgspec.json.Decoder(ThreadSnapshot).decode
 
 

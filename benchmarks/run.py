@@ -14,6 +14,7 @@ the ratios are ratios of medians. See ``benchmarks/README.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import json
@@ -230,6 +231,28 @@ def pipeline(
     return run
 
 
+def pipeline_file(w: Workload, how: str) -> Run:
+    """The full pipeline reading the SSE file itself: given its ``Path``, the file opened in
+    binary mode (``how="open"``; read in chunks, as a ``Path`` is), or that file's lines
+    (``how="lines"``: ``iter(file)``, what ``wrap()`` did with an open file before)."""
+
+    async def run() -> tuple[Timing, dict[str, Any]]:
+        store = agui_meta.Store()
+        reports: list[Any] = []
+        chain = stages(len(LEVELS) - 1, store=store)
+        t0 = _clock()
+        with contextlib.ExitStack() as files:
+            source: Any = (
+                w.sse_path if how == "path" else files.enter_context(w.sse_path.open("rb"))
+            )
+            async with agui_meta.wrap(source, *chain, on_report=reports.append) as stream:
+                outputs = await stream.drain()
+        seconds = _since(t0)
+        return seconds, {"outputs": outputs, "reports": len(reports)}
+
+    return run
+
+
 def pipeline_sync(w: Workload, fmt: str) -> Run:
     """agui-meta through ``run_sync``: the framer, then the same transducers, no event loop."""
     chunks = w.chunks(fmt)
@@ -422,6 +445,19 @@ def contenders_on(
     )
     out.append(
         Contender("agui-meta full pipeline, SSE, prefetch=4", pipeline(w, "sse", prefetch=4), n)
+    )
+    out.append(
+        Contender("agui-meta full pipeline, SSE file as a Path", pipeline_file(w, "path"), n)
+    )
+    out.append(
+        Contender("agui-meta full pipeline, SSE file open('rb')", pipeline_file(w, "open"), n)
+    )
+    out.append(
+        Contender(
+            "agui-meta full pipeline, SSE file's lines (iter(open('rb')))",
+            pipeline_file(w, "lines"),
+            n,
+        )
     )
     if stage_levels:
         for level, label in enumerate(LEVELS[:-1]):

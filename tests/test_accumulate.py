@@ -994,11 +994,17 @@ class TestActivity:
         run([ev("ACTIVITY_SNAPSHOT", messageId="a", activityType="p", content={"v": 3})], store)
         assert wire(store) == [_activity("a", {"v": 3}, "p")]
 
-    def test_a_delta_for_an_unknown_id_is_ignored_silently(self) -> None:
+    def test_a_delta_for_an_unknown_id_is_ignored_as_the_reference_does_with_a_report(
+        self,
+    ) -> None:
         updates, store, reports = run(
             [ev("ACTIVITY_DELTA", messageId="x", activityType="p", patch=[], metadata={"k": 1})]
         )
-        assert wire(store) == [] and updates[0].item is None and reports == []
+        assert wire(store) == [] and updates[0].item is None
+        # The reference drops it without a word; its patch and metadata are lost, so: a report.
+        [report] = reports
+        assert (report.code, report.path, report.index) == ("missing-target", "$.messageId", 0)
+        assert "its patch and its metadata" in report.message
 
     def test_a_delta_aimed_at_a_non_activity_message_is_reported_and_ignored(self) -> None:
         store = Store([{"id": "m", "role": "user", "content": "q"}])
@@ -1452,14 +1458,17 @@ class TestUpdates:
         def record(update: Update) -> None:
             # Called by the stage as it emits: the state of the item at that point.
             item = update.item
-            metadata = UNSET if item is None else copy.deepcopy(item.metadata)
+            metadata = None if item is None else copy.deepcopy(item.metadata)
             key = None if item is None else item.id
             seen.append((update.event.type, key, metadata, update.done))
 
         head, _ = connect_chain([Accumulate()], record, Context(on_report=lambda r: None))
         for event in _all_events()[:20]:
             head(event)
-        assert seen == _EXPECTED
+        # An item without metadata says None (the expected table writes it UNSET).
+        assert seen == [
+            (kind, key, None if m is UNSET else m, done) for kind, key, m, done in _EXPECTED
+        ]
 
     def test_update_metadata_is_exact_even_when_read_after_the_stream(self) -> None:
         updates, _, _ = run(_all_events()[:20])

@@ -1424,19 +1424,39 @@ UNUSUAL = [
     ),
     pytest.param(_hello_sse()[:-2], id="sse-last-frame-unterminated"),
     pytest.param(_hello_jsonl()[:-1], id="jsonl-last-line-unterminated"),
-    pytest.param(
-        _sse_lines(HELLO[0])
-        + b"\x89garbage line, not a field\n\n"
-        + _hello_sse()[len(_sse_lines(HELLO[0])) :],
-        id="sse-non-field-line-ignored",
-    ),
 ]
+
+#: A line that is no SSE field: ignored as the standard says, and reported (what it carried is
+#: not part of any event, as with a misspelt ``DATA:``).
+NON_FIELD = (
+    _sse_lines(HELLO[0])
+    + b"\x89garbage line, not a field\n\n"
+    + _hello_sse()[len(_sse_lines(HELLO[0])) :]
+)
 
 
 def _chunkings(data: bytes) -> Iterator[list[bytes]]:
     yield [data]
     yield [data[i : i + 1] for i in range(len(data))]  # byte by byte: splits CRLF, BOM, UTF-8
     yield [data[i : i + 7] for i in range(0, len(data), 7)]
+
+
+async def test_a_line_that_is_no_sse_field_is_ignored_with_a_report() -> None:
+    at = len(_sse_lines(HELLO[0]))
+    for chunks in _chunkings(NON_FIELD):
+        outcome = await run(chunks)
+        assert outcome.error is None, repr(outcome.error)
+        [report] = outcome.reports
+        assert (report.code, report.severity, report.offset, report.index) == (
+            "sse-unknown-field",
+            "warning",
+            at,
+            1,
+        )
+        assert report.line == NON_FIELD[:at].count(b"\n") + 1
+        assert outcome.store.messages_wire() == HELLO_MESSAGES
+        strict = await run(chunks, mode="strict")
+        assert isinstance(strict.error, StrictError)
 
 
 @pytest.mark.parametrize("data", UNUSUAL)

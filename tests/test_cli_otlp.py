@@ -6,7 +6,9 @@ exporter sends with opentelemetry-proto; expectations come from the recorded str
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +71,21 @@ def test_an_endpoint_that_refuses_is_said() -> None:
         done = cli("replay", "--otlp", receiver.url, str(STREAMS / "travel.sse"))
     assert done.returncode == 2
     assert "could not export" in done.stderr and f"{receiver.url}/v1/traces" in done.stderr
+
+
+def test_timestamps_outside_what_otlp_carries_are_clamped(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    wire = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": -5},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f", "timestamp": 7},
+        {"type": "TOOL_CALL_END", "toolCallId": "c"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "timestamp": 2**53 - 1},
+    ]
+    path.write_text("".join(json.dumps(e) + "\n" for e in wire), encoding="utf-8")
+    with OtlpReceiver() as receiver:
+        done = cli("replay", "--otlp", receiver.url, str(path))
+    assert done.returncode == 0, done.stderr
+    spans = {s["name"]: s for s in receiver.spans()}
+    run, tool = spans["invoke_agent"], spans["execute_tool f"]
+    assert (run["start"], run["end"]) == (0, 2**64 - 1)
+    assert (tool["start"], tool["end"]) == (7 * MS, 2**64 - 1)

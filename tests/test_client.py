@@ -11,12 +11,13 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 import agui_meta
@@ -359,3 +360,35 @@ async def test_the_readme_server_example_serves() -> None:
         agent = agui_meta.HttpAgent(url + "/agent")
         await agent.run_agent()
     assert agent.messages_wire() == [{"id": "m-1", "role": "assistant", "content": "Hello"}]
+
+
+async def test_user_stages_and_middleware_chain_in(server: tuple[str, Any]) -> None:
+    url, _ = server
+    seen_inputs: list[Any] = []
+
+    async def no_tools(input: Any, next: Any) -> AsyncIterator[Any]:
+        seen_inputs.append(input)
+        async for event in next.run(input):
+            if not event.type.startswith("TOOL_CALL"):
+                yield event
+
+    async def shout(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for event in events:
+            if isinstance(event, agui_meta.events.TextMessageContentEvent):
+                event = msgspec.structs.replace(event, delta=event.delta.upper())
+            yield event
+
+    agent = agui_meta.HttpAgent(
+        url + "/thread",
+        thread_id="mw",
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+        stages=[agui_meta.ExpandChunks(), shout],
+        middleware=[no_tools],
+    )
+    for run_id in ("m1", "m2"):  # the same stages serve every run
+        result = await agent.run_agent(run_id=run_id)
+        assert result.pending_tool_call_ids == []
+    assert [i.run_id for i in seen_inputs] == ["m1", "m2"]
+    assert seen_inputs[1].thread_id == "mw" and len(seen_inputs[1].messages) == 2
+    texts = [m.get("content") for m in agent.messages_wire()]
+    assert texts == ["hi", "LET ME CHECK THE WEATHER.", "LET ME CHECK THE WEATHER."]

@@ -155,3 +155,17 @@ def test_the_docstring_examples_run() -> None:
     import agui_meta._compact
 
     assert doctest.testmod(agui_meta._compact, raise_on_error=True).attempted >= 2
+
+
+@pytest.mark.anyio
+async def test_an_async_source_collected_first() -> None:
+    events = NAMED[0]["events"]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+
+    async def chunks() -> Any:
+        for i in range(0, len(sse), 7):
+            yield sse[i : i + 7]
+
+    async with agui_meta.wrap(chunks()) as stream:
+        collected = [e async for e in stream]
+    assert compact_events(collected) == compact_events(events)

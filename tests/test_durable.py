@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 import agui_meta
+import agui_meta.events
 from agui_meta import _durable
 from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
 from agui_meta._ledger import aggregate_token_usage
@@ -48,7 +49,7 @@ def test_the_thread_is_what_replay_assembles(name: str, batch: int) -> None:
     assert snap.ledger.runs == len(runs)
     usage = [u for run in runs for u in run.get("usage", [])]
     assert msgspec.to_builtins(snap.ledger.usage) == msgspec.to_builtins(
-        aggregate_token_usage(msgspec.convert(usage, list[agui_meta.TokenUsage]))
+        aggregate_token_usage(msgspec.convert(usage, list[agui_meta.events.TokenUsage]))
     )
     assert result.pending == {}
     assert result.usage["events"] == len(frames)

@@ -51,6 +51,8 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
         done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
     )
     assert out.returncode == 0, out.stderr
+    # Absent values reach users as None or a "-": msgspec's UNSET is never printed.
+    assert "UNSET" not in out.stdout, out.stdout
     return out
 
 

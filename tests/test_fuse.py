@@ -352,3 +352,24 @@ def test_a_frame_source_through_the_pipeline() -> None:
     assert fused == anyio.run(run, False)
     (report,) = fused[2]
     assert report.index == 1500 and report.offset is not None
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 1024, 16384])
+def test_feed_runs_gives_the_frames_feed_gives(size: int) -> None:
+    """SSEDecoder.feed_runs (what the driver's batch loop reads) against feed, any chunking."""
+    from agui_meta._framing import AutoDecoder, PayloadRun, SSEDecoder
+
+    frames = workload.frames(400, seed=5, chunked=True)
+    sse = b"".join(b"data: " + f + b"\n\n" for f in frames[:200])
+    sse += b"id: 7\n" + b"".join(b"data: " + f + b"\n\n" for f in frames[200:300])
+    sse += b": keep-alive\n\n" + b"".join(b"data: " + f + b"\r\n\r\n" for f in frames[300:])
+    chunks = [sse[i : i + size] for i in range(0, len(sse), size)]
+    for make in (SSEDecoder, AutoDecoder):
+        plain, runs = make(), make()
+        want = [f for c in chunks for f in plain.feed(c)] + plain.close()
+        got: list[Any] = []
+        for c in chunks:
+            for part in runs.feed_runs(c):
+                got.extend(part.frames() if isinstance(part, PayloadRun) else [part])
+        assert got + runs.close() == want
+        assert len(want) == len(frames)

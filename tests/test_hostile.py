@@ -12,12 +12,14 @@ import contextlib
 import copy
 import json
 import pickle
+import re
 import subprocess
 import sys
 import tracemalloc
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -350,3 +352,311 @@ def test_the_hostile_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert hostile.main(["--quick"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 4 and table[-1].startswith("| 800 |")
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. What the reference drops without a word is reported here: never silent loss
+
+START: Event = {"type": "TEXT_MESSAGE_START", "messageId": "m"}
+END: Event = {"type": "TEXT_MESSAGE_END", "messageId": "m"}
+SILENT_LOSSES: list[Any] = [
+    pytest.param(
+        [
+            RUN,
+            {
+                "type": "ACTIVITY_DELTA",
+                "messageId": "nope",
+                "activityType": "p",
+                "patch": [],
+                "metadata": {"acme.k": 1},
+            },
+            FINISH,
+        ],
+        "missing-target",
+        1,
+        "$.messageId",
+        id="activity-delta-unknown",
+    ),
+    pytest.param(
+        [
+            RUN,
+            {
+                "type": "REASONING_ENCRYPTED_VALUE",
+                "subtype": "message",
+                "entityId": "nope",
+                "encryptedValue": "x",
+            },
+            FINISH,
+        ],
+        "missing-target",
+        1,
+        "$.entityId",
+        id="encrypted-value-unknown-message",
+    ),
+    pytest.param(
+        [
+            RUN,
+            {
+                "type": "REASONING_ENCRYPTED_VALUE",
+                "subtype": "tool-call",
+                "entityId": "nope",
+                "encryptedValue": "x",
+            },
+            FINISH,
+        ],
+        "missing-target",
+        1,
+        "$.entityId",
+        id="encrypted-value-unknown-call",
+    ),
+    pytest.param(
+        [RUN, {**START, "role": "user"}, END, {**START, "role": "developer"}, END, FINISH],
+        "reopened-message",
+        3,
+        "$.role",
+        id="reopened-with-another-role",
+    ),
+    pytest.param(
+        [RUN, {**START, "name": "a"}, END, {**START, "name": "b"}, END, FINISH],
+        "reopened-message",
+        3,
+        "$.name",
+        id="reopened-with-another-name",
+    ),
+    pytest.param(
+        [
+            RUN,
+            START,
+            END,
+            {"type": "REASONING_MESSAGE_START", "messageId": "m", "role": "reasoning"},
+            {"type": "REASONING_MESSAGE_END", "messageId": "m"},
+            FINISH,
+        ],
+        "reopened-message",
+        3,
+        "$.messageId",
+        id="reopened-as-reasoning",
+    ),
+]
+
+
+@pytest.mark.parametrize(("events", "code", "index", "path"), SILENT_LOSSES)
+@pytest.mark.parametrize("mode", MODES)
+def test_what_the_reference_drops_silently_is_reported(
+    events: list[Event], code: str, index: int, path: str, mode: str, oracle: OracleServer
+) -> None:
+    outcome = run([sse(events)], mode)
+    assert outcome.error is None, repr(outcome.error)
+    [report] = [r for r in outcome.reports if r.code == code]
+    assert (report.severity, report.index, report.path) == ("warning", index, path)
+    # ... and the result is still the reference's.
+    case = {"name": code, "events": events}
+    ours = {"messages": outcome.store.messages_wire(), "state": outcome.store.state}
+    assert_same_result(ours, oracle.run_one(case), case)
+    assert isinstance(run([sse(events)], "strict").error, agui_meta.StrictError)
+
+
+def test_a_reopened_message_with_its_own_role_and_name_is_not_reported() -> None:
+    events = [RUN, {**START, "name": "a"}, END, {**START, "name": "a"}, END, START, END, FINISH]
+    assert run([sse(events)], "strict").error is None
+
+
+@pytest.mark.parametrize(
+    ("frame", "path"),
+    [
+        (
+            b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"a","delta":"x","messageId":"b"}',
+            "$.messageId",
+        ),
+        (b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"a","delta":"x","delta":"y"}', "$.delta"),
+        (
+            b'{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","toolCallId":"d"}',
+            "$.toolCallId",
+        ),
+        (
+            b'{"type":"TEXT_MESSAGE_END","messageId":"a","metadata":{"acme.traceId":1,"acme.traceId":2}}',
+            '$.metadata["acme.traceId"]',
+        ),
+    ],
+    ids=["message-id", "delta", "tool-call-id", "metadata-key"],
+)
+def test_a_key_repeated_in_one_object_is_reported(frame: bytes, path: str) -> None:
+    """JSON.parse keeps the last value (a second messageId retargets the event): kept so, and
+    reported, with where."""
+    prefix = sse([RUN, {**START, "messageId": "a"}, {**START, "messageId": "b"}])
+    data = prefix + b"data: " + frame + b"\n\n"
+    for source in ([data], [data.decode()]):
+        outcome = run(source, "keep_going")
+        [report] = [r for r in outcome.reports if r.code == "duplicate-key"]
+        assert (report.index, report.path, report.offset) == (3, path, len(prefix))
+        assert run(source, "strict").error is not None
+
+
+def test_a_misspelt_sse_field_is_reported_and_validate_strict_fails() -> None:
+    data = sse([RUN]) + b'DATA: {"type":"TEXT_MESSAGE_START","messageId":"m"}\n\n' + sse([FINISH])
+    outcome = run([data])
+    [report] = outcome.reports
+    assert (report.code, report.offset, report.line) == ("sse-unknown-field", len(sse([RUN])), 3)
+    assert "'DATA'" in report.message
+    done = cli("validate", "--strict", "-", stdin=data)
+    assert done.returncode == 1 and "sse-unknown-field" in done.stdout + done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# 3, 4, 11. One set of limits for every source; messages that say what is wrong
+
+CUSTOM = {"type": "CUSTOM", "name": "n"}
+
+
+def value_text(value: Any) -> str:
+    """JSON text of ``value`` for the values json.dumps cannot write (deep chains, huge ints)."""
+    if isinstance(value, int):
+        return str(value) if value < 10**4000 else "1" * 5001
+    if isinstance(value, list):  # a chain(n): written without recursion
+        n = 0
+        while isinstance(value, list):
+            n += 1
+            value = value[0] if value else None
+        return "[" * n + "]" * n
+    return json.dumps(value)
+
+
+def every_source(value: Any) -> dict[str, list[Any]]:
+    """A CUSTOM event with ``value`` as bytes, str, a dict, an agui-meta event, a model."""
+    from agui_meta.events import CustomEvent
+
+    ascii_text = '{"type":"CUSTOM","name":"n","value":' + value_text(value) + "}"
+    text = (
+        '{"type":"CUSTOM","name":"n","value":' + json.dumps(value, ensure_ascii=False) + "}"
+        if isinstance(value, str)
+        else ascii_text
+    )
+    sources: dict[str, list[Any]] = {
+        "bytes": [sse([RUN]) + b"data: " + ascii_text.encode() + b"\n\n" + sse([FINISH])],
+        "str": [sse([RUN]).decode() + "data: " + text + "\n\n" + sse([FINISH]).decode()],
+        "dict": [RUN, {**CUSTOM, "value": value}, FINISH],
+        "event": [RUN, CustomEvent(name="n", value=value), FINISH],
+    }
+    from ag_ui.core import CustomEvent as CoreCustom
+
+    sources["model"] = [RUN, CoreCustom(name="n", value=value), FINISH]
+    return sources
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        (chain(agui_meta.MAX_NESTING), "nested more than 128 levels deep"),
+        (chain(2000), "nested more than 128 levels deep"),
+        ("\ud800", "lone UTF-16 surrogate"),
+        ("a\udfffb", "lone UTF-16 surrogate"),
+        (10**5000, "Integer value out of range|digits"),
+    ],
+    ids=["depth-129", "depth-2000", "high-surrogate", "low-surrogate", "int-5001-digits"],
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_every_source_meets_the_same_limits_with_a_clear_error(
+    value: Any, what: str, mode: str
+) -> None:
+    for kind, source in every_source(value).items():
+        outcome = run(source, mode)
+        if mode == "default":
+            problem: Any = outcome.error
+        else:
+            assert outcome.error is None, (kind, repr(outcome.error))
+            [problem] = [r for r in outcome.reports if r.severity == "error"]
+            assert len(outcome.updates) == 2  # the run around it is kept
+        assert isinstance(problem, (agui_meta.DecodeError, agui_meta.FramingError, Report)), (
+            kind,
+            repr(problem),
+        )
+        assert problem.index == 1, (kind, problem)
+        assert re.search(what, str(problem)), (kind, str(problem))
+
+
+def test_the_limit_itself_is_accepted_from_every_source() -> None:
+    for kind, source in every_source(chain(agui_meta.MAX_NESTING - 2)).items():
+        outcome = run(source, "strict")
+        assert outcome.error is None, (kind, repr(outcome.error))
+
+
+def test_an_escaped_lone_surrogate_is_not_called_truncation() -> None:
+    data = sse([RUN]) + b'data: {"type":"CUSTOM","name":"\\ud800","value":1}'  # also unterminated
+    for source in ([data], [data + b"\n\n" + sse([FINISH])]):
+        error = run(source).error
+        assert isinstance(error, agui_meta.DecodeError) and "truncated" not in str(error)
+        assert "lone UTF-16 surrogate \\ud800" in str(error)
+
+
+def test_lines_without_line_endings_are_not_called_truncation() -> None:
+    for source in (
+        [json.dumps(RUN), json.dumps(FINISH)],
+        [json.dumps(RUN).encode(), json.dumps(FINISH).encode()],
+    ):
+        outcome = run(source)
+        if outcome.error is None:  # a source of such lines may be read as lines one day
+            continue
+        assert "truncated" not in str(outcome.error)
+        assert "more than one JSON value" in str(outcome.error)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzz: generated streams, made hostile, through the whole default pipeline from every source
+
+from hypothesis import HealthCheck, settings
+
+from tests import strategies
+
+HOSTILE_VALUES = st.one_of(
+    st.integers(min_value=2**70, max_value=2**80) | st.integers(max_value=-(2**70)),
+    st.sampled_from(["\ud800", "x\udfff", "\ud83d\ude00", "\x00", "\u2028"]),
+    st.just(chain(130)),
+    st.just("1" * 5000),
+)
+
+
+@st.composite
+def hostile_streams(draw: st.DrawFn) -> list[Event]:
+    events: list[Event] = [dict(e) for e in draw(strategies.runs())]
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):
+        if not events:
+            break
+        event = events[draw(st.integers(min_value=0, max_value=len(events) - 1))]
+        key = draw(st.sampled_from(["metadata", "delta", "value", "snapshot"]))
+        value = draw(HOSTILE_VALUES)
+        event[key] = {"acme.v": value} if key == "metadata" else value
+    return events
+
+
+def encode_sse(events: list[Event]) -> bytes | None:
+    try:
+        return b"".join(b"data: " + msgspec.json.encode(e) + b"\n\n" for e in events)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hostile_streams(), st.sampled_from(["bytes", "str", "dicts"]), st.sampled_from(MODES))
+def test_generated_hostile_streams_give_only_the_package_errors(
+    events: list[Event], kind: str, mode: str
+) -> None:
+    if kind == "dicts":
+        source: list[Any] = events
+    else:
+        data = encode_sse(events)
+        if data is None:  # a value JSON cannot carry (a lone surrogate in msgspec's encoder)
+            return
+        source = [data] if kind == "bytes" else [data.decode("utf-8", "surrogatepass")]
+    outcome = run(source, mode)
+    if mode == "keep_going":
+        assert outcome.error is None or isinstance(outcome.error, agui_meta.FramingError), repr(
+            outcome.error
+        )
+    else:
+        assert outcome.error is None or isinstance(outcome.error, agui_meta.AguiMetaError), repr(
+            outcome.error
+        )
+    # Whatever got in can be read back out, encoded and printed.
+    json.dumps(outcome.store.messages_wire())
+    json.dumps(outcome.store.state)
+    outcome.stages.ledger.to_json()

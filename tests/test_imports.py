@@ -16,22 +16,30 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agui_meta"
 
 
 def _module_name(path: Path) -> str:
-    return "agui_meta" if path.name == "__init__.py" else f"agui_meta.{path.stem}"
+    parts = ["agui_meta", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path, known: set[str]) -> set[str]:
     """The package's modules ``path`` imports, anywhere in its code."""
     found: set[str] = set()
+    # The package a relative import starts from: the module's own (its __init__'s, for one).
+    here = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        here = here[:-1]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from the package itself (no subpackages here)
-                base = "agui_meta" if not node.module else f"agui_meta.{node.module}"
+            if node.level:  # relative: from the module's package, up level - 1
+                package = ".".join(here[: len(here) - node.level + 1])
+                base = package if not node.module else f"{package}.{node.module}"
             else:
                 base = node.module or ""
             # ``from . import x`` / ``from agui_meta import _x`` name modules too.
-            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            # ``from . import x`` needs only the package object, which a module inside it has.
+            own = node.level and not node.module
+            names = ([] if own else [base]) + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
         found.update(name for name in names if name in known)
@@ -81,7 +89,8 @@ def test_the_graph_is_read() -> None:
 def test_no_module_imports_itself_back() -> None:
     graph = _graph()
     # Only the package's __init__ may import (nearly) everything; nothing imports it back.
-    assert not [m for m, deps in graph.items() if "agui_meta" in deps], "a module imports agui_meta"
+    importers = [m for m, deps in graph.items() if "agui_meta" in deps]
+    assert not importers, f"{importers} import agui_meta"
     assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
 
 

@@ -218,3 +218,12 @@ def test_the_bundled_streams(name: str) -> None:
         else:  # the START that expand_chunks synthesizes has no timestamp, as the reference's
             assert record.started_clock == "receipt"
     assert json.loads(led.to_json())["runs"]
+
+
+def test_records_behind_the_accumulator_are_plain_data() -> None:
+    # The store's merged metadata is copied into the record, so any encoder writes it.
+    led = _behind_the_accumulator([*RUN, FINISHED])
+    for tool in led.runs[0].tool_calls:
+        assert tool.metadata is msgspec.UNSET or type(tool.metadata) is dict
+        assert tool.result_metadata is msgspec.UNSET or type(tool.result_metadata) is dict
+    assert msgspec.to_builtins(led.runs[0])["toolCalls"][0]["metadata"] == {"p.a": 3, "p.b": 2}

@@ -226,8 +226,8 @@ def test_absent_incoming_returns_existing_itself() -> None:
     existing = {"a": 1}
     assert merge_metadata(existing, UNSET) is existing
     assert merge_metadata(existing, None) is existing
-    assert merge_metadata(UNSET, UNSET) is UNSET
-    assert merge_metadata(None, None) is UNSET
+    assert merge_metadata(UNSET, UNSET) is None  # absent is None for users
+    assert merge_metadata(None, None) is None
 
 
 def test_empty_incoming_materialises_an_empty_object() -> None:
@@ -271,7 +271,7 @@ def test_folding_equals_dict_update_in_order(items: list[Any]) -> None:
             expected = {}
         expected.update(item)
     result = fold_metadata(items)
-    assert result is UNSET if expected is None else result == expected
+    assert result is None if expected is None else result == expected  # absent: None
 
 
 @given(st.lists(MAYBE, max_size=6), st.data())

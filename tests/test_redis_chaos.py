@@ -92,19 +92,39 @@ class Workers:
         self.names[f"w{self.started}"] = process
         return process
 
+    async def registered(self, count: int) -> None:
+        """Until ``count`` workers have sent their first heartbeat."""
+        client = redis.asyncio.Redis.from_url(self.url)
+        try:
+            with anyio.fail_after(30):
+                while await client.zcard(Keys(NAMESPACE).workers) < count:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+        finally:
+            await client.aclose()
+
     async def busiest(self) -> subprocess.Popen[bytes]:
-        """The live worker holding the most shard leases now."""
+        """The live worker holding the most shard leases (waiting until one holds any)."""
         client = redis.asyncio.Redis.from_url(self.url)
         keys = Keys(NAMESPACE)
-        held: dict[str, int] = {}
-        for n in range(SHARDS):
-            value = await client.get(keys.lease(n))
-            if value is not None:
-                name = value.decode().split(" ", 1)[1]
-                held[name] = held.get(name, 0) + 1
-        await client.aclose()
-        live = [(held.get(name, 0), name) for name, p in self.names.items() if p in self.live]
-        return self.names[max(live)[1]]
+        try:
+            with anyio.fail_after(30):
+                while True:
+                    held: dict[str, int] = {}
+                    for n in range(SHARDS):
+                        value = await client.get(keys.lease(n))
+                        if value is not None:
+                            name = value.decode().split(" ", 1)[1]
+                            held[name] = held.get(name, 0) + 1
+                    live = [
+                        (held.get(name, 0), name)
+                        for name, p in self.names.items()
+                        if p in self.live
+                    ]
+                    if max(live)[0]:
+                        return self.names[max(live)[1]]
+                    await anyio.sleep(0.05)
+        finally:
+            await client.aclose()
 
     def kill(self, process: subprocess.Popen[bytes]) -> None:
         process.send_signal(signal.SIGKILL)
@@ -197,7 +217,7 @@ async def test_chaos_results_equal_one_process(
             if scenario == "sigkill":
                 for _ in range(4):
                     await anyio.sleep(rng.uniform(0.3, 1.2))
-                    workers.kill(rng.choice(workers.live))
+                    workers.kill(await workers.busiest())
                     workers.start()
             elif scenario == "sigstop":
                 await anyio.sleep(rng.uniform(0.8, 1.5))
@@ -206,7 +226,8 @@ async def test_chaos_results_equal_one_process(
                 await anyio.sleep(float(LEASE) * 2.5)  # well past its lease: others take over
                 paused.send_signal(signal.SIGCONT)
             else:
-                await anyio.sleep(rng.uniform(0.8, 1.5))
+                await workers.registered(2)  # both past their start-up
+                await anyio.sleep(rng.uniform(0.2, 0.8))
                 server.restart()  # SIGKILL, then start again from the append-only file
         got = await _wait_done(server.url, len(order), within=40)
         (tmp_path / "got.json").write_text(json.dumps(got, indent=1))

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
-from msgspec import UNSET
 
 from agui_meta import (
     Accumulate,
@@ -95,7 +94,39 @@ class TestWire:
         tool, activity, user = store.messages()
         assert tool.tool_call_id == "c" and activity.activity_type == "p"
         assert user.name == "n" and user.subagent_run_id == "s"
-        assert user.encrypted_value is UNSET
+        assert user.encrypted_value is None
+
+    def test_absent_members_read_none_and_round_trip_apart_from_nulls(self) -> None:
+        history = [
+            {
+                "id": "a",
+                "role": "assistant",
+                "toolCalls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {
+                "id": "b",
+                "role": "assistant",
+                "content": None,
+                "metadata": None,
+                "name": None,
+                "toolCalls": [{"id": None, "type": "function", "function": {"name": None}}],
+            },
+            {"role": "user"},
+        ]
+        store = Store(history)
+        absent, nulls, bare = store.messages()
+        for item in (absent, nulls, bare):
+            assert item.content is None and item.metadata is None and item.name is None
+            assert item.subagent_run_id is None and item.encrypted_value is None
+        assert bare.id is None and bare.role == "user"
+        assert absent.tool_calls is not None and nulls.tool_calls is not None
+        call, null_call = absent.tool_calls[0], nulls.tool_calls[0]
+        assert (call.metadata, call.encrypted_value) == (None, None)
+        assert (null_call.id, null_call.name, null_call.arguments) == (None, None, None)
+        # Absent stays absent and null stays null on the wire, as the reference holds them.
+        assert store.messages_wire() == history
 
 
 class TestLookups:

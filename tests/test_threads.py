@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 import agui_meta
+import agui_meta.events
 from agui_meta import _threads
 from agui_meta.threads import (
     LedgerSummary,
@@ -37,7 +38,7 @@ def _replay(name: str) -> dict:
 
 
 async def _run(source: object, store: agui_meta.Store | None = None) -> agui_meta.DefaultStages:
-    stages = agui_meta.default_stages(store)
+    stages = agui_meta.DefaultStages(store)
     async with agui_meta.wrap(source, *stages) as stream:
         await stream.drain()
     return stages
@@ -71,8 +72,8 @@ async def test_the_snapshot_events_hydrate_a_fresh_client() -> None:
     snap = ThreadSnapshot.from_store("t", stages.store)
     events = snap.to_events()
     assert [type(e) for e in events] == [
-        agui_meta.MessagesSnapshotEvent,
-        agui_meta.StateSnapshotEvent,
+        agui_meta.events.MessagesSnapshotEvent,
+        agui_meta.events.StateSnapshotEvent,
     ]
     hydrated = await _run(
         [
@@ -110,7 +111,7 @@ async def test_a_store_seeded_from_a_snapshot_continues_the_thread() -> None:
 
 
 def test_the_ledger_summary_sums_usage_over_runs() -> None:
-    usage = [agui_meta.TokenUsage(provider="p", model="m", input_tokens=3)]
+    usage = [agui_meta.events.TokenUsage(provider="p", model="m", input_tokens=3)]
     runs = [
         agui_meta.RunRecord(run_id="a", status="finished", usage=usage),
         agui_meta.RunRecord(run_id="b", status="error", usage=usage),

@@ -224,7 +224,7 @@ def _indent(lines: Iterable[str], by: str) -> Iterator[str]:
 
 def _content_lines(item: MessageItem, style: Style) -> list[str]:
     content = item.content
-    if content is UNSET:
+    if content is None:
         return []
     if item.role == "activity":
         return [style.text(compact_json(content, ACTIVITY_WIDTH))]
@@ -267,17 +267,17 @@ def _metadata_line(metadata: Any, style: Style) -> list[str]:
 
 def _header(item: MessageItem, store: ItemStore, style: Style) -> str:
     t = style.text
-    role = t(item.role) if item.role is not UNSET else "(no role)"
+    role = t(item.role) if item.role is not None else "(no role)"
     parts = [style.role(role, role), style.dim(t(item.id))]
-    if item.role == "activity" and item.activity_type is not UNSET:
+    if item.role == "activity" and item.activity_type is not None:
         parts.append(f"({t(item.activity_type)})")
-    if item.name is not UNSET:
+    if item.name is not None:
         parts.append(f"name {t(item.name)}")
-    if item.role == "tool" and item.tool_call_id is not UNSET:
+    if item.role == "tool" and item.tool_call_id is not None:
         call = store.tool_call(item.tool_call_id)
         name = f"{t(call.name)} " if call is not None and isinstance(call.name, str) else ""
         parts.append(f"result of {name}({t(item.tool_call_id)})")
-    if item.subagent_run_id is not UNSET:
+    if item.subagent_run_id is not None:
         parts.append(style.dim(f"[subagent {t(item.subagent_run_id)}]"))
     return " ".join(parts)
 
@@ -286,9 +286,9 @@ def _tool_call_lines(call: ToolCallItem, style: Style) -> Iterator[str]:
     name = style.text(call.name) if isinstance(call.name, str) else "(no name)"
     yield f"{style.bold('tool call')} {name} {style.dim(f'({style.text(call.id)})')}"
     arguments = call.arguments
-    if arguments is not UNSET and arguments != "":
+    if arguments is not None and arguments != "":
         yield from _indent(style.lines(_json_or_text(arguments)), "  ")
-    if call.encrypted_value is not UNSET:
+    if call.encrypted_value is not None:
         yield "  " + style.dim(f"(encrypted value, {len(str(call.encrypted_value))} characters)")
     yield from _indent(_metadata_line(call.metadata, style), "  ")
 
@@ -303,7 +303,7 @@ def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
         error = item.fields.get("error")
         if error is not None:
             body.append(style.severity("error", f"error: {style.text(error)}"))
-        if item.encrypted_value is not UNSET:
+        if item.encrypted_value is not None:
             body.append(
                 style.dim(f"(encrypted value, {len(str(item.encrypted_value))} characters)")
             )

@@ -28,7 +28,7 @@ import msgspec
 
 from .._defaults import DefaultStages
 from .._exceptions import DataError, FramingError, Report
-from .._framing import Format, Frame, detect_format, make_decoder
+from .._framing import Format, Frame, Ignored, detect_format, ignored_report, make_decoder
 from .._lint import LintMetadataKeys
 from .._pipeline import wrap
 from .._stage import Mode
@@ -120,6 +120,8 @@ class StreamInput:
         self.read = 0
         self.head = b""
         self._pending: bytes | None = None
+        #: Where :meth:`frames` sends reports of lines the framer ignored (``sse-unknown-field``).
+        self.on_note: Callable[[Report], None] | None = None
         self._lines = array("q")
         self._offsets = array("q")
         self._file: IO[bytes]
@@ -133,6 +135,8 @@ class StreamInput:
                 size = info.st_size if info.st_size > 0 else None
         except OSError as exc:
             raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+        read1 = getattr(self._file, "read1", None) if name == "-" else None
+        self._read1: Callable[[int], bytes] = read1 or self._file.read
         label = "standard input" if name == "-" else name
         self._progress = _Progress(sys.stderr, label, size) if isatty(sys.stderr) else None
 
@@ -143,7 +147,8 @@ class StreamInput:
 
     def _read(self) -> bytes:
         try:
-            chunk = self._file.read(CHUNK_SIZE)
+            # Standard input is read as its bytes arrive (read1), so that they are shown live.
+            chunk = self._read1(CHUNK_SIZE)
         except OSError as exc:
             raise InputError(f"cannot read {self.name}: {exc.strerror or exc}") from None
         if not self.read:
@@ -189,10 +194,16 @@ class StreamInput:
             while True:
                 chunk = self._read()
                 batch = decoder.feed(chunk) if chunk else decoder.close()
-                for frame in batch:
+                notes = list(decoder.ignored)
+                decoder.ignored.clear()
+                for i, frame in enumerate(batch):
+                    while notes and notes[0].before <= i:
+                        self._ignored(notes.pop(0), len(lines))
                     lines.append(frame.line)
                     offsets.append(frame.offset)
                     yield frame
+                for note in notes:
+                    self._ignored(note, len(lines))
                 if not chunk:
                     break
                 done += len(chunk)
@@ -206,6 +217,11 @@ class StreamInput:
         finally:
             if progress is not None:
                 progress.close()
+
+    def _ignored(self, note: Ignored, index: int) -> None:
+        """A line the framer ignored, as the pipeline reports it (``sse-unknown-field``)."""
+        if self.on_note is not None:
+            self.on_note(ignored_report(note, index))
 
     def locate(self, report: Report) -> Report:
         """``report`` with the line and byte of its event filled in, when they were missing."""

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     def show(report: Report) -> None:
         sys.stderr.write(format_report(args.file, source.locate(report), style) + "\n")
 
+    source.on_note = show
     mode: Mode = "keep_going" if args.keep_going else "default"
     try:
         frames = source.frames(show if args.keep_going else None)

@@ -17,6 +17,7 @@ import msgspec
 from .._exceptions import Report
 from .._stage import Mode
 from ._command import Commands
+from ._live import LiveView
 from ._render import (
     Style,
     escape_controls,
@@ -122,17 +123,25 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             print(f"agui-meta: {exc}", file=sys.stderr)
             return 2
+    style = Style(use_color(args), use_escapes(args))
+    # Standard input is shown live, as the bytes arrive (curl ... | agui-meta replay -).
+    live = LiveView(sys.stdout, style) if args.file == "-" and not args.json else None
     try:
         result = run_stream(
             args,
             mode=mode,
             on_report=reports.add,
-            last=[export.stage()] if export is not None else (),
+            last=[
+                *([export.stage()] if export is not None else ()),
+                *([live] if live is not None else ()),
+            ],
         )
     except InputError as exc:
         print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     finally:
+        if live is not None:
+            live.close()
         if export is not None:
             export.close()
     if export is not None and export.failures:
@@ -153,8 +162,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(_encode(output) + b"\n")
         sys.stdout.buffer.flush()
     elif error is None or len(stages.store) or stages.ledger.runs or reports.items:
-        style = Style(use_color(args), use_escapes(args))
-        lines = list(_replay_lines(args.file, result, reports, style))
+        lines = list(_replay_lines(args.file, result, reports, style, live is None))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
     if error is not None:
@@ -173,16 +181,17 @@ def _section(title: str, style: Style) -> str:
 
 
 def _replay_lines(
-    file: str, result: StreamResult, reports: _Reports, style: Style
+    file: str, result: StreamResult, reports: _Reports, style: Style, transcript: bool = True
 ) -> Iterator[str]:
     stages = result.stages
     store = stages.store
     messages = len(store)
-    yield _section(f"conversation ({plural(messages, 'message')})", style)
-    if messages:
-        yield from render_transcript(store, style)
-    else:
-        yield style.dim("(no messages)")
+    if transcript:
+        yield _section(f"conversation ({plural(messages, 'message')})", style)
+        if messages:
+            yield from render_transcript(store, style)
+        else:
+            yield style.dim("(no messages)")
     if store.state not in ({}, None):
         yield ""
         yield _section("state", style)

@@ -17,7 +17,7 @@ import msgspec
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 from ._render import Style, pretty_json, render_transcript
-from ._stream import plural, use_color
+from ._stream import plural, use_color, use_escapes
 
 __all__ = ["add_parser", "run"]
 
@@ -73,25 +73,26 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(msgspec.json.encode(data) + b"\n")
             sys.stdout.buffer.flush()
             return 0
-        style = Style(use_color(args))
+        style = Style(use_color(args), use_escapes(args))
+        t = style.text
         store = snapshot.to_store()
-        lines = [style.bold(f"--- thread {snapshot.thread_id} (version {snapshot.version}) ---")]
+        lines = [style.bold(f"--- thread {t(snapshot.thread_id)} (version {snapshot.version}) ---")]
         lines += (
             list(render_transcript(store, style)) if len(store) else [style.dim("(no messages)")]
         )
         if snapshot.state not in ({}, None):
-            lines += ["", style.bold("--- state ---"), *pretty_json(snapshot.state)]
+            lines += ["", style.bold("--- state ---"), *style.lines(pretty_json(snapshot.state))]
         for interrupt in snapshot.pending_interrupts:
-            lines.append(f"pending interrupt {interrupt.id} ({interrupt.reason})")
+            lines.append(f"pending interrupt {t(interrupt.id)} ({t(interrupt.reason)})")
         summary = snapshot.ledger
         statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
         lines += ["", style.bold(f"--- runs ({summary.runs}) ---")]
         if summary.runs:
             lines.append(
-                f"{statuses}; last: {summary.last_run_id or '(no id)'} {summary.last_status}"
+                f"{statuses}; last: {t(summary.last_run_id or '(no id)')} {summary.last_status}"
             )
         for entry in summary.usage:
-            lines.append("usage " + usage_text(msgspec.to_builtins(entry)))
+            lines.append("usage " + t(usage_text(msgspec.to_builtins(entry))))
         lines.append(style.dim(f"{plural(len(store), 'message')}"))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()

@@ -81,11 +81,19 @@ def run(args: argparse.Namespace) -> int:
             return 2
 
     async def body(client: Any) -> int:
+        import anyio
         import msgspec
+        import redis.exceptions
 
         from ..redis import DEFAULT_SHARDS, Worker
 
-        await client.ping()
+        with anyio.fail_after(30):  # a server still loading its AOF answers LOADING: wait
+            while True:
+                try:
+                    await client.ping()
+                    break
+                except redis.exceptions.BusyLoadingError:
+                    await anyio.sleep(0.1)
         worker = Worker(
             client,
             namespace=args.namespace,

@@ -1,0 +1,154 @@
+"""``agui-meta record URL -o FILE``: save an agent's response stream byte for byte.
+
+The request is the one ``agui-meta run`` sends (the same arguments); the body is written to
+``FILE`` as it arrives, unchanged, so that ``agui-meta replay FILE`` (or ``validate``) shows
+it later. Progress goes to standard error: redrawn in place on a terminal, and a last line
+saying how many events and bytes were saved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from typing import IO, Any
+
+import anyio
+import msgspec
+
+from .._exceptions import FramingError
+from .._framing import AutoDecoder
+from ._command import Commands
+from ._stream import isatty
+from .run import ArgumentProblem, add_agent_arguments, build_agent
+
+__all__ = ["add_parser", "run"]
+
+_PROGRESS_INTERVAL = 0.1
+
+
+def add_parser(commands: Commands) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "record",
+        help="save an agent's response stream to a file, byte for byte",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "POST a run input to an AG-UI endpoint (as 'agui-meta run' does) and save the\n"
+            "response body to FILE exactly as it arrives, for 'agui-meta replay FILE' or\n"
+            "'validate FILE' later. Progress on standard error.\n\n"
+            "Exit status: 0 when the whole body was saved; 1 when the endpoint answered an\n"
+            "error status or the connection dropped (what arrived is kept); 2 when the\n"
+            "endpoint cannot be reached, FILE cannot be written or an argument is wrong."
+        ),
+        epilog=(
+            "examples:\n"
+            "  agui-meta record http://127.0.0.1:8000/agent -m 'Weather in Lisbon?' -o run.sse\n"
+            "  agui-meta replay run.sse"
+        ),
+    )
+    add_agent_arguments(parser)
+    parser.add_argument(
+        "-o",
+        "--output",
+        default="-",
+        metavar="FILE",
+        help="where to save (default '-': standard output)",
+    )
+    return parser
+
+
+class _Progress:
+    def __init__(self, out: IO[str], label: str) -> None:
+        self.out = out
+        self.label = label
+        self.live = isatty(out)
+        self.next = 0.0
+        self.drawn = False
+
+    def update(self, size: int, events: int) -> None:
+        if not self.live:
+            return
+        now = time.monotonic()
+        if now < self.next:
+            return
+        self.next = now + _PROGRESS_INTERVAL
+        self.out.write(f"\rrecording {self.label}: {size} bytes, {events} events\x1b[K")
+        self.out.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    import httpx
+
+    from .._client import HttpStatusError, _closing_bytes
+
+    try:
+        agent, tools = build_agent(args)
+        wire, _ = agent._input(args.run_id, tools, (), None, None, None)
+    except (ArgumentProblem, ValueError) as exc:
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    body = msgspec.json.encode(wire)
+    headers = {**agent.headers, "Content-Type": "application/json"}
+    headers["Accept"] = "text/event-stream" if args.accept == "sse" else "application/jsonl"
+    progress = _Progress(sys.stderr, args.url)
+    counts = {"bytes": 0, "events": 0}
+    counter: AutoDecoder | None = AutoDecoder()
+
+    async def save(out: IO[bytes]) -> None:
+        nonlocal counter
+        async with (
+            httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=args.timeout)) as client,
+            client.stream("POST", args.url, content=body, headers=headers) as response,
+        ):
+            if response.status_code >= 400:
+                text = (await response.aread())[:512]
+                raise HttpStatusError(response.status_code, text, args.url)
+            async with _closing_bytes(response) as chunks:
+                async for chunk in chunks:
+                    out.write(chunk)
+                    out.flush()
+                    counts["bytes"] += len(chunk)
+                    if counter is not None:
+                        try:
+                            counts["events"] += len(counter.feed(chunk))
+                        except FramingError:
+                            counter = None  # not a stream we can count: still saved as it is
+                    progress.update(counts["bytes"], counts["events"])
+        if counter is not None:
+            with contextlib.suppress(FramingError):
+                counts["events"] += len(counter.close())
+
+    try:
+        out: Any = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")  # noqa: SIM115
+    except OSError as exc:
+        print(f"agui-meta: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    status = 0
+    try:
+        anyio.run(save, out)
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+        progress.clear()
+        print(f"agui-meta: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 2
+    except (HttpStatusError, httpx.HTTPError) as exc:
+        progress.clear()
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        status = 1
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+    progress.clear()
+    where = "standard output" if args.output == "-" else args.output
+    what = "recorded" if status == 0 else "kept what arrived:"
+    print(
+        f"agui-meta: {what} {counts['events']} events ({counts['bytes']} bytes) to {where}",
+        file=sys.stderr,
+    )
+    return status

@@ -1,0 +1,236 @@
+"""``agui-meta run URL``: talk to an AG-UI agent and show the conversation as it streams.
+
+One run of :class:`agui_meta.HttpAgent`: each ``-m TEXT`` is a user message of the run's
+input, in order. The conversation is written live (:mod:`agui_meta.cli._live`), then the
+state, the run ledger and the reports, as ``replay`` shows them; ``--json`` prints
+``{messages, state, ledger, reports}`` exactly as ``replay --json`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+import msgspec
+
+from .._exceptions import AguiMetaError, DataError, Report
+from ._command import Commands
+from ._render import Style, format_report, pretty_json, render_ledger
+from ._stream import isatty, use_color, use_escapes
+
+__all__ = ["add_parser", "build_agent", "run"]
+
+_encode = msgspec.json.Encoder().encode
+
+
+def add_parser(commands: Commands) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "run",
+        help="talk to an AG-UI agent over HTTP and show the conversation as it streams",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "POST a run input to an AG-UI endpoint (the official HttpAgent's request: JSON in,\n"
+            "SSE or JSON lines out) and show the conversation live as the events arrive, with\n"
+            "every item's merged metadata, then the state, the run ledger and the reports.\n"
+            "Each -m is a user message of the run's input.\n\n"
+            "Exit status: 0 on success; 1 when the run sent RUN_ERROR, the stream is broken or\n"
+            "ended early, or the endpoint answered an error status; 2 when the endpoint cannot\n"
+            "be reached or an argument is wrong."
+        ),
+        epilog=(
+            "examples:\n"
+            "  agui-meta run http://127.0.0.1:8000/agent -m 'What is the weather in Lisbon?'\n"
+            '  agui-meta run URL -m hi --thread-id t-1 --state \'{"units": "metric"}\'\n'
+            "  agui-meta run URL -m hi --json | jq '.ledger.runs[].usage'"
+        ),
+    )
+    add_agent_arguments(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print {messages, state, ledger, reports} as JSON instead (as replay --json)",
+    )
+    parser.add_argument(
+        "--color",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="colour the output (default: when standard output is a terminal and NO_COLOR is "
+        "not set)",
+    )
+    return parser
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments ``run`` and ``record`` share: the endpoint and the run input."""
+    parser.add_argument("url", metavar="URL", help="the agent's endpoint (POST)")
+    parser.add_argument(
+        "-m",
+        "--message",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="a user message of the run's input (repeat for several, in order)",
+    )
+    parser.add_argument("--thread-id", metavar="ID", help="the thread's id (default: a new UUID)")
+    parser.add_argument("--run-id", metavar="ID", help="the run's id (default: a new UUID)")
+    parser.add_argument("--state", metavar="JSON", help="the thread's state, as JSON")
+    parser.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help='a tool offered to the agent, as JSON ({"name", "description", "parameters"})',
+    )
+    parser.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="a request header (repeat for several)",
+    )
+    parser.add_argument(
+        "--accept",
+        choices=("sse", "jsonl"),
+        default="sse",
+        help="the format asked for (default: sse)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="the longest wait between two reads (default: 300)",
+    )
+
+
+class ArgumentProblem(Exception):
+    """An argument that cannot be used (exit status 2)."""
+
+
+def _json_argument(option: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ArgumentProblem(f"{option} is not JSON: {exc}") from None
+
+
+def build_agent(args: argparse.Namespace, **options: Any) -> tuple[Any, list[Any]]:
+    """The :class:`~agui_meta.HttpAgent` the arguments describe, and the tools to offer."""
+    import httpx
+
+    from .._client import HttpAgent
+
+    headers = {}
+    for header in args.header:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise ArgumentProblem(f"--header must be NAME:VALUE, got {header!r}")
+        headers[name.strip()] = value.strip()
+    state = _json_argument("--state", args.state) if args.state is not None else None
+    tools = [_json_argument("--tool", tool) for tool in args.tool]
+    messages = [
+        {"id": f"user-{n}", "role": "user", "content": text}
+        for n, text in enumerate(args.message, 1)
+    ]
+    agent = HttpAgent(
+        args.url,
+        headers=headers,
+        thread_id=args.thread_id,
+        messages=messages,
+        state=state,
+        accept=args.accept,
+        timeout=httpx.Timeout(10.0, read=args.timeout),
+        **options,
+    )
+    return agent, tools
+
+
+def _unreachable(exc: BaseException) -> bool:
+    import httpx
+
+    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol))
+
+
+def run(args: argparse.Namespace) -> int:
+    import httpx
+
+    from .._client import HttpAgent
+    from ._live import LiveView
+
+    reports: list[Report] = []
+    style = Style(use_color(args), use_escapes(args))
+    try:
+        agent, tools = build_agent(args, on_report=reports.append)
+    except (ArgumentProblem, ValueError) as exc:
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    assert isinstance(agent, HttpAgent)
+    failure: BaseException | None = None
+
+    async def talk() -> None:
+        async with agent.run(run_id=args.run_id, tools=tools) as stream:
+            if args.json:
+                async for _ in stream.batches():
+                    pass
+            else:
+                live = LiveView(sys.stdout, style, agent.store)
+                live.history(agent.store.messages())
+                async for update in stream:
+                    live.show(update)
+                live.close()
+
+    try:
+        anyio.run(talk)
+    except (AguiMetaError, httpx.HTTPError) as exc:
+        if _unreachable(exc):
+            print(f"agui-meta: cannot reach {args.url}: {exc}", file=sys.stderr)
+            return 2
+        failure = exc
+    if args.json:
+        result: dict[str, Any] = {
+            "messages": agent.messages_wire(),
+            "state": agent.state,
+            "ledger": msgspec.Raw(agent.ledger.to_json()),
+            "reports": [_report_json(r) for r in reports],
+        }
+        sys.stdout.buffer.write(_encode(result) + b"\n")
+        sys.stdout.buffer.flush()
+    else:
+        _summary(agent, reports, style)
+    if failure is not None:
+        on_stderr = Style(False, isatty(sys.stderr))  # the server's words, escaped on a terminal
+        print(f"agui-meta: {on_stderr.text(_describe(failure, args.url))}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _describe(exc: BaseException, url: str) -> str:
+    import httpx
+
+    if isinstance(exc, DataError):
+        return format_report(url, exc.to_report(), Style(False, isatty(sys.stderr)))
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{url} sent nothing for too long ({type(exc).__name__}); see --timeout"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _report_json(report: Report) -> dict[str, Any]:
+    return {k: v for k, v in msgspec.to_builtins(report).items() if v is not None}
+
+
+def _summary(agent: Any, reports: list[Report], style: Style) -> None:
+    lines: list[str] = []
+    if agent.state not in ({}, None):
+        lines += ["", style.bold("--- state ---"), *style.lines(pretty_json(agent.state))]
+    runs = agent.ledger.runs
+    lines += ["", style.bold(f"--- runs ({len(runs)}) ---")]
+    lines += list(render_ledger(runs, style)) if runs else [style.dim("(no runs)")]
+    if reports:
+        lines += ["", style.bold("--- reports ---")]
+        lines += [format_report(agent.url, report, style) for report in reports]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()

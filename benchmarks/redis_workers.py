@@ -1,0 +1,186 @@
+"""Events per second through Redis: 1 and 2 worker processes against one process; ingest batching.
+
+    .venv/bin/python -m benchmarks.redis_workers [--threads N] [--copies K]
+
+Starts its own redis-server (127.0.0.1, a free port, AOF on with ``appendfsync everysec`` or
+``--fsync always``, in a temporary directory), builds a workload of the three recorded streams
+over ``--threads`` threads (each stream repeated ``--copies`` times as successive runs), and
+measures, side by side in one run:
+
+- ``one process``: :func:`agui_meta.redis.run_local` over the same envelopes (no Redis);
+- ``ingest, batch B``: :func:`agui_meta.redis.publish` of envelopes of at most B events;
+- ``1 worker`` / ``2 workers``: ``agui-meta worker`` processes, from their start until every
+  entry is committed (process start-up included; the figure is events over that time).
+
+Needs redis-server and the redis extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis.asyncio
+
+from agui_meta.redis import Envelope, Keys, envelopes, publish, read_frames, run_local
+
+STREAMS = Path(__file__).parent.parent / "examples" / "streams"
+NAMES = ["travel.sse", "support.jsonl", "broken.jsonl"]
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_redis(directory: Path, fsync: str) -> tuple[subprocess.Popen[bytes], str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed (apt-get install redis-server)")
+    port = _port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(directory),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            fsync,
+            "--save",
+            "",
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.02)
+    return process, f"redis://127.0.0.1:{port}/0"
+
+
+def workload(threads: int, copies: int, batch: int) -> list[Envelope]:
+    frames = {name: read_frames(str(STREAMS / name)) for name in NAMES}
+    out: list[Envelope] = []
+    for t in range(threads):
+        stream = frames[NAMES[t % len(NAMES)]] * copies
+        out += envelopes(stream, thread=f"thread-{t}", source=f"s-{t}", batch=batch)
+    return out
+
+
+def events(order: list[Envelope]) -> int:
+    return sum(len(e.frames) for e in order)
+
+
+async def _flush(url: str) -> None:
+    client = redis.asyncio.Redis.from_url(url)
+    await client.flushall()
+    await client.aclose()
+
+
+async def _ingest(url: str, order: list[Envelope], ns: str, pipeline: int) -> float:
+    client = redis.asyncio.Redis.from_url(url)
+    start = time.perf_counter()
+    await publish(client, order, namespace=ns, shards=16, pipeline=pipeline)
+    elapsed = time.perf_counter() - start
+    await client.aclose()
+    return elapsed
+
+
+def _spawn(url: str, ns: str, n: int) -> list[subprocess.Popen[bytes]]:
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agui_meta",
+                "worker",
+                "--redis",
+                url,
+                "--namespace",
+                ns,
+                "--lease",
+                "5",
+                "--name",
+                f"bench-{i}",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        for i in range(n)
+    ]
+
+
+async def _workers(url: str, ns: str, n: int, total_entries: int) -> float:
+    client = redis.asyncio.Redis.from_url(url)
+    start = time.perf_counter()
+    procs = _spawn(url, ns, n)
+    try:
+        while True:
+            if int(await client.hget(Keys(ns).usage, "entries") or 0) >= total_entries:
+                return time.perf_counter() - start
+            await asyncio.sleep(0.01)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        await client.aclose()
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server, url = start_redis(Path(tmp), args.fsync)
+        try:
+            rows: list[tuple[str, int, float]] = []
+            order = workload(args.threads, args.copies, 64)
+            n = events(order)
+            start = time.perf_counter()
+            run_local(order)
+            rows.append(("one process (run_local, no Redis)", n, time.perf_counter() - start))
+            for batch in (1, 16, 64, 256):
+                cut = workload(args.threads, args.copies, batch)
+                await _flush(url)
+                elapsed = await _ingest(url, cut, "bench", 64)
+                rows.append((f"ingest, batch {batch} ({len(cut)} envelopes)", n, elapsed))
+            for workers in (1, 2):
+                await _flush(url)
+                await _ingest(url, order, "bench", 64)
+                elapsed = await _workers(url, "bench", workers, len(order))
+                rows.append((f"{workers} worker process{'es' if workers > 1 else ''}", n, elapsed))
+        finally:
+            server.kill()
+            server.wait()
+    base = rows[0][1] / rows[0][2]
+    print(f"{n} events, {args.threads} threads, appendfsync {args.fsync}")
+    print(f"{'':48} {'events/s':>10} {'vs one process':>15}")
+    for name, count, elapsed in rows:
+        rate = count / elapsed
+        print(f"{name:48} {rate:>10,.0f} {rate / base:>14.2f}x")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=32)
+    parser.add_argument("--copies", type=int, default=10)
+    parser.add_argument("--fsync", choices=["everysec", "always"], default="everysec")
+    asyncio.run(main_async(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
