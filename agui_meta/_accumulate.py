@@ -562,11 +562,13 @@ class Accumulate(Transducer[Event, Update]):
         store = self.store
         item = store.message(event.message_id)
         if item is None:
-            lost = "its patch and its metadata" if event.metadata is not UNSET else "its patch"
+            lost = (
+                "its patch and its metadata are" if event.metadata is not UNSET else "its patch is"
+            )
             self._warn(
                 "missing-target",
                 f"ACTIVITY_DELTA: No activity message found with ID '{event.message_id}': "
-                f"{lost} are not applied to anything",
+                f"{lost} not applied to anything",
                 event,
                 "$.messageId",
             )

@@ -58,7 +58,13 @@ def extra_app() -> Any:
                 "toolCallId": "c\x07",
                 "content": "\x1b]0;title\x07",
             }
-            yield {"type": "RUN_FINISHED", **ids}
+            yield {
+                "type": "ACTIVITY_DELTA",
+                "messageId": "a\x1b[8m",
+                "activityType": "x",
+                "patch": [],
+            }
+            yield {"type": "RUN_FINISHED", **ids, "metadata": {"note\x1b[7m": "\x1b[5mblink"}}
 
         return agui_meta.EventStreamResponse(events())
 
@@ -178,6 +184,11 @@ def test_escape_sequences_from_the_stream_are_not_written(
     assert "\\x1b[2J\\x1b[Hgone" in out
     assert "(c\\x07)" in out and "result of t\\x1b[1m (c\\x07)" in out
     assert "\\x1b]0;title\\x07" in out and "\x07" not in out
+    # The ledger (run metadata) and the reports (naming the stream's ids) are escaped too.
+    ledger = out[out.index("--- runs (1) ---") :]
+    assert "finished metadata" in ledger and "blink" in ledger
+    assert "'a\\x1b[8m': its patch is not applied" in ledger[ledger.index("--- reports ---") :]
+    assert "\x1b[7m" not in out and "\x1b[5m" not in out and "\x1b[8m" not in out
 
 
 def test_record_saves_the_body_byte_for_byte(
