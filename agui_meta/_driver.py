@@ -15,7 +15,7 @@ connects the stages one by one (the tests compare both ways).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -146,6 +146,24 @@ def _offers(t: Transducer[Any, Any]) -> bool:
     """Whether a stage offers a fast path: its members describe the ``feed`` it has."""
     fast_feed = type(t).fast_feed
     return fast_feed is not None and type(t).feed is fast_feed
+
+
+class _RunFrames(Sequence[Frame]):
+    """The frames of a :class:`PayloadRun`, built the first time one is asked for."""
+
+    __slots__ = ("_frames", "_run")
+
+    def __init__(self, run: PayloadRun) -> None:
+        self._run = run
+        self._frames: list[Frame] | None = None
+
+    def __len__(self) -> int:
+        return len(self._run.payloads)
+
+    def __getitem__(self, i: Any) -> Any:
+        if self._frames is None:
+            self._frames = self._run.frames()
+        return self._frames[i]
 
 
 class Runner:
@@ -377,87 +395,51 @@ class Runner:
             fast.refresh()
 
     def _run_frames(self, frames: list[Frame]) -> None:
-        """A chunk's frames, as one batch: the fast path inline, the rest through the stages."""
-        ctx = self.ctx
-        if self._number:  # reports of these events get their frame's offset and line
-            ctx.frames = frames
-            ctx.frames_start = self._count
+        """A chunk's frames, as one batch (see :meth:`_run_batch`)."""
         fast = self._fast
         if fast is None or fast.decode is None:
+            if self._number:  # reports of these events get their frame's offset and line
+                self.ctx.frames = frames
+                self.ctx.frames_start = self._count
             for frame in frames:
                 self._frame_slow(frame, fast)
             return
-        ctx = self.ctx
-        decode = fast.decode
-        plans = fast.plans
-        tallies = fast.tallies
-        tail = fast.tail
-        after_decode = fast.after_decode
-        number = self._number
-        index = self._count
-        try:
-            for frame in frames:
-                if number:
-                    ctx.index = index
-                    index += 1
-                try:
-                    if frame.error is not None:
-                        self._bad_frame(frame)
-                        continue
-                    event = decode(frame.data)
-                    if event is None:
-                        self._head(frame)  # the decoding stage says what is wrong, and where
-                    else:
-                        cls = type(event)
-                        plan = plans.get(cls)
-                        if plan is not None and event.subagent_run_id is UNSET:
-                            ids, convert = plan
-                            if (
-                                ids is None
-                                or (
-                                    event.tool_call_id
-                                    if cls is ToolCallArgsEvent
-                                    else event.message_id
-                                )
-                                in ids
-                            ):
-                                tail(event if convert is None else convert(event))
-                                if tallies:
-                                    kind = cls.type
-                                    for tally in tallies:
-                                        tally[kind] = tally.get(kind, 0) + 1
-                                continue
-                        after_decode(event)
-                except DataError as exc:
-                    exc.locate(offset=frame.offset, line=frame.line)
-                    ctx.skip(exc)
-                fast.refresh()
-        finally:
-            self._count = index
+        # A frame that is not UTF-8 (only in keep-going mode) has no data to decode: None.
+        self._run_batch([f.data if f.error is None else None for f in frames], frames)
 
     def _run_payloads(self, run: PayloadRun) -> None:
-        """A run of simple SSE blocks: the fast path inline; a Frame only for the rest."""
+        """A run of simple SSE blocks, as one batch: a Frame only when one is asked for."""
+        self._run_batch(run.payloads, _RunFrames(run))
+
+    def _run_batch(self, payloads: list[bytes | None], frames: Sequence[Frame]) -> None:
+        """One batch of frames: the fast path inline, the rest through the stages.
+
+        ``payloads[k]`` is the data of ``frames[k]`` (``None``: a frame that is not UTF-8).
+        The loop touches ``frames`` only for an event that leaves the fast path's decoder,
+        fails, or is reported: its place in the stream.
+        """
         fast = self._fast
-        assert fast is not None and fast.decode is not None  # feed_runs is used only then
+        assert fast is not None and fast.decode is not None
         ctx = self.ctx
+        number = self._number
+        index = start = self._count
+        if number:  # reports of these events get their frame's offset and line
+            ctx.frames = frames
+            ctx.frames_start = start
         decode = fast.decode
         plans = fast.plans
         tallies = fast.tallies
         tail = fast.tail
         after_decode = fast.after_decode
-        number = self._number
-        index = self._count
-        offset = run.offset
-        line = run.line - 2
         try:
-            for data in run.payloads:
+            for data in payloads:
                 if number:
                     ctx.index = index
-                    index += 1
-                at = offset
-                offset += len(data) + 8
-                line += 2
+                index += 1
                 try:
+                    if data is None:
+                        self._bad_frame(frames[index - 1 - start])
+                        continue
                     event = decode(data)
                     if event is not None:
                         cls = type(event)
@@ -481,13 +463,15 @@ class Runner:
                                 continue
                         after_decode(event)
                     else:  # the decoding stage says what is wrong, and where
-                        self._head(Frame(data, at, line, None, run.id))
+                        self._head(frames[index - 1 - start])
                 except DataError as exc:
-                    exc.locate(offset=at, line=line)
+                    frame = frames[index - 1 - start]
+                    exc.locate(offset=frame.offset, line=frame.line)
                     ctx.skip(exc)
                 fast.refresh()
         finally:
-            self._count = index
+            if number:
+                self._count = index
 
     def _frame_slow(self, frame: Frame, fast: _FastPath | None) -> None:
         ctx = self.ctx

@@ -131,7 +131,6 @@ class Case:
     at: bytes | None = None
     fmt: Format = "sse"
     fatal: bool = False  # ends the stream in keep-going mode too (documented)
-    located: bool = True  # the report / error carries the frame's offset and line
     equivalent: list[Event] | None = None  # the good stream keep-going must equal
     oracle: bool = True  # the reference client can run these events (no framing problem)
     stages: Literal["default", "no-verify", "no-chunks"] = "default"
@@ -632,7 +631,6 @@ CATALOGUE = [
             "patch-failed",
             "Failed to apply state patch",
             path="$.delta[1]",
-            located=False,
         ),
     ),
     row(
@@ -656,7 +654,6 @@ CATALOGUE = [
             "patch-failed",
             "Failed to apply activity patch for 'a1'",
             path="$.patch[0]",
-            located=False,
             equivalent=[RUN, {**ACTIVITY, "metadata": {"acme.seen": True}}, FINISH],
         ),
     ),
@@ -701,7 +698,6 @@ CATALOGUE = [
             "missing-target",
             "No message found with ID 'zz'",
             path="$.messageId",
-            located=False,
             stages="no-verify",
         ),
     ),
@@ -945,19 +941,14 @@ async def run_events(events: list[Event], stages: str = "default") -> Outcome:
     return outcome
 
 
-def assert_where(case: Case, where: DataError | Report, *, located: bool | None = None) -> None:
-    """``where`` names the bad entry: its index, path, and (when located) offset and line."""
-    located = case.located if located is None else located
+def assert_where(case: Case, where: DataError | Report) -> None:
+    """``where`` names the bad entry: its index, path, byte offset and line."""
     assert where.index == case.bad
     assert where.path == case.path
-    if located:
-        assert (where.offset, where.line) == (case.offset(), case.line())
-    else:
-        assert (where.offset, where.line) == (None, None)
+    assert (where.offset, where.line) == (case.offset(), case.line())
     text = str(where)
     assert f"event {case.bad}" in text
-    if located:
-        assert f"byte {case.offset()}" in text and f"line {case.line()}" in text
+    assert f"byte {case.offset()}" in text and f"line {case.line()}" in text
     if case.path is not None:
         assert f"`{case.path}`" in text
     assert case.what in text
@@ -1025,8 +1016,7 @@ async def test_strict_mode_stops_at_the_first_problem(case: Case) -> None:
     else:
         assert type(error) is case.error
     assert isinstance(error, DataError)
-    # Raised as the frame is processed, a strict error always knows the frame's position.
-    assert_where(case, error, located=True)
+    assert_where(case, error)
     assert outcome.reports == []  # nothing before it was a problem
 
 
