@@ -411,7 +411,7 @@ class Runner:
         """A run of simple SSE blocks, as one batch: a Frame only when one is asked for."""
         self._run_batch(run.payloads, _RunFrames(run))
 
-    def _run_batch(self, payloads: list[bytes | None], frames: Sequence[Frame]) -> None:
+    def _run_batch(self, payloads: Sequence[bytes | None], frames: Sequence[Frame]) -> None:
         """One batch of frames: the fast path inline, the rest through the stages.
 
         ``payloads[k]`` is the data of ``frames[k]`` (``None``: a frame that is not UTF-8).

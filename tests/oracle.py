@@ -23,14 +23,15 @@ import atexit
 import contextlib
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
+
+from tests.needs import flag, in_ci, missing
 
 try:
     import fcntl
@@ -242,8 +243,13 @@ def run_oracle(cases: list[dict[str, Any]], verify: bool = True) -> list[dict[st
 
 
 def oracle_required() -> bool:
-    """Whether a missing oracle fails the tests: on CI (``CI`` set, as CI runners do) or on demand."""
-    return any(os.environ.get(name, "") not in ("", "0", "false") for name in (REQUIRE_ENV, "CI"))
+    """Whether a missing oracle fails the tests: in CI (see tests/needs.py) or on demand."""
+    return in_ci() or flag(REQUIRE_ENV)
+
+
+def oracle_missing(exc: Exception) -> NoReturn:
+    """The reference oracle cannot run: fail when it is required, else skip."""
+    missing(f"the reference oracle is unavailable: {exc}", required=oracle_required())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ the reason, except when ``CI`` is set: there they fail (``.ci/run`` installs it)
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
@@ -17,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
+from tests.needs import missing
 
 __all__ = ["RedisServer", "redis_server_binary"]
 
@@ -31,9 +30,7 @@ def redis_server_binary() -> str:
         "redis-server is not installed: the Redis tests cannot run "
         "(apt-get install redis-server; .ci/run installs it)"
     )
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    missing(reason)
 
 
 def _free_port() -> int:

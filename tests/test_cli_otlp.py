@@ -7,15 +7,16 @@ exporter sends with opentelemetry-proto; expectations come from the recorded str
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.needs import in_ci
+
 try:
     from tests.otlp_receiver import OtlpReceiver
 except ImportError:  # pragma: no cover - the test extra installs opentelemetry-proto
-    if os.environ.get("CI"):
+    if in_ci():
         raise
     pytest.skip("opentelemetry-proto is missing: pip install -e '.[test]'", allow_module_level=True)
 

@@ -7,7 +7,6 @@ parses with prometheus_client's own parser. Expectations come from the recorded 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,12 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.needs import in_ci
+
 try:
     from prometheus_client.parser import text_string_to_metric_families
 
     from tests.otlp_receiver import OtlpReceiver
 except ImportError:  # pragma: no cover - the test extra installs them
-    if os.environ.get("CI"):
+    if in_ci():
         raise
     pytest.skip("the OpenTelemetry test extras are missing", allow_module_level=True)
 

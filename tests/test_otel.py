@@ -7,7 +7,6 @@ conventions' names, never from a previous run.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,10 +16,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from tests.needs import in_ci
+
 try:
     import opentelemetry.sdk  # noqa: F401
 except ImportError:  # pragma: no cover - the test extra installs it
-    if os.environ.get("CI"):
+    if in_ci():
         raise
     pytest.skip("opentelemetry-sdk is missing: pip install -e '.[test]'", allow_module_level=True)
 

@@ -910,15 +910,13 @@ def _streams(draw: st.DrawFn) -> list[Wire]:
 @pytest.fixture(scope="module")
 def oracle() -> Any:
     try:
-        from oracle import OracleUnavailable, oracle_required, run_oracle
+        from oracle import OracleUnavailable, oracle_missing, run_oracle
     except ImportError:  # pragma: no cover - the harness is part of the test suite
         pytest.skip("tests/oracle.py is not importable")
     try:
         run_oracle([{"name": "probe", "events": []}])
     except OracleUnavailable as exc:  # pragma: no cover - depends on the machine
-        if oracle_required():
-            raise
-        pytest.skip(f"reference oracle unavailable: {exc}")
+        oracle_missing(exc)
     return run_oracle
 
 

@@ -1,0 +1,33 @@
+"""What a test needs from the machine, read one way.
+
+Outside CI a missing part (Node.js for the reference, redis-server, an optional extra) skips
+the tests that need it, and ``conftest.py`` says so loudly at the end of the run; in CI it fails
+them. ``CI`` counts as set unless it is empty or one of ``0``, ``false``, ``no``, ``off`` (in any
+case): ``CI=False`` and ``CI=0`` mean the same.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NoReturn
+
+import pytest
+
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to a true value."""
+    return os.environ.get(name, "").strip().lower() not in _FALSE
+
+
+def in_ci() -> bool:
+    """Whether the tests run in CI, where nothing they need may be missing."""
+    return flag("CI")
+
+
+def missing(reason: str, *, required: bool | None = None) -> NoReturn:
+    """A part the test needs is missing: fail in CI (or when ``required``), else skip."""
+    if in_ci() if required is None else required:
+        pytest.fail(f"required but unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
