@@ -56,6 +56,7 @@ from ._fastdecode import (
     as_bytes,
     duplicate_keys,
     fast_decode,
+    may_repeat_keys,
     too_deep,
 )
 from ._framing import Frame
@@ -308,7 +309,7 @@ class EventDecoder:
                 value = _GENERIC_DECODE(data)
             except MSGSPEC_ERRORS as exc:
                 raise _invalid_json(exc, data, frame) from exc
-            repeated = _repeated_keys(data)
+            repeated = _repeated_keys(data, value)
         else:
             value = data
             repeated = []
@@ -372,11 +373,11 @@ class EventDecoder:
             )
 
 
-def _repeated_keys(data: Any) -> list[tuple[tuple[str | int, ...], str]]:
-    """The keys JSON text repeats (see :func:`duplicate_keys`), scanned for only when the text
-    names more than one id or delta (the keys that could retarget or rewrite an event)."""
+def _repeated_keys(data: Any, value: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """The keys JSON text that decoded to ``value`` repeats (see :func:`duplicate_keys`),
+    scanned for only when a count says it may (see :func:`may_repeat_keys`)."""
     text = as_bytes(data)
-    if text.count(b'Id"') > 1 or text.count(b'"delta"') > 1:
+    if may_repeat_keys(text, text.count(b":"), value):
         return duplicate_keys(text)
     return []
 

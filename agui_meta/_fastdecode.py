@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from itertools import accumulate
 from typing import Any, Final
 
@@ -32,10 +33,13 @@ __all__ = [
     "duplicate_keys",
     "fast_decode",
     "may_nest",
+    "may_repeat_keys",
     "too_deep",
 ]
 
 _TYPED_DECODE: Final = msgspec.json.Decoder(AnyEvent).decode
+_PLAIN_DECODE: Final = msgspec.json.Decoder().decode
+_ENCODE: Final = msgspec.json.Encoder().encode
 #: What a msgspec decode raises on bad input (ValidationError is a DecodeError); msgspec raises
 #: RecursionError for JSON nested deeper than it recurses.
 MSGSPEC_ERRORS: Final = (msgspec.DecodeError, RecursionError)
@@ -108,35 +112,59 @@ def fast_decode(data: Any) -> Event | None:
         return None
     if type(data) is not bytes:
         data = as_bytes(data)
-    if (data.count(_ID_KEY) > 1 or data.count(_DELTA_KEY) > 1) and _duplicated(data, event):
+    colons = data.count(b":")
+    if colons > _LEAST_COLONS[type(event)] and may_repeat_keys(data, colons, event):
         return None  # the slow path reports each duplicate key
     return event
 
 
 # -- duplicate keys: JSON.parse keeps the last value; the earlier one is reported, not lost silently
+#
+# In JSON text every key is followed by one colon outside strings, and a colon inside a string
+# is either itself or the escape \u003a. So, with no such escape, the text's colons are its keys
+# plus the colons of its strings; the decoded value's are its (distinct) keys plus the colons
+# of the strings it kept. Text whose count equals the value's holds no key twice in one
+# object; any other text gets the exact scan (duplicate_keys). The count is one pass in C.
 
-#: Every id field ends so in the JSON text (``"messageId"``, ``"toolCallId"``, ``"runId"`` …).
-_ID_KEY: Final = b'Id"'
-_DELTA_KEY: Final = b'"delta"'
-#: Per event class, its fields whose wire names end in ``Id``.
-_ID_FIELDS: Final = {
-    cls: tuple(
-        field.name for field in msgspec.structs.fields(cls) if field.encode_name.endswith("Id")
-    )
+#: Per event class, the fewest colons its valid text has: one per key it must hold (``type``
+#: and the required fields). Text with no more colons than that repeats no key.
+_LEAST_COLONS: Final = {
+    cls: 1
+    + len(cls.__struct_fields__)
+    - len(cls.__struct_defaults__)
+    + cls.__struct_defaults__.count(msgspec.NODEFAULT)
     for cls in EVENT_TYPES.values()
 }
+_COLON_ESCAPES: Final = (b"\\u003a", b"\\u003A")
 
 
-def _duplicated(data: Any, event: Event) -> bool:
-    """Whether JSON text the typed decode accepted held a key twice in one object.
+def _flat_colons(event: Any) -> int:
+    """The colons of a flat event's decoded text: its keys and the colons in its strings."""
+    values = msgspec.structs.astuple(event)
+    return (
+        1
+        + len(values)
+        - values.count(UNSET)
+        + sum([value.count(":") for value in values if type(value) is str])
+    )
 
-    Called only when the text names more ids (or deltas) than one: if the event's own id
-    fields account for them, there is nothing to look for; otherwise one exact scan.
+
+def may_repeat_keys(data: bytes, colons: int, value: Any) -> bool:
+    """Whether JSON text that decoded to ``value`` (an event or a plain value) holds a key twice
+    in one object, when it has ``colons`` colons: ``False`` is certain, ``True`` calls for
+    :func:`duplicate_keys`.
     """
-    ids = sum(getattr(event, name) is not UNSET for name in _ID_FIELDS[type(event)])
-    if data.count(_ID_KEY) <= ids and data.count(_DELTA_KEY) <= 1:
-        return False
-    return bool(duplicate_keys(data))
+    if _COLON_ESCAPES[0] in data or _COLON_ESCAPES[1] in data:
+        return True
+    cls = type(value)
+    if cls in _FLAT and value.metadata is UNSET and value.raw_event is UNSET:
+        return colons != _flat_colons(value)  # every field a string or a number, no default
+    try:
+        if cls in _LEAST_COLONS:  # the typed value fills defaults in: count the plain one
+            value = _PLAIN_DECODE(data)
+        return colons != _ENCODE(value).count(b":")
+    except (*MSGSPEC_ERRORS, TypeError, ValueError, UnicodeError):
+        return True
 
 
 class _Pairs(list):  # type: ignore[type-arg]
@@ -159,9 +187,9 @@ def duplicate_keys(data: Any) -> list[tuple[tuple[str | int, ...], str]]:
     except (ValueError, RecursionError):
         return []
     found: list[tuple[tuple[str | int, ...], str]] = []
-    todo: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
-    while todo:
-        path, node = todo.pop()
+    todo: deque[tuple[tuple[str | int, ...], Any]] = deque([((), value)])
+    while todo:  # breadth first: the outermost first, each level in the text's order
+        path, node = todo.popleft()
         if type(node) is _Pairs:
             seen: set[str] = set()
             for key, child in node:
@@ -171,5 +199,4 @@ def duplicate_keys(data: Any) -> list[tuple[tuple[str | int, ...], str]]:
                 todo.append(((*path, key), child))
         elif type(node) is list:
             todo.extend(((*path, i), child) for i, child in enumerate(node))
-    found.sort(key=lambda entry: (len(entry[0]), entry))
     return found

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import agui_meta
 from agui_meta import MergedMetadata, Report
+from agui_meta._fastdecode import duplicate_keys, fast_decode, may_repeat_keys
 from agui_meta._framing import RETRY_MAX, SSEDecoder
 from agui_meta._metadata import copy_json
 from agui_meta._patch import DOCUMENT_DEPTH, PatchError, apply_patch
@@ -477,8 +478,38 @@ def test_a_reopened_message_with_its_own_role_and_name_is_not_reported() -> None
             b'{"type":"TEXT_MESSAGE_END","messageId":"a","metadata":{"acme.traceId":1,"acme.traceId":2}}',
             '$.metadata["acme.traceId"]',
         ),
+        (
+            b'{"type":"TEXT_MESSAGE_END","messageId":"a","metadata":{"acme.model":"x","acme.model":"y"}}',
+            '$.metadata["acme.model"]',
+        ),
+        (
+            b'{"type":"TEXT_MESSAGE_END","messageId":"a","metadata":{"p":1},"metadata":{"q":2}}',
+            "$.metadata",
+        ),
+        (b'{"type":"TEXT_MESSAGE_CONTENT","type":"TEXT_MESSAGE_END","messageId":"a"}', "$.type"),
+        (b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"a","delta" : "x","delta" :"y"}', "$.delta"),
+        # the escaped colon in the first delta would balance the repeated key in a colon count
+        (
+            b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"a","delta":"x\\u003a","delta":"y"}',
+            "$.delta",
+        ),
+        (
+            b'{"type":"CUSTOM","name":"n","value":{"rows":[{"k":1,"k":2}]}}',
+            "$.value.rows[0].k",
+        ),
     ],
-    ids=["message-id", "delta", "tool-call-id", "metadata-key"],
+    ids=[
+        "message-id",
+        "delta",
+        "tool-call-id",
+        "metadata-key",
+        "metadata-key-not-an-id",
+        "metadata-object",
+        "type",
+        "spaced-colons",
+        "escaped-colon",
+        "nested-value",
+    ],
 )
 def test_a_key_repeated_in_one_object_is_reported(frame: bytes, path: str) -> None:
     """JSON.parse keeps the last value (a second messageId retargets the event): kept so, and
@@ -660,3 +691,72 @@ def test_generated_hostile_streams_give_only_the_package_errors(
     json.dumps(outcome.store.messages_wire())
     json.dumps(outcome.store.state)
     outcome.stages.ledger.to_json()
+
+
+# Objects as lists of pairs, so that a key can come twice; written with random spacing, and
+# with each colon inside a string sometimes escaped (\u003a), the escape a count could miss.
+_TEXT = st.text(alphabet=':ab"\\ é', max_size=4)
+_PAIRS_TREE = st.recursive(
+    st.one_of(st.none(), st.integers(-5, 5), _TEXT),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(st.tuples(st.sampled_from(["a", "b", "a:b", ":", "é"]), children), max_size=4).map(
+            lambda pairs: ("pairs", pairs)
+        ),
+    ),
+    max_leaves=12,
+)
+
+
+def _write(node: Any, draw: st.DrawFn) -> str:
+    space = draw(st.sampled_from(["", " ", "\n"]))
+    if isinstance(node, tuple):
+        return (
+            "{"
+            + ",".join(
+                f"{_write_string(key, draw)}{space}:{space}{_write(child, draw)}"
+                for key, child in node[1]
+            )
+            + "}"
+        )
+    if isinstance(node, list):
+        return "[" + f",{space}".join(_write(child, draw) for child in node) + "]"
+    if isinstance(node, str):
+        return _write_string(node, draw)
+    return json.dumps(node)
+
+
+def _write_string(text: str, draw: st.DrawFn) -> str:
+    written = json.dumps(text)
+    if ":" in text and draw(st.booleans()):
+        written = written.replace(":", "\\u003a")
+    return written
+
+
+@st.composite
+def _event_texts(draw: st.DrawFn) -> bytes:
+    metadata = draw(_PAIRS_TREE.filter(lambda n: isinstance(n, tuple)))
+    head = draw(
+        st.sampled_from(
+            [
+                '"type":"TEXT_MESSAGE_END","messageId":"m"',
+                '"type":"CUSTOM","name":"n"',
+            ]
+        )
+    )
+    field = "metadata" if "TEXT" in head else "value"
+    extra = draw(st.sampled_from(["", ',"messageId":"m"', ',"name":"x:y"']))
+    return ("{" + head + extra + f',"{field}":' + _write(metadata, draw) + "}").encode()
+
+
+@given(_event_texts())
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_the_colon_count_never_clears_text_that_repeats_a_key(text: bytes) -> None:
+    """The fast decode's precheck is exact in one direction: text it lets through repeats no
+    key; and the slow path's count agrees on plain values."""
+    repeated = duplicate_keys(text)
+    if fast_decode(text) is not None:
+        assert repeated == []
+    value = msgspec.json.decode(text)
+    if not may_repeat_keys(text, text.count(b":"), value):
+        assert repeated == []
