@@ -22,6 +22,15 @@ server's ``retry`` delay, with the same body and a ``Last-Event-ID`` header; a s
 supports it (:class:`~agui_meta.EventStreamResponse` with a replay buffer) answers with the
 events after that id and the header ``agui-meta-resumed``. The frames of the dropped
 connection after the last id are discarded, so the run assembles exactly as an unbroken one.
+
+Durable threads: with ``thread_store=`` (any :class:`~agui_meta.threads.ThreadStore`), the agent
+continues the stored thread ``thread_id``. Its first run (or :meth:`HttpAgent.load`) loads the
+thread's snapshot into the agent's store; after each run that received events it saves the
+thread with compare-and-set on the version it loaded or last saved, so that a thread written
+by another agent meanwhile raises :class:`~agui_meta.threads.VersionConflict` instead of being
+overwritten. The save is shielded: a cancellation arriving during it waits for it to end (at
+most ``save_timeout`` seconds) and is raised afterwards, so the agent always knows whether its
+thread was saved.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Se
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from msgspec import UNSET
 
@@ -60,12 +70,14 @@ from ._framing import (
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
 from ._middleware import middleware
-from ._pipeline import Pipeline, Stage, wrap
+from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._threads import ThreadSnapshot, ThreadStore
 
 __all__ = [
     "PROTOBUF_MEDIA_TYPE",
@@ -172,10 +184,12 @@ class _Watch(Transducer[Update, Update]):
 
     def __init__(self) -> None:
         self.events = 0  # frames received (the source counts them)
+        self.updates = 0  # updates that reached the end of the chain
         self.started = False
         self.terminal: RunFinishedEvent | RunErrorEvent | None = None
 
     def feed(self, item: Update) -> None:
+        self.updates += 1
         event = item.event
         kind = type(event)
         if kind is RunStartedEvent:
@@ -298,6 +312,13 @@ class HttpAgent:
         ``retry`` field.
     :param mode: ``"default"``, ``"strict"`` or ``"keep_going"`` (see :func:`~agui_meta.wrap`).
     :param on_report: receives every :class:`~agui_meta.Report` (by default, warnings).
+    :param thread_store: a :class:`~agui_meta.threads.ThreadStore` (``MemoryThreadStore``,
+        ``SQLiteThreadStore``, ``agui_meta.redis.RedisThreadStore``…) holding the thread
+        ``thread_id``: the first run loads it (see :meth:`load`) and every run that received
+        events saves it (see :meth:`save`). ``None`` (the default): nothing is loaded or saved.
+    :param save_timeout: the longest a save may take, in seconds (a save is shielded from
+        cancellation, so it needs a bound of its own); past it the save raises ``TimeoutError``
+        and its outcome is unknown.
 
     >>> from agui_meta import HttpAgent
     >>> agent = HttpAgent("http://127.0.0.1:8000/agent", thread_id="t-1",
@@ -324,6 +345,8 @@ class HttpAgent:
         mode: Mode = "default",
         on_report: ReportHandler | None = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        thread_store: ThreadStore | None = None,
+        save_timeout: float = 30.0,
     ) -> None:
         if accept not in _ACCEPT:
             raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
@@ -344,8 +367,17 @@ class HttpAgent:
         self.mode: Mode = mode
         self.on_report = on_report
         self.max_frame_size = max_frame_size
+        self.thread_store = thread_store
+        if not save_timeout > 0:
+            raise ValueError(f"save_timeout must be > 0 seconds, got {save_timeout!r}")
+        self.save_timeout = save_timeout
         self._scope: anyio.CancelScope | None = None
         self._aborted = False
+        self._busy = False  # a run (its save included), a load or a save is in progress
+        self._snapshot: ThreadSnapshot | None = None  # as last loaded or saved
+        self._saved_runs = 0  # the ledger's records the last save counted
+        self._state_assigned = False  # agent.state was assigned before the first load
+        self._save_error: BaseException | None = None  # the last save failed
 
     # -- the thread --------------------------------------------------------------------------
 
@@ -361,6 +393,14 @@ class HttpAgent:
     @state.setter
     def state(self, value: Any) -> None:
         self.store.state = msgspec.json.decode(msgspec.json.encode(value))
+        self._state_assigned = True
+
+    @property
+    def snapshot(self) -> ThreadSnapshot | None:
+        """The thread's :class:`~agui_meta.threads.ThreadSnapshot` as last loaded from or saved
+        to ``thread_store`` (its ``version``, its ledger summary of every run the thread has had);
+        ``None`` before the first load, and always without a thread store."""
+        return self._snapshot
 
     @property
     def pending_interrupts(self) -> list[Interrupt]:
@@ -384,6 +424,147 @@ class HttpAgent:
         if self._scope is not None:
             self._aborted = True
             self._scope.cancel()
+
+    # -- the stored thread -------------------------------------------------------------------
+
+    def _need_store(self, what: str) -> ThreadStore:
+        if self.thread_store is None:
+            raise UsageError(
+                f"HttpAgent.{what}() needs a thread store: HttpAgent(thread_store=...)"
+            )
+        if self._busy:
+            raise UsageError(f"HttpAgent.{what}(): a run, load or save is in progress")
+        return self.thread_store
+
+    async def load(self) -> ThreadSnapshot | None:
+        """Load the thread ``thread_id`` from ``thread_store`` into the agent's store.
+
+        The first run calls it when it has not been called. The first load keeps what the
+        agent was given before it: when the store holds the thread, its messages, state and
+        pending interrupts become the agent's, the agent's own messages (``messages=``,
+        :meth:`add_message`) whose ids the stored thread does not hold follow them, and a state
+        assigned to ``agent.state`` replaces the stored one (``state=`` only starts a thread the
+        store does not hold). A later load — after a :class:`~agui_meta.threads.VersionConflict`
+        — replaces the agent's thread with the stored one, dropping what was not saved.
+
+        Returns the snapshot loaded (``None``: the store does not hold the thread, which starts
+        from what the agent holds, at version 0).
+
+        :raises ~agui_meta.UsageError: no thread store, a run in progress, or (first load) a
+            message of the agent whose id the stored thread holds with other content.
+        """
+        from ._threads import ThreadSnapshot
+
+        threads = self._need_store("load")
+        self._busy = True
+        try:
+            stored = await threads.load(self.thread_id)
+        finally:
+            self._busy = False
+        if stored is not None and stored.thread_id != self.thread_id:
+            raise UsageError(
+                f"the thread store answered thread {stored.thread_id!r} for {self.thread_id!r}"
+            )
+        first = self._snapshot is None
+        if stored is None:
+            base = ThreadSnapshot(thread_id=self.thread_id)
+            if not first:
+                self.store = base.to_store()
+        elif first:
+            self.store = self._merged(stored).to_store()
+        else:
+            self.store = stored.to_store()
+        self._snapshot = stored if stored is not None else base
+        self._saved_runs = len(self.ledger.runs)
+        self._save_error = None
+        return stored
+
+    def _merged(self, stored: ThreadSnapshot) -> ThreadSnapshot:
+        """The stored thread with what the agent held before its first load on top."""
+        held = {m["id"]: m for m in stored.messages if isinstance(m.get("id"), str)}
+        extra = []
+        for message in self.store.messages_wire():
+            found = held.get(message["id"])
+            if found is None:
+                extra.append(message)
+            elif found != message:
+                raise UsageError(
+                    f"thread {self.thread_id!r}: the agent's message {message['id']!r} differs "
+                    f"from the one the thread store holds (version {stored.version}); load the "
+                    "stored thread (HttpAgent without messages=) and add only new messages"
+                )
+        state = self.store.state if self._state_assigned else stored.state
+        return msgspec.structs.replace(stored, messages=[*stored.messages, *extra], state=state)
+
+    async def save(self) -> ThreadSnapshot:
+        """Save the thread to ``thread_store`` now; every run that received events does it.
+
+        The snapshot saved is the next version of the one last loaded or saved (the thread is
+        loaded first if it was not), with the runs of the agent's ledger since then counted in
+        its ledger summary; it is returned, and :attr:`snapshot` becomes it. The save is shielded
+        from cancellation, at most ``save_timeout`` seconds: a cancellation arriving meanwhile is
+        raised once the save has ended, and :attr:`snapshot` says whether it happened.
+
+        :raises ~agui_meta.threads.VersionConflict: another writer saved the thread since it was
+            loaded or last saved here (the exception names the thread and both versions).
+            Nothing was saved; :meth:`load` takes the stored thread, and until then a run
+            raises :class:`~agui_meta.UsageError`.
+        :raises TimeoutError: the save took longer than ``save_timeout`` (it may or may not have
+            happened: :meth:`load` tells).
+        """
+        self._need_store("save")
+        if self._snapshot is None:
+            await self.load()
+        self._busy = True
+        try:
+            return await self._save()
+        finally:
+            self._busy = False
+
+    async def _save(self) -> ThreadSnapshot:
+        threads, base = self.thread_store, self._snapshot
+        assert threads is not None and base is not None
+        runs = self.ledger.runs
+        count = len(runs)
+        snapshot = base.advance(self.store, runs[self._saved_runs : count])
+        failed: list[BaseException] = []
+
+        async def attempt() -> None:
+            # Runs to its end whatever cancellation arrives (see _uninterrupted); what it
+            # learns is recorded here, before any cancellation is raised to the caller.
+            try:
+                with anyio.fail_after(self.save_timeout):
+                    await threads.save(snapshot)
+            except Exception as exc:  # noqa: BLE001 - raised to the caller after the shield
+                self._save_error = exc
+                failed.append(exc)
+            else:
+                self._snapshot = snapshot
+                self._saved_runs = count
+                self._save_error = None
+
+        await _uninterrupted(attempt)
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if failed:
+            raise failed[0]
+        return snapshot
+
+    def _check_saved(self) -> None:
+        from ._threads import VersionConflict
+
+        error = self._save_error
+        if error is None:
+            return
+        if isinstance(error, VersionConflict):
+            raise UsageError(
+                f"{error}: another writer saved thread {self.thread_id!r}, so a run on this "
+                "agent's copy would diverge; await agent.load() takes the stored thread "
+                "(dropping the agent's unsaved run)"
+            ) from error
+        raise UsageError(
+            f"thread {self.thread_id!r}: the last save failed ({error!r}); await agent.save() "
+            "tries again, await agent.load() takes the stored thread"
+        ) from error
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -457,18 +638,45 @@ class HttpAgent:
         :raises RunFailed: at the end of the stream, when the run sent RUN_ERROR.
         :raises IncompleteStream: the stream ended before RUN_FINISHED or RUN_ERROR.
         :raises HttpStatusError: the endpoint answered with an error status.
+        :raises ~agui_meta.threads.VersionConflict: (with a ``thread_store``) the run could
+            not be saved: another writer saved the thread meanwhile (see :meth:`save`). The
+            run's own error, if it had one, is the conflict's ``__cause__``.
+
+        With a ``thread_store``, the thread is loaded first if it has not been (:meth:`load`),
+        a run refuses to start while the last save failed (:class:`~agui_meta.UsageError`), and
+        after every run that received events — ended by ``RUN_FINISHED``, ``RUN_ERROR``, an
+        abort, a broken stream or an error of your own in the block — the thread is saved
+        (:meth:`save`). A run cancelled from outside is not saved (the cancellation goes
+        through at once); the next save includes what it assembled.
         """
-        if self._scope is not None:
+        if self._busy:
             raise UsageError("this agent already has a run in progress")
+        if self.thread_store is not None:
+            if self._snapshot is None:
+                await self.load()
+            self._check_saved()
         input, checked = self._input(run_id, tools, context, forwarded_props, resume, parent_run_id)
         check_resume(
             self.store.pending_interrupts, None if checked.resume is UNSET else checked.resume
         )
         body = msgspec.json.encode(input)
+        _require_httpx()
+        self._busy = True
+        try:
+            async with self._run(body, input, checked) as run:
+                yield run
+        finally:
+            self._busy = False
+
+    @contextlib.asynccontextmanager
+    async def _run(
+        self, body: bytes, input: dict[str, Any], checked: RunAgentInput
+    ) -> AsyncIterator[AgentRun]:
         http = _require_httpx()
         watch = _Watch()
         stages = DefaultStages(self.store, ledger=self.ledger)
         self._aborted = False
+        failure: Exception | None = None
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -493,13 +701,24 @@ class HttpAgent:
                     )
                     async with pipeline:
                         yield AgentRun(self, pipeline, input, watch)
-            except BaseException:
+            except BaseException as exc:
                 self.ledger.close()  # the run's record ends as "incomplete" if it was open
-                raise
+                if self.thread_store is None or not isinstance(exc, Exception):
+                    raise  # cancellations (an abort's included) go through the scope
+                failure = exc  # raised after the save
             finally:
                 self._scope = None
         if scope.cancelled_caught and self._aborted:
-            raise RunFailed("the run was aborted (HttpAgent.abort_run())", "abort")
+            failure = RunFailed("the run was aborted (HttpAgent.abort_run())", "abort")
+        if self.thread_store is not None and watch.updates:
+            try:
+                await self._save()
+            except Exception as exc:
+                if failure is None:
+                    raise
+                raise exc from failure
+        if failure is not None:
+            raise failure
 
     async def run_agent(
         self,
