@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET
@@ -50,6 +50,7 @@ __all__ = [
     "envelopes",
     "run_local",
     "usage_fields",
+    "usage_of",
 ]
 
 OutputKind = Literal["item", "run", "report"]
@@ -162,22 +163,61 @@ def entry_key(entry_id: str) -> tuple[int, int]:
 def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
     """The usage counters the ended runs ``records`` add: tokens per provider/model, runs per status.
 
-    Token counters are named ``tokens|{provider}|{model}|{count}`` (``count`` as on the wire:
-    ``inputTokens``…), run counters ``runs|{status}``.
+    Run counters are named ``runs|{status}``; token counters ``tokens|`` followed by the JSON
+    array ``[provider, model, count]`` (``null`` for an absent provider or model, ``count`` as
+    on the wire: ``inputTokens``…), so that no provider or model name can be mistaken for
+    another, whatever characters it holds. :func:`usage_of` reads them back.
     """
     out: dict[str, int] = {}
     for record in records:
         name = f"runs|{record.status}"
         out[name] = out.get(name, 0) + 1
         for entry in record.usage:
-            provider = "" if entry.provider is UNSET else entry.provider
-            model = "" if entry.model is UNSET else entry.model
+            provider = None if entry.provider is UNSET else entry.provider
+            model = None if entry.model is UNSET else entry.model
             for count, value in msgspec.to_builtins(entry).items():
                 if count in ("provider", "model"):
                     continue
-                name = f"tokens|{provider}|{model}|{count}"
+                name = "tokens|" + _ENCODE([provider, model, count]).decode()
                 out[name] = out.get(name, 0) + value
     return out
+
+
+_ENCODE: Final = msgspec.json.Encoder().encode
+_TOKEN_NAME: Final = msgspec.json.Decoder(tuple[str | None, str | None, str]).decode
+
+
+def usage_of(counters: dict[str, int]) -> dict[str, Any]:
+    """The usage counters (as :func:`usage_fields` names them, summed) as data:
+    ``{"entries", "events", "runs": {status: n}, "tokens": [usage entries in wire JSON]}``.
+
+    :raises ValueError: a counter name that none of agui-meta's writers gives, named.
+    """
+    runs: dict[str, int] = {}
+    tokens: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+    for name, value in sorted(counters.items()):
+        kind, _, rest = name.partition("|")
+        if kind == "runs":
+            runs[rest] = value
+        elif kind == "tokens":
+            try:
+                provider, model, count = _TOKEN_NAME(rest)
+            except msgspec.DecodeError:
+                raise ValueError(f"not a token counter agui-meta writes: {name!r}") from None
+            entry = tokens.get((provider, model))
+            if entry is None:
+                entry = tokens[provider, model] = {}
+                if provider is not None:
+                    entry["provider"] = provider
+                if model is not None:
+                    entry["model"] = model
+            entry[count] = value
+    return {
+        "entries": counters.get("entries", 0),
+        "events": counters.get("events", 0),
+        "runs": runs,
+        "tokens": list(tokens.values()),
+    }
 
 
 def _report_data(report: Report, at: tuple[str, int, int] | None) -> dict[str, Any]:

@@ -202,3 +202,47 @@ def test_entries_of_an_open_run_stay_pending_until_it_ends() -> None:
         assert changes.watermark == f"1-{n}"
     assert acked == [f"1-{n}" for n in range(1, len(cut) + 1)]
     assert not state.open
+
+
+def _run_with_usage(run_id: str, *usage: dict) -> list[dict]:
+    return [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id, "usage": list(usage)},
+    ]
+
+
+def test_usage_counters_keep_any_provider_and_model_apart() -> None:
+    """A ``|`` in a name, an empty name and an absent one are three different labels."""
+    frames = [
+        msgspec.json.encode(event)
+        for event in [
+            *_run_with_usage(
+                "r1",
+                {"provider": "a|b", "model": "c", "inputTokens": 1},
+                {"provider": "a", "model": "b|c", "inputTokens": 2},
+            ),
+            *_run_with_usage(
+                "r2",
+                {"provider": "", "model": "m", "inputTokens": 4},
+                {"model": "m", "inputTokens": 8},
+                {"provider": "a|b", "model": "c", "outputTokens": 16},
+            ),
+        ]
+    ]
+    result = run_local(envelopes(frames, thread="t", source="s", batch=1))
+    usage = _durable.usage_of(result.usage)
+    assert usage["runs"] == {"finished": 2}
+    assert sorted(usage["tokens"], key=json.dumps) == sorted(
+        [
+            {"provider": "a|b", "model": "c", "inputTokens": 1, "outputTokens": 16},
+            {"provider": "a", "model": "b|c", "inputTokens": 2},
+            {"provider": "", "model": "m", "inputTokens": 4},
+            {"model": "m", "inputTokens": 8},
+        ],
+        key=json.dumps,
+    )
+
+
+def test_a_counter_name_agui_meta_never_writes_is_named() -> None:
+    with pytest.raises(ValueError, match=r"'tokens\|openai\|gpt\|inputTokens'"):
+        _durable.usage_of({"tokens|openai|gpt|inputTokens": 3})

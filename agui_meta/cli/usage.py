@@ -12,11 +12,14 @@ from typing import Any
 
 import msgspec
 
+from .._durable import usage_of
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
+from ._render import Style
+from ._stream import use_color, use_escapes
 from .thread import usage_text
 
-__all__ = ["add_parser", "run", "usage_of"]
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(commands: Commands) -> argparse.ArgumentParser:
@@ -37,31 +40,13 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     )
     add_redis_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the counters as JSON")
+    parser.add_argument(
+        "--color",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="colour the output (default: on a terminal, unless NO_COLOR is set)",
+    )
     return parser
-
-
-def usage_of(counters: dict[str, int]) -> dict[str, Any]:
-    """The counters (``usage`` hash fields) as ``{"entries", "events", "runs", "tokens"}``."""
-    runs: dict[str, int] = {}
-    tokens: dict[tuple[str, str], dict[str, Any]] = {}
-    for name, value in sorted(counters.items()):
-        kind, _, rest = name.partition("|")
-        if kind == "runs":
-            runs[rest] = value
-        elif kind == "tokens":
-            provider, model, count = rest.split("|", 2) if rest.count("|") >= 2 else ("", "", rest)
-            entry = tokens.setdefault((provider, model), {})
-            if provider:
-                entry["provider"] = provider
-            if model:
-                entry["model"] = model
-            entry[count] = value
-    return {
-        "entries": counters.get("entries", 0),
-        "events": counters.get("events", 0),
-        "runs": runs,
-        "tokens": list(tokens.values()),
-    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,13 +55,18 @@ def run(args: argparse.Namespace) -> int:
 
         raw = await client.hgetall(Keys(args.namespace).usage)
         counters = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
-        usage = usage_of(counters)
+        try:
+            usage = usage_of(counters)
+        except ValueError as error:  # a hash some other program wrote into the namespace
+            print(f"agui-meta: {error}", file=sys.stderr)
+            return 1
         if args.json:
             sys.stdout.buffer.write(msgspec.json.encode(usage) + b"\n")
         else:
-            runs = ", ".join(f"{n} {status}" for status, n in usage["runs"].items()) or "none"
+            t = Style(use_color(args), use_escapes(args)).text  # names from the stream, escaped
+            runs = ", ".join(f"{n} {t(status)}" for status, n in usage["runs"].items()) or "none"
             lines = [f"entries {usage['entries']}, events {usage['events']}; runs: {runs}"]
-            lines += ["usage " + usage_text(entry) for entry in usage["tokens"]]
+            lines += ["usage " + t(usage_text(entry)) for entry in usage["tokens"]]
             sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
         return 0
