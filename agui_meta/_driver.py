@@ -15,6 +15,7 @@ connects the stages one by one (the tests compare both ways).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -428,9 +429,12 @@ class Runner:
             ctx.frames_start = start
         decode = fast.decode
         plans = fast.plans
-        tallies = fast.tallies
         tail = fast.tail
         after_decode = fast.after_decode
+        # The classes of the candidates that passed, counted into the stages' tallies in one
+        # go (_tally) before the stages see their next event and when the batch ends.
+        passed: list[type] = []
+        note = passed.append if fast.tallies else None
         try:
             for data in payloads:
                 if number:
@@ -438,6 +442,8 @@ class Runner:
                 index += 1
                 try:
                     if data is None:
+                        if passed:
+                            self._tally(passed)
                         self._bad_frame(frames[index - 1 - start])
                         continue
                     event = decode(data)
@@ -456,22 +462,39 @@ class Runner:
                                 in ids
                             ):
                                 tail(event if convert is None else convert(event))
-                                if tallies:
-                                    kind = cls.type
-                                    for tally in tallies:
-                                        tally[kind] = tally.get(kind, 0) + 1
+                                if note is not None:
+                                    note(cls)
                                 continue
+                        if passed:
+                            self._tally(passed)
                         after_decode(event)
                     else:  # the decoding stage says what is wrong, and where
+                        if passed:
+                            self._tally(passed)
                         self._head(frames[index - 1 - start])
                 except DataError as exc:
+                    if passed:
+                        self._tally(passed)
                     frame = frames[index - 1 - start]
                     exc.locate(offset=frame.offset, line=frame.line)
                     ctx.skip(exc)
                 fast.refresh()
+                note = passed.append if fast.tallies else None
         finally:
+            if passed:
+                self._tally(passed)
             if number:
                 self._count = index
+
+    def _tally(self, passed: list[type]) -> None:
+        """Count the candidates that passed (their classes) into the stages' tallies."""
+        fast = self._fast
+        assert fast is not None
+        for cls, n in Counter(passed).items():
+            kind = cls.type  # type: ignore[attr-defined]
+            for tally in fast.tallies:
+                tally[kind] = tally.get(kind, 0) + n
+        passed.clear()
 
     def _frame_slow(self, frame: Frame, fast: _FastPath | None) -> None:
         ctx = self.ctx

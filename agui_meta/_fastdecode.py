@@ -157,9 +157,11 @@ def may_repeat_keys(data: bytes, colons: int, value: Any) -> bool:
     if _COLON_ESCAPES[0] in data or _COLON_ESCAPES[1] in data:
         return True
     cls = type(value)
-    if cls in _FLAT and value.metadata is UNSET and value.raw_event is UNSET:
-        return colons != _flat_colons(value)  # every field a string or a number, no default
     try:
+        if cls in _FLAT and value.raw_event is UNSET:  # every other field a string or a number
+            metadata = value.metadata  # a plain JSON object: its text, written again, is exact
+            extra = 0 if metadata is UNSET else _ENCODE(metadata).count(b":")
+            return colons != _flat_colons(value) + extra
         if cls in _LEAST_COLONS:  # the typed value fills defaults in: count the plain one
             value = _PLAIN_DECODE(data)
         return colons != _ENCODE(value).count(b":")

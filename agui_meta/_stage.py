@@ -27,7 +27,9 @@ about what passes must change the test, which the driver reads. The members:
   not pass. A new mapping whenever that changes: the driver reads it again after every event
   the stage saw itself, and keeps it until then.
 - ``fast_tally``: a dict in which the driver counts (by ``type``) each candidate the stage let
-  pass, after the rest of the chain took it (a ledger's event counts).
+  pass, after the rest of the chain took it (a ledger's event counts). The counts of a batch
+  of frames are added before the stage sees its next event and when the batch ends, so they
+  are exact whenever the stage or the pipeline's consumer looks.
 - ``fast_wrapped``: the stage also lets pass items that carry a candidate in ``.event``
   (``Update``), with the same test; it may follow ``fast_converts``.
 - ``fast_converts``: by candidate class, the function that gives what ``feed`` would emit for

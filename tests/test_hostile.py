@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import json
 import pickle
 import re
 import subprocess
 import sys
+import tempfile
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,6 +33,7 @@ from agui_meta._fastdecode import duplicate_keys, fast_decode, may_repeat_keys
 from agui_meta._framing import RETRY_MAX, SSEDecoder
 from agui_meta._metadata import copy_json
 from agui_meta._patch import DOCUMENT_DEPTH, PatchError, apply_patch
+from agui_meta.cli import main as cli_main
 from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
 
 Event = dict[str, Any]
@@ -666,13 +670,34 @@ def encode_sse(events: list[Event]) -> bytes | None:
         return None
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(hostile_streams(), st.sampled_from(["bytes", "str", "dicts"]), st.sampled_from(MODES))
+def as_models(events: list[Event]) -> list[Any] | None:
+    """The events as ``ag_ui.core`` models (pydantic), or ``None`` when the SDK refuses one."""
+    import pydantic
+    from ag_ui.core import Event as CoreEvent
+
+    adapter = pydantic.TypeAdapter(CoreEvent)
+    try:
+        return [adapter.validate_python(e) for e in events]
+    except (pydantic.ValidationError, RecursionError, ValueError):
+        return None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    hostile_streams(),
+    st.sampled_from(["bytes", "str", "dicts", "models"]),
+    st.sampled_from(MODES),
+)
 def test_generated_hostile_streams_give_only_the_package_errors(
     events: list[Event], kind: str, mode: str
 ) -> None:
     if kind == "dicts":
         source: list[Any] = events
+    elif kind == "models":
+        models = as_models(events)
+        if models is None:  # a stream the SDK's own models cannot hold
+            return
+        source = models
     else:
         data = encode_sse(events)
         if data is None:  # a value JSON cannot carry (a lone surrogate in msgspec's encoder)
@@ -691,6 +716,43 @@ def test_generated_hostile_streams_give_only_the_package_errors(
     json.dumps(outcome.store.messages_wire())
     json.dumps(outcome.store.state)
     outcome.stages.ledger.to_json()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    hostile_streams(),
+    st.sampled_from(["validate", "replay --json", "replay", "compact"]),
+    st.booleans(),
+)
+def test_generated_hostile_streams_through_the_command_line(
+    events: list[Event], command: str, keep_going: bool
+) -> None:
+    """Every command on a hostile file: exit 0 or 1 with its own words, never a traceback."""
+    data = encode_sse(events)
+    if data is None:
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "stream.sse"
+        path.write_bytes(data)
+        argv = [*command.split(), str(path)]
+        if keep_going and command != "validate":  # validate reports every error anyway
+            argv.insert(1, "--keep-going")
+        raw = io.BytesIO()
+        out = io.TextIOWrapper(raw, encoding="utf-8")  # the commands write bytes too
+        err = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = cli_main(argv)
+            except SystemExit as exit:  # argparse
+                status = exit.code  # type: ignore[assignment]
+        out.flush()
+        written = raw.getvalue().decode("utf-8")
+    assert status in (0, 1), (status, err.getvalue()[-2000:])
+    assert "Traceback" not in err.getvalue()
+    if status == 1:
+        assert err.getvalue().strip() or written.strip()  # an error says something
+    if command == "replay --json" and status == 0:
+        json.loads(written)
 
 
 # Objects as lists of pairs, so that a key can come twice; written with random spacing, and
@@ -740,12 +802,14 @@ def _event_texts(draw: st.DrawFn) -> bytes:
         st.sampled_from(
             [
                 '"type":"TEXT_MESSAGE_END","messageId":"m"',
+                '"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a:b"',
+                '"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\\"k\\": 1}"',
                 '"type":"CUSTOM","name":"n"',
             ]
         )
     )
-    field = "metadata" if "TEXT" in head else "value"
-    extra = draw(st.sampled_from(["", ',"messageId":"m"', ',"name":"x:y"']))
+    field = "value" if "CUSTOM" in head else "metadata"
+    extra = draw(st.sampled_from(["", ',"messageId":"m"', ',"name":"x:y"', ',"delta":"q:"']))
     return ("{" + head + extra + f',"{field}":' + _write(metadata, draw) + "}").encode()
 
 
