@@ -122,9 +122,12 @@ def fast_decode(data: Any) -> Event | None:
 #
 # In JSON text every key is followed by one colon outside strings, and a colon inside a string
 # is either itself or the escape \u003a. So, with no such escape, the text's colons are its keys
-# plus the colons of its strings; the decoded value's are its (distinct) keys plus the colons
-# of the strings it kept. Text whose count equals the value's holds no key twice in one
-# object; any other text gets the exact scan (duplicate_keys). The count is one pass in C.
+# plus the colons of its strings. The decoded value, encoded again, has no more: a repeated key
+# leaves one entry (and its strings, one value's), and a field the text did not give is left out
+# (every Struct of the wire model omits its defaults; tests/test_hostile.py checks that). Text
+# whose count equals the value's therefore holds no key twice in one object; any other text
+# gets the exact scan (duplicate_keys), which also clears text that merely gave a default
+# explicitly. The counts are passes in C; the usual event pays one encode.
 
 #: Per event class, the fewest colons its valid text has: one per key it must hold (``type``
 #: and the required fields). Text with no more colons than that repeats no key.
@@ -138,17 +141,6 @@ _LEAST_COLONS: Final = {
 _COLON_ESCAPES: Final = (b"\\u003a", b"\\u003A")
 
 
-def _flat_colons(event: Any) -> int:
-    """The colons of a flat event's decoded text: its keys and the colons in its strings."""
-    values = msgspec.structs.astuple(event)
-    return (
-        1
-        + len(values)
-        - values.count(UNSET)
-        + sum([value.count(":") for value in values if type(value) is str])
-    )
-
-
 def may_repeat_keys(data: bytes, colons: int, value: Any) -> bool:
     """Whether JSON text that decoded to ``value`` (an event or a plain value) holds a key twice
     in one object, when it has ``colons`` colons: ``False`` is certain, ``True`` calls for
@@ -156,15 +148,13 @@ def may_repeat_keys(data: bytes, colons: int, value: Any) -> bool:
     """
     if _COLON_ESCAPES[0] in data or _COLON_ESCAPES[1] in data:
         return True
-    cls = type(value)
     try:
-        if cls in _FLAT and value.raw_event is UNSET:  # every other field a string or a number
-            metadata = value.metadata  # a plain JSON object: its text, written again, is exact
-            extra = 0 if metadata is UNSET else _ENCODE(metadata).count(b":")
-            return colons != _flat_colons(value) + extra
-        if cls in _LEAST_COLONS:  # the typed value fills defaults in: count the plain one
-            value = _PLAIN_DECODE(data)
-        return colons != _ENCODE(value).count(b":")
+        if colons == _ENCODE(value).count(b":"):
+            return False
+        if type(value) not in _LEAST_COLONS:
+            return True
+        # A typed event leaves out a default the text gave; the plain value keeps it.
+        return colons != _ENCODE(_PLAIN_DECODE(data)).count(b":")
     except (*MSGSPEC_ERRORS, TypeError, ValueError, UnicodeError):
         return True
 

@@ -824,3 +824,30 @@ def test_the_colon_count_never_clears_text_that_repeats_a_key(text: bytes) -> No
     value = msgspec.json.decode(text)
     if not may_repeat_keys(text, text.count(b":"), value):
         assert repeated == []
+
+
+def test_every_wire_struct_omits_its_defaults() -> None:
+    """The premise of the colon count: an event encoded again writes no field the text left
+    out, so it never has more colons than the text it was decoded from."""
+    import inspect
+
+    from agui_meta import _events
+
+    structs = [
+        c for c in vars(_events).values() if inspect.isclass(c) and issubclass(c, msgspec.Struct)
+    ]
+    assert len(structs) > 30
+    assert [c.__name__ for c in structs if not c.__struct_config__.omit_defaults] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}',  # a default, given
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r","metadata":{"a:b":{"c":":"}}}',
+        b'{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"n","parentMessageId":"m"}',
+    ],
+)
+def test_text_without_a_repeated_key_takes_the_fast_decode(text: bytes) -> None:
+    assert duplicate_keys(text) == []
+    assert fast_decode(text) is not None
