@@ -326,3 +326,78 @@ async def test_to_agui_core_takes_store_items_and_gives_the_conversation() -> No
     assert message.tool_calls == [call]
     with pytest.raises(TypeError, match=r"store item or store, got builtins\.int"):
         agui_meta.to_agui_core(3)  # type: ignore[call-overload]
+
+
+# -- one JSON array of events as a source --------------------------------------------------------
+
+
+def _support_events() -> list[dict[str, Any]]:
+    text = (STREAMS / "support.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+async def test_a_json_array_file_is_a_source(tmp_path: Path, indent: int | None) -> None:
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(_support_events(), indent=indent))
+    expected = await conversation(STREAMS / "support.jsonl")
+    assert await conversation(path) == expected
+    assert await conversation(path, format="json-array") == expected
+    data = path.read_bytes()
+    assert await conversation([data[i : i + 5] for i in range(0, len(data), 5)]) == expected
+    with path.open("rb") as file:
+        assert await conversation(file) == expected
+
+
+async def test_a_json_array_is_read_element_by_element() -> None:
+    # The consumer gets each event before the rest of the array exists.
+    events = WIRE
+    seen: list[str] = []
+
+    async def source() -> Any:
+        yield b"[\n"
+        for i, event in enumerate(events):
+            yield (b"," if i else b"") + json.dumps(event).encode()
+            # Each element is out before the next one is made.
+            assert len(seen) == i + 1
+        yield b"\n]"
+
+    async with agui_meta.wrap(source()) as stream:
+        async for event in stream:
+            seen.append(event.type)
+    assert seen == [e["type"] for e in events]
+
+
+async def test_json_array_errors_name_their_byte(tmp_path: Path) -> None:
+    good = json.dumps(WIRE[0])
+    path = tmp_path / "cut.json"
+    path.write_text(f"[{good}, {good[:-5]}")
+    with pytest.raises(agui_meta.FramingError, match="inside element 1") as exc:
+        await conversation(path)
+    assert exc.value.offset == len(good) + 3
+    path.write_text(f"[{good}] trailing")
+    with pytest.raises(agui_meta.FramingError, match="after the JSON array") as exc:
+        await conversation(path)
+    assert exc.value.offset == len(good) + 3
+    # An element that is not an object is one bad event, with its place.
+    path.write_text(f"[{good},\n 42,\n {json.dumps(WIRE[-1])}]")
+    reports: list[agui_meta.Report] = []
+    _, _, count = await conversation(path, mode="keep_going", on_report=reports.append)
+    assert count == 2
+    (report,) = reports
+    assert report.severity == "error" and report.index == 1
+    assert (report.offset, report.line) == (len(good) + 4, 2)
+    with pytest.raises(agui_meta.DecodeError, match="not a JSON object"):
+        await conversation(path)
+
+
+async def test_hostile_json_arrays(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    depth = 100_000
+    path.write_bytes(b'[{"type": "RAW", "event": ' + b"[" * depth + b"]" * depth + b"}]")
+    with pytest.raises(agui_meta.DecodeError, match="nested more than 128 levels"):
+        await conversation(path)
+    big = json.dumps({"type": "RAW", "event": "x" * 5000})
+    path.write_text(f"[{json.dumps(WIRE[0])}, {big}]")
+    with pytest.raises(agui_meta.FramingError, match=r"element 1 .* max_frame_size=4096"):
+        await conversation(path, max_frame_size=4096)
