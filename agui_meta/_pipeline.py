@@ -117,8 +117,10 @@ class Pipeline(Generic[T]):
         prefetch: int,
         fuse: bool = True,
     ) -> None:
-        if format not in ("auto", "sse", "jsonl", "json"):
-            raise ValueError(f"format must be 'auto', 'sse', 'jsonl' or 'json', got {format!r}")
+        if format not in ("auto", "sse", "jsonl", "json-array", "json"):
+            raise ValueError(
+                f"format must be 'auto', 'sse', 'jsonl', 'json-array' or 'json', got {format!r}"
+            )
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         for stage in stages:
@@ -590,9 +592,10 @@ def wrap(
     """Wrap a source of AG-UI events in a pipeline of stages.
 
     ``source`` may be an async or a sync iterable of events, dicts, ``ag_ui.core`` models, or
-    ``bytes``/``str`` chunks of an SSE or JSON-lines stream, or a file's path (a
-    :class:`pathlib.Path`: a plain ``str`` is data, not a path) (``format="auto"`` detects which
-    from the first bytes; ``"sse"`` and ``"jsonl"`` force one; ``"json"`` takes every
+    ``bytes``/``str`` chunks of an SSE or JSON-lines stream or of one JSON array of events, or
+    a file's path (a :class:`pathlib.Path`: a plain ``str`` is data, not a path)
+    (``format="auto"`` detects which from the first bytes; ``"sse"``, ``"jsonl"`` and
+    ``"json-array"`` force one; ``"json"`` takes every
     ``bytes``/``str`` item as one whole JSON event). ``mode`` is ``"default"`` (the reference
     client's behaviour), ``"strict"`` (every report raises) or ``"keep_going"`` (data errors
     are reported and the event skipped; only a frame over ``max_frame_size`` and a byte stream

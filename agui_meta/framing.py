@@ -1,8 +1,9 @@
 """Framing: the byte layer under the events, sans-IO, for those who work with frames themselves.
 
 :func:`agui_meta.wrap` frames its input by itself (SSE or JSON lines, told apart by the first
-bytes); this module is for code that needs the frames: :class:`SSEDecoder` and
-:class:`JsonLinesDecoder` (``feed(bytes) -> list[Frame]``, ``close()``), each :class:`Frame`
+bytes); this module is for code that needs the frames: :class:`SSEDecoder`,
+:class:`JsonLinesDecoder` and :class:`JsonArrayDecoder` (``feed(bytes) -> list[Frame]``,
+``close()``), each :class:`Frame`
 with its byte offset and line; :func:`detect_format`; async iterators over a byte stream, a
 file or an ``httpx`` response; and the encoders back to SSE and JSON lines.
 
@@ -18,6 +19,7 @@ from ._framing import (
     Format,
     Frame,
     Ignored,
+    JsonArrayDecoder,
     JsonLinesDecoder,
     SSEDecoder,
     aiter_file_frames,
@@ -34,6 +36,7 @@ __all__ = (
     "Format",
     "Frame",
     "Ignored",
+    "JsonArrayDecoder",
     "JsonLinesDecoder",
     "SSEDecoder",
     "aiter_file_frames",

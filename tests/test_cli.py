@@ -194,6 +194,22 @@ def test_replay_json_is_the_store_and_the_ledger(oracle: OracleServer) -> None:
     assert result["reports"] == []
 
 
+def test_replay_reads_a_json_array_file(tmp_path: Path) -> None:
+    lines = (STREAMS / "support.jsonl").read_text().splitlines()
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps([json.loads(line) for line in lines if line.strip()], indent=2))
+    expected = cli("replay", stream("support.jsonl"))
+    assert expected.returncode == 0, expected.stderr
+    for args in ([], ["--format", "json-array"]):
+        done = cli("replay", *args, str(path))
+        assert (done.returncode, done.stdout, done.stderr) == (0, expected.stdout, "")
+    done = cli("replay", "--format", "jsonl", str(path))
+    assert done.returncode != 0 and "looks like JSON array" in done.stderr
+    path.write_text(path.read_text()[:-40])
+    done = cli("replay", str(path))
+    assert done.returncode != 0 and "truncated" in done.stderr
+
+
 def test_replay_reads_standard_input() -> None:
     data = (STREAMS / "travel.sse").read_bytes()
     from_stdin = cli("replay", "-", stdin=data)

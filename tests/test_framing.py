@@ -27,6 +27,7 @@ from agui_meta._framing import (
     AutoDecoder,
     Frame,
     FrameDecoder,
+    JsonArrayDecoder,
     JsonLinesDecoder,
     SSEDecoder,
     aiter_file_frames,
@@ -1012,10 +1013,10 @@ class TestDetectFormat:
         ("prefix", "expected"),
         [
             (b'{"type":"RUN_STARTED"}', "jsonl"),
-            (b"[", "jsonl"),
+            (b"[", "json-array"),
             (b" \t\r\n {", "jsonl"),
             (BOM + b"{", "jsonl"),
-            (BOM + b"\n\n[", "jsonl"),
+            (BOM + b"\n\n[", "json-array"),
             (b"data: {", "sse"),
             (b"data:", "sse"),
             (b"data\n", "sse"),
@@ -1257,10 +1258,10 @@ class TestAsync:
                 return self.gen()
 
             async def gen(self) -> AsyncIterator[bytes]:
-                yield b"[1]\n[2]"
+                yield b"{}\n[2]"
 
         async with aclosing(aiter_frames(Source())) as frames:
-            assert data([f async for f in frames]) == [b"[1]", b"[2]"]
+            assert data([f async for f in frames]) == [b"{}", b"[2]"]
 
     @pytest.mark.anyio
     async def test_file(self, tmp_path: Path) -> None:
@@ -1358,3 +1359,138 @@ def test_feeding_never_needs_more_than_the_input(parts: list[bytes]) -> None:
         outcome = run(decoder, parts)
         if outcome[1] is None:
             assert decoder.buffered == 0
+
+
+# -- one JSON array of events ---------------------------------------------------------------------
+
+
+def _elements(stream: bytes) -> list[tuple[bytes, int, int]]:
+    """A model: the elements of a JSON array stream with their offsets and lines, by parsing
+    the whole array with msgspec and finding each element's text from its start."""
+    text = stream[3:] if stream.startswith(BOM) else stream
+    skip = len(stream) - len(text)
+    values = msgspec.json.decode(text)
+    out, pos = [], text.index(b"[") + 1
+    for value in values:
+        while text[pos : pos + 1] in b" \t\r\n,":
+            pos += 1
+        encoded = msgspec.json.encode(value)
+        # The element's text is the shortest prefix that decodes to the value.
+        end = pos + 1
+        while True:
+            try:
+                if msgspec.json.decode(text[pos:end]) == value and (
+                    end == len(text) or text[end : end + 1] in b" \t\r\n,]"
+                ):
+                    break
+            except msgspec.DecodeError:
+                pass
+            end += 1
+        del encoded
+        out.append((text[pos:end], skip + pos, 1 + text.count(b"\n", 0, pos)))
+        pos = end
+    return out
+
+
+class TestJsonArrayDecoder:
+    @pytest.mark.parametrize(
+        "stream",
+        [
+            b"[]",
+            b" \r\n[ ]\n",
+            b'[{"type":"RAW","event":1}]',
+            BOM + b'[{"a": "]}\\"{["}, {"b": [1, {"c": []}]}]\n',
+            b'[\n  {"a": 1},\n  {"b": "x\\\\"}\n]',
+            b'[1, "two", true, null, -3.5e2, [4], {"five": 5}]',
+            '[{"é": "ü"}, {"a": "\u2028"}]'.encode(),
+        ],
+    )
+    def test_elements_with_their_places_however_split(self, stream: bytes) -> None:
+        frames, error = decode(JsonArrayDecoder, stream)
+        assert error is None
+        assert [(f.data, f.offset, f.line) for f in frames] == _elements(stream)
+        # Detected by the first significant byte, and the same through AutoDecoder.
+        assert detect_format(stream) in ("json-array", None)
+        assert decode(AutoDecoder, stream) == (frames, None)
+
+    @pytest.mark.parametrize(
+        ("stream", "where", "message"),
+        [
+            (b'[{"a":1}', 8, "before its closing"),
+            (b'[{"a":1},', 9, "before its closing"),
+            (b'[{"a":1}, {"b": [', 10, "inside element 1"),
+            (b'[{"a": "}]', 1, "inside element 0"),
+            (b'[{"a":1}] x', 10, "after the JSON array"),
+            (b'[{"a":1}][]', 9, "after the JSON array"),
+            (b'[{"a":1} {"b":2}]', 9, "expected ','"),
+            (b'[{"a":1},]', 9, "trailing"),
+            (b"[,]", 1, "a ','"),
+            (b'\n\n{"a":1}', 2, "must begin with '['"),
+        ],
+    )
+    def test_what_is_not_one_array_names_its_byte(
+        self, stream: bytes, where: int, message: str
+    ) -> None:
+        frames, error = decode(JsonArrayDecoder, stream)
+        assert error == (where, 1 + stream.count(b"\n", 0, where))
+        with pytest.raises(FramingError, match=re.escape(message)):
+            run_raising(JsonArrayDecoder(), stream)
+        # The elements before the fault are delivered first.
+        assert [f.data for f in frames] == ([b'{"a":1}'] if stream.startswith(b'[{"a":1}') else [])
+
+    def test_an_element_over_max_frame_size_fails_before_it_is_read_whole(self) -> None:
+        decoder = JsonArrayDecoder(max_frame_size=100)
+        assert [f.data for f in decoder.feed(b'[{"a":1}, {"b": "')] == [b'{"a":1}']
+        decoder.feed(b"x" * 50)
+        assert decoder.buffered == 57
+        with pytest.raises(
+            FramingError, match=r"element 1 .* larger than max_frame_size=100"
+        ) as exc:
+            decoder.feed(b"x" * 50)
+        assert (exc.value.offset, exc.value.line) == (10, 1)
+        # An element of exactly the limit is fine.
+        element = b'{"k": "' + b"y" * 91 + b'"}'
+        assert len(element) == 100
+        assert JsonArrayDecoder(max_frame_size=100).feed(b"[" + element + b"]") == [
+            Frame(element, 1, 1)
+        ]
+
+    def test_deep_nesting_is_counted_not_recursed(self) -> None:
+        depth = 200_000
+        stream = b"[" + b"[" * depth + b"]" * depth + b', {"a": 1}]'
+        decoder = JsonArrayDecoder()
+        frames = decoder.feed(stream) + decoder.close()
+        assert [len(f.data) for f in frames] == [2 * depth, 8]
+
+    def test_not_utf8(self) -> None:
+        stream = b'[{"a": "\xff"}, {"b": 2}]'
+        frames, error = run(JsonArrayDecoder(), [stream])
+        assert frames == [] and error == (1, 1)
+        frames, error = run(JsonArrayDecoder(invalid_utf8="frame"), [stream])
+        assert error is None
+        assert [f.error is not None for f in frames] == [True, False]
+
+    def test_make_decoder_and_a_closed_decoder(self) -> None:
+        decoder = make_decoder("json-array")
+        assert isinstance(decoder, JsonArrayDecoder)
+        assert decoder.feed(b"[]") == [] and decoder.close() == []
+        with pytest.raises(UsageError):
+            decoder.feed(b"")
+        assert make_decoder().feed(b"[{}]") == [Frame(b"{}", 1, 1)]
+
+    @given(st.lists(st.integers(0, 60), max_size=8))
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    def test_split_anywhere(self, cuts: list[int]) -> None:
+        stream = b'\r\n[ {"a": "x\\"]"}\r\n, [1,\n[2]] ,"s\\\\",7 ]  \n'
+        assert len(stream) <= 60
+        expected = run(JsonArrayDecoder(), [stream])
+        assert expected[1] is None and len(expected[0]) == 4
+        assert run(JsonArrayDecoder(), split(stream, [c for c in cuts if c <= len(stream)])) == (
+            expected
+        )
+
+
+def run_raising(decoder: FrameDecoder, stream: bytes) -> None:
+    decoder.feed(stream)
+    decoder.feed(b"")
+    decoder.close()

@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agui_meta
 
@@ -98,6 +101,132 @@ async def test_lines_without_line_endings(source: list[Any]) -> None:
     messages, _, count = await conversation(source)
     assert messages == EXPECTED
     assert count == len(WIRE)
+
+
+_FIRST_LINES = {
+    "id": ["id: 1"],
+    "event": ["event: message"],
+    "retry": ["retry: 3000", ""],
+    "comment": [": hello", ""],
+    "several": ["id: 7", "retry: 10", ": c", "event: x"],
+    "fields-without-colon": ["event", "id"],
+}
+
+
+async def _places(source: Any) -> list[tuple[int | None, int | None]]:
+    """Where each event's frame is, by the report each gives (an unknown field in each)."""
+    reports: list[agui_meta.Report] = []
+    async with agui_meta.wrap(source, on_report=reports.append) as stream:
+        await stream.drain()
+    assert {r.code for r in reports} <= {"unknown-field"}
+    return [(r.offset, r.line) for r in reports]
+
+
+@pytest.mark.parametrize("kind", sorted(_FIRST_LINES))
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+async def test_lines_without_line_endings_starting_with_any_sse_line(
+    kind: str, as_bytes: bool
+) -> None:
+    lines: list[Any] = [*_FIRST_LINES[kind], *_sse_lines(WIRE)]
+    source = [line.encode() for line in lines] if as_bytes else lines
+    reports: list[agui_meta.Report] = []
+    messages, _, count = await conversation(source, on_report=reports.append)
+    assert (messages, count, reports) == (EXPECTED, len(WIRE), [])
+    # Each report names the place of its event in the lines with LF endings.
+    marked = [*_FIRST_LINES[kind], *_sse_lines([{**e, "zz": 1} for e in WIRE])]
+    text = "".join(f"{line}\n" for line in marked).encode()
+    frames = agui_meta.framing.SSEDecoder().feed(text)
+    expected = [(f.offset, f.line) for f in frames]
+    assert len(expected) == len(WIRE)
+    assert await _places(marked) == expected
+    assert await _places([text]) == expected
+
+
+async def test_held_sse_lines_are_not_lost_at_the_end_of_the_stream() -> None:
+    # No blank line after the last event: its lines are lines all the same.
+    lines = ["id: 1", "event: x", *_sse_lines(WIRE)[:-1]]
+    messages, _, count = await conversation(lines)
+    assert (messages, count) == (EXPECTED, len(WIRE))
+    messages, _, count = await conversation(["retry: 5", "data: " + json.dumps(WIRE[0])])
+    assert count == 1
+
+
+async def test_lines_given_after_held_lines_that_turn_out_to_be_pieces() -> None:
+    # A byte stream in pieces that look like SSE lines: fed as they came, never joined wrongly.
+    data = "".join(f"id: {i}\ndata: {json.dumps(e)}\n\n" for i, e in enumerate(WIRE)).encode()
+    pieces = [b"id", b": 0", b"\ndata: ", b'{"type"', b': "RUN_STARTED", ']
+    head = b"".join(pieces)
+    assert data.startswith(head)
+    pieces.append(data[len(head) :])
+    assert await conversation(pieces) == await conversation([data])
+
+
+async def test_sse_lines_from_httpx_aiter_lines_of_agui_metas_own_server() -> None:
+    httpx = pytest.importorskip("httpx")
+    from tests.servers import agent_app, serve
+
+    run = {"threadId": "t", "runId": "r", "messages": [], "state": {}}
+    results = {}
+    with serve(agent_app(max_events=100)) as base:
+        async with httpx.AsyncClient() as client:
+            for how in ("aiter_lines", "aiter_bytes", "aiter_text"):
+                async with client.stream("POST", f"{base}/thread", json=run) as response:
+                    assert response.headers["content-type"].startswith("text/event-stream")
+                    if how == "aiter_lines":
+                        lines = [line async for line in response.aiter_lines()]
+                        # The server's retry and id lines come first: what this is about.
+                        assert lines[0].startswith("retry:") and lines[2].startswith("id:")
+                        source: Any = lines
+                    else:
+                        source = getattr(response, how)()
+                    results[how] = await conversation(source)
+    messages, _, count = results["aiter_lines"]
+    assert count >= 3 and messages
+    assert results["aiter_lines"] == results["aiter_bytes"] == results["aiter_text"]
+
+
+_SSE_STREAM = (
+    b"retry: 3000\r\n\r\n: hi\nid: 1\nevent: message\n"
+    + b"".join(
+        b"data: " + json.dumps({**e, "zz": i}).encode() + (b"\r\n\r\n" if i % 2 else b"\n\n")
+        for i, e in enumerate(WIRE)
+    )
+    + b"bogus: 1\n\nid: 2\r"
+)
+
+
+@given(st.lists(st.integers(0, len(_SSE_STREAM)), max_size=6))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_an_sse_byte_stream_split_anywhere_gives_the_same_events_and_places(
+    cuts: list[int],
+) -> None:
+    points = sorted(set(cuts))
+    chunks = [
+        _SSE_STREAM[a:b] for a, b in zip([0, *points], [*points, len(_SSE_STREAM)], strict=True)
+    ]
+    assert b"".join(chunks) == _SSE_STREAM
+    assert _run_sync_places(chunks) == _WHOLE_PLACES
+
+
+def _run_sync_places(chunks: list[bytes]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    reports: list[agui_meta.Report] = []
+
+    async def go() -> list[str]:
+        async with agui_meta.wrap(chunks, on_report=reports.append) as stream:
+            return [event.type async for event in stream]
+
+    types = anyio.run(go)
+    return types, [(r.code, r.index, r.offset, r.line) for r in reports]
+
+
+_WHOLE_PLACES = _run_sync_places([_SSE_STREAM])
+
+
+def test_the_split_property_sees_every_report() -> None:
+    types, places = _WHOLE_PLACES
+    assert types == [e["type"] for e in WIRE]
+    assert [p[0] for p in places] == ["unknown-field"] * len(WIRE) + ["sse-unknown-field"]
+    assert places[0][2:] == (_SSE_STREAM.index(b"id: 1"), 4)  # the event's "id:" line
 
 
 async def test_a_byte_stream_split_right_before_its_line_endings_is_unchanged() -> None:
@@ -197,3 +326,78 @@ async def test_to_agui_core_takes_store_items_and_gives_the_conversation() -> No
     assert message.tool_calls == [call]
     with pytest.raises(TypeError, match=r"store item or store, got builtins\.int"):
         agui_meta.to_agui_core(3)  # type: ignore[call-overload]
+
+
+# -- one JSON array of events as a source --------------------------------------------------------
+
+
+def _support_events() -> list[dict[str, Any]]:
+    text = (STREAMS / "support.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+async def test_a_json_array_file_is_a_source(tmp_path: Path, indent: int | None) -> None:
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(_support_events(), indent=indent))
+    expected = await conversation(STREAMS / "support.jsonl")
+    assert await conversation(path) == expected
+    assert await conversation(path, format="json-array") == expected
+    data = path.read_bytes()
+    assert await conversation([data[i : i + 5] for i in range(0, len(data), 5)]) == expected
+    with path.open("rb") as file:
+        assert await conversation(file) == expected
+
+
+async def test_a_json_array_is_read_element_by_element() -> None:
+    # The consumer gets each event before the rest of the array exists.
+    events = WIRE
+    seen: list[str] = []
+
+    async def source() -> Any:
+        yield b"[\n"
+        for i, event in enumerate(events):
+            yield (b"," if i else b"") + json.dumps(event).encode()
+            # Each element is out before the next one is made.
+            assert len(seen) == i + 1
+        yield b"\n]"
+
+    async with agui_meta.wrap(source()) as stream:
+        async for event in stream:
+            seen.append(event.type)
+    assert seen == [e["type"] for e in events]
+
+
+async def test_json_array_errors_name_their_byte(tmp_path: Path) -> None:
+    good = json.dumps(WIRE[0])
+    path = tmp_path / "cut.json"
+    path.write_text(f"[{good}, {good[:-5]}")
+    with pytest.raises(agui_meta.FramingError, match="inside element 1") as exc:
+        await conversation(path)
+    assert exc.value.offset == len(good) + 3
+    path.write_text(f"[{good}] trailing")
+    with pytest.raises(agui_meta.FramingError, match="after the JSON array") as exc:
+        await conversation(path)
+    assert exc.value.offset == len(good) + 3
+    # An element that is not an object is one bad event, with its place.
+    path.write_text(f"[{good},\n 42,\n {json.dumps(WIRE[-1])}]")
+    reports: list[agui_meta.Report] = []
+    _, _, count = await conversation(path, mode="keep_going", on_report=reports.append)
+    assert count == 2
+    (report,) = reports
+    assert report.severity == "error" and report.index == 1
+    assert (report.offset, report.line) == (len(good) + 4, 2)
+    with pytest.raises(agui_meta.DecodeError, match="not a JSON object"):
+        await conversation(path)
+
+
+async def test_hostile_json_arrays(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    depth = 100_000
+    path.write_bytes(b'[{"type": "RAW", "event": ' + b"[" * depth + b"]" * depth + b"}]")
+    with pytest.raises(agui_meta.DecodeError, match="nested more than 128 levels"):
+        await conversation(path)
+    big = json.dumps({"type": "RAW", "event": "x" * 5000})
+    path.write_text(f"[{json.dumps(WIRE[0])}, {big}]")
+    with pytest.raises(agui_meta.FramingError, match=r"element 1 .* max_frame_size=4096"):
+        await conversation(path, max_frame_size=4096)

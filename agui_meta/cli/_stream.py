@@ -61,7 +61,7 @@ _FORMAT_HELP = "the input's format (default: detected from its first bytes)"
 
 
 #: How formats are named for people.
-FORMAT_NAMES = {"sse": "SSE", "jsonl": "JSON lines"}
+FORMAT_NAMES = {"sse": "SSE", "jsonl": "JSON lines", "json-array": "JSON array"}
 _JSON_WS = b" \t\r\n"
 
 
@@ -377,7 +377,10 @@ def _no_event(source: StreamInput, format: str) -> Report:
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help=_FILE_HELP)
     parser.add_argument(
-        "--format", choices=("auto", "sse", "jsonl"), default="auto", help=_FORMAT_HELP
+        "--format",
+        choices=("auto", "sse", "jsonl", "json-array"),
+        default="auto",
+        help=_FORMAT_HELP,
     )
     parser.add_argument(
         "--color",
