@@ -25,13 +25,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -575,13 +576,11 @@ async def section_scaling(
 
 
 def _flatness(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-event cost at the largest size measured (≤ 100k) over the cost at the smallest."""
+    """Per-event cost at the largest size measured over the cost at the smallest."""
     out: dict[str, Any] = {}
     for name in ("floor", "agui-meta", "reference"):
         pts = [
-            (r["events"], r[name]["us_per_event"])
-            for r in rows
-            if r.get(name, {}).get("available") and r["events"] <= 100_000
+            (r["events"], r[name]["us_per_event"]) for r in rows if r.get(name, {}).get("available")
         ]
         if len(pts) >= 2:
             (n0, c0), (n1, c1) = pts[0], pts[-1]
@@ -694,6 +693,47 @@ def _probe(path: Path, evict: bool, traced: bool) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"memory probe failed: {done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def pipelines_concurrent(w: Workload, k: int) -> Run:
+    """``k`` full pipelines at once in one event loop, each over its own copy of the SSE
+    chunks from an async source that yields to the loop after every chunk (as a socket
+    would), so the pipelines interleave; the events of all of them count."""
+    chunks = w.chunks("sse")
+
+    async def source() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+            await anyio.lowlevel.checkpoint()
+
+    async def one(stores: list[agui_meta.Store]) -> None:
+        store = agui_meta.Store()
+        async with agui_meta.wrap(source(), *stages(len(LEVELS) - 1, store=store)) as stream:
+            await stream.drain()
+        stores.append(store)
+
+    async def run() -> tuple[Timing, dict[str, Any]]:
+        stores: list[agui_meta.Store] = []
+        t0 = _clock()
+        async with anyio.create_task_group() as tg:
+            for _ in range(k):
+                tg.start_soon(one, stores)
+        seconds = _since(t0)
+        return seconds, {"pipelines": k, "messages": len(stores[0].messages_wire())}
+
+    return run
+
+
+async def section_concurrent(w: Workload, counts: list[int], rounds: int) -> dict[str, Any]:
+    """Per-event cost of ``k`` pipelines sharing one event loop, against one alone."""
+    log(f"concurrent: {', '.join(map(str, counts))} pipelines of {len(w):,} events, interleaved")
+    cs = [Contender(f"{k} pipelines", pipelines_concurrent(w, k), k * len(w)) for k in counts]
+    await measure(cs, rounds)
+    return {
+        "workload": w.name,
+        "rows": [{"pipelines": k, **c.record()} for k, c in zip(counts, cs, strict=True)],
+        "growth": ratio(cs[0], cs[-1]) if len(cs) > 1 else None,
+    }
 
 
 def section_memory(sizes: list[int], traced_sizes: list[int]) -> dict[str, Any]:
@@ -870,6 +910,17 @@ def table(record: dict[str, Any]) -> str:
                 f"{row['peak_rss'] / mib:.1f} | {row['baseline_rss'] / mib:.1f} | {traced} | "
                 f"{row['retained_messages']:,} |"
             )
+    co = record.get("concurrent")
+    if co:
+        lines.append(f"\n### Concurrent pipelines in one event loop ({co['workload']} each)\n")
+        lines.append("| pipelines | events | µs/event | CPU µs/event | rounds |")
+        lines.append("|---:|---:|---:|---:|---:|")
+        for row in co["rows"]:
+            if row.get("available"):
+                lines.append(
+                    f"| {row['pipelines']} | {row['events']:,} | {row['us_per_event']:.2f} | "
+                    f"{_cpu_us(row)} | {row['rounds']} |"
+                )
     tg = record.get("targets")
     if tg:
         lines.append("\n### Targets\n")
@@ -882,23 +933,32 @@ def table(record: dict[str, Any]) -> str:
 
 
 def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 10's targets measured in wall-clock time (its instruction-count target is
+    ``benchmarks.instructions``'), each with what this run measured."""
     out: list[dict[str, Any]] = []
+
+    def add(label: str, x: float | None, measured: str, met: bool | None) -> None:
+        out.append({"target": label, "measured": measured, "value": x, "met": met})
+
     main = record.get("main") or record.get("input")
     if main:
         r = main["ratios"]
         for key, want, label in (
-            ("full_sse_vs_floor", 0.40, "full pipeline ≥ 40% of the floor's events/s (SSE)"),
-            ("full_sse_vs_sdk", 5.0, "≥ 5x the Python SDK's parse-only throughput (SSE)"),
+            ("full_sse_vs_floor", 0.35, "full pipeline from SSE bytes ≥ 0.35x the floor"),
             ("full_sse_vs_reference", 300.0, "≥ 300x the reference client (SSE)"),
         ):
             x = r.get(key)
-            out.append(
-                {
-                    "target": label,
-                    "measured": _fmt_ratio(x),
-                    "value": x,
-                    "met": None if x is None else x >= want,
-                }
+            add(label, x, _fmt_ratio(x), None if x is None else x >= want)
+        cs = main["contenders"]
+        path = cs.get("agui-meta full pipeline, SSE file as a Path", {})
+        opened = cs.get("agui-meta full pipeline, SSE file open('rb')", {})
+        if path.get("available") and opened.get("available"):
+            x = path["us_per_event"] / opened["us_per_event"]
+            add(
+                "an open binary file as fast as a `Path`",
+                x,
+                f"{x:.2f}x a Path's speed",
+                x >= 0.95,  # within the noise of one run
             )
     sc = record.get("scaling")
     if sc and "agui-meta" in sc["flatness"]:
@@ -907,27 +967,32 @@ def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
         measured = f"{f['growth']:.2f}x ({f['from']:,} → {f['to']:,})"
         if ref:
             measured += f"; reference {ref['growth']:.2f}x ({ref['from']:,} → {ref['to']:,})"
-        out.append(
-            {
-                "target": "per-event cost flat within 1.3x from 1k to 100k events",
-                "measured": measured,
-                "value": f["growth"],
-                "met": f["growth"] <= 1.3 if f["to"] >= 100_000 and f["from"] <= 1000 else None,
-            }
+        add(
+            "per-event cost flat (within 1.3x) from 1k to 1M events",
+            f["growth"],
+            measured,
+            f["growth"] <= 1.3 if f["to"] >= 1_000_000 and f["from"] <= 1000 else None,
+        )
+    co = record.get("concurrent")
+    if co and co.get("growth") is not None:
+        first, last = co["rows"][0], co["rows"][-1]
+        x = last["us_per_event"] / first["us_per_event"]
+        add(
+            "many concurrent pipelines in one loop cost no more per event than one",
+            x,
+            f"{x:.2f}x per event ({last['pipelines']} pipelines against {first['pipelines']})",
+            x <= 1.1,
         )
     mem = record.get("memory")
     if mem:
         on = [row for row in mem["rows"] if row["evict"]]
         if on:
             big = max(on, key=lambda row: row["events"])
-            mib = big["peak_rss"] / 2**20
-            out.append(
-                {
-                    "target": "1M events with eviction in under 64 MB peak (RSS)",
-                    "measured": f"{mib:.1f} MiB at {big['events']:,} events",
-                    "value": big["peak_rss"],
-                    "met": big["peak_rss"] < 64 * 2**20 if big["events"] >= 1_000_000 else None,
-                }
+            add(
+                "1M events with eviction in under 64 MB peak (RSS)",
+                big["peak_rss"],
+                f"{big['peak_rss'] / 2**20:.1f} MiB at {big['events']:,} events",
+                big["peak_rss"] < 64 * 2**20 if big["events"] >= 1_000_000 else None,
             )
     return out
 
@@ -952,7 +1017,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--sections",
-        help="sections to run, comma-separated: main,chunked,scaling,history,memory (default: "
+        help="sections to run, comma-separated: main,chunked,scaling,history,concurrent,memory "
+        "(default: "
         "all of them; with --input, none but the contenders on the input)",
     )
     p.add_argument("--no-reference", action="store_true", help="skip the Node.js reference")
@@ -978,7 +1044,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     elif a.input is not None:
         sections = set()
     else:
-        sections = {"main", "chunked", "scaling", "history", "memory"}
+        sections = {"main", "chunked", "scaling", "history", "concurrent", "memory"}
     oracle = Oracle(not a.no_reference)
     if oracle.why:
         log(f"reference: {oracle.why}")
@@ -1016,6 +1082,12 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
             300 if quick else 2000,
             oracle,
             rounds,
+        )
+    if "concurrent" in sections:
+        record["concurrent"] = await section_concurrent(
+            generated(min(events, 2000), seed=a.seed),
+            [1, 10] if quick else [1, 10, 100],
+            max(2, rounds // 3),
         )
     if "memory" in sections:
         sizes = _ints(a.memory_sizes, [2000] if quick else [100_000, 1_000_000])

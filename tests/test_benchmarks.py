@@ -55,7 +55,16 @@ def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     ]
     assert run.main(argv) == 0
     record = json.loads(out.read_text())
-    for key in ("machine", "command", "main", "chunked", "scaling", "history", "memory"):
+    for key in (
+        "machine",
+        "command",
+        "main",
+        "chunked",
+        "scaling",
+        "history",
+        "concurrent",
+        "memory",
+    ):
         assert key in record, key
     names = list(record["main"]["contenders"])
     assert names[0].startswith("floor")
@@ -87,9 +96,13 @@ def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     evicted = next(r for r in record["memory"]["rows"] if r["evict"])
     kept = next(r for r in record["memory"]["rows"] if not r["evict"])
     assert evicted["retained_messages"] < kept["retained_messages"]
+    concurrent = record["concurrent"]["rows"]
+    assert [(row["pipelines"], row["events"]) for row in concurrent] == [(1, 300), (10, 3000)]
+    assert all(row["messages"] == full["messages"] for row in concurrent)
     assert {t["target"] for t in record["targets"]} >= {
-        "full pipeline ≥ 40% of the floor's events/s (SSE)",
-        "≥ 5x the Python SDK's parse-only throughput (SSE)",
+        "full pipeline from SSE bytes ≥ 0.35x the floor",
+        "an open binary file as fast as a `Path`",
+        "many concurrent pipelines in one loop cost no more per event than one",
     }
     reference = record["main"]["contenders"][next(n for n in names if n.startswith("reference"))]
     if not reference["available"]:  # checked last: everything else above was
