@@ -476,6 +476,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[Event]: ...
 @overload
 def wrap(
@@ -487,6 +488,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[Update]: ...
 @overload
 def wrap(
@@ -499,6 +501,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[T]: ...
 @overload
 def wrap(
@@ -512,6 +515,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[T]: ...
 @overload
 def wrap(
@@ -526,6 +530,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[T]: ...
 @overload
 def wrap(
@@ -541,6 +546,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[T]: ...
 @overload
 def wrap(
@@ -553,6 +559,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[Update]: ...
 @overload
 def wrap(
@@ -566,6 +573,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[Update]: ...
 @overload
 def wrap(
@@ -577,6 +585,7 @@ def wrap(
     format: str = "auto",
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     prefetch: int = 0,
+    fuse: bool = True,
 ) -> Pipeline[Any]: ...
 def wrap(
     source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],

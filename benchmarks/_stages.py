@@ -11,10 +11,7 @@ from typing import Any
 
 import agui_meta
 
-# Public names, with a fallback to the private module while a stage is not exported yet.
-_verify = getattr(agui_meta, "verify", None)
-if _verify is None:  # pragma: no cover - depends on the package's state
-    from agui_meta._verify import Verify as _verify
+_verify = agui_meta.Verify
 
 #: How many stages (after decoding) each level adds, in pipeline order.
 LEVELS = ("decode", "+expand_chunks", "+verify", "+accumulate", "+ledger")

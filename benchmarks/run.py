@@ -885,14 +885,14 @@ def table(record: dict[str, Any]) -> str:
             a = row["agui-meta"]
             ref = row.get("reference", {})
             if ref.get("available"):
-                cells = (
+                against = (
                     f"{ref['us_per_event']:,.1f} | {ref['body_events']:,} | "
                     f"{_fmt_ratio(ref['us_per_event'] / a['us_per_event'])}"
                 )
             else:
-                cells = "skipped | — | —"
+                against = "skipped | — | —"
             lines.append(
-                f"| {row['history']:,} | {a['us_per_event']:.2f} | {_cpu_us(a)} | {cells} |"
+                f"| {row['history']:,} | {a['us_per_event']:.2f} | {_cpu_us(a)} | {against} |"
             )
     mem = record.get("memory")
     if mem:
