@@ -14,12 +14,12 @@ import contextlib
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
 from ._exceptions import StreamLost
-from ._replay import parse_event_id
+from ._replay import Replay, parse_event_id
 
 __all__ = ["ReplayBuffer"]
 
@@ -240,3 +240,9 @@ class ReplayBuffer:
                 f"(the replay buffer keeps the last {self.max_events} events of a stream)"
             )
         return stream, seq + 1
+
+
+if TYPE_CHECKING:  # mypy checks that the buffer keeps the contract
+
+    def _conforms(buffer: ReplayBuffer) -> Replay:
+        return buffer
