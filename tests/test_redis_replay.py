@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -434,3 +435,29 @@ async def test_both_stores_keep_one_contract(redis_url: str, store: str) -> None
             await later.aclose()
     finally:
         await client.aclose()
+
+
+async def test_the_readme_replicas_resume_each_others_streams(redis_url: str) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [block] = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+        if "RedisReplay(" in b
+    ]
+
+    async def my_agent(run: dict[str, Any]) -> Any:
+        for event in thread_script(run):
+            await anyio.sleep(0.02)
+            yield event
+
+    apps = []
+    for _ in range(2):  # two replicas, each with its own client
+        namespace: dict[str, Any] = {"REDIS_URL": redis_url, "my_agent": my_agent}
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+        apps.append(namespace["app"])
+    with serve(apps[0], lifespan="on") as url_a, serve(apps[1], lifespan="on") as url_b:
+        async with httpx.AsyncClient() as client:
+            _, head = await post(client, url_a + "/agent", upto=3)
+            response, rest = await post(client, url_b + "/agent", last_id=head[-1].id)
+    assert response.headers[agui_meta._client.RESUMED_HEADER] == head[-1].id
+    assert events_of(head + rest) == thread_script(RUN)
