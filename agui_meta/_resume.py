@@ -165,7 +165,10 @@ class ReplayBuffer:
 
     This is agui-meta's extension of AG-UI (which has no resumption): a stream's event ids are
     ``<stream key>:<sequence number>``; a reconnection that names an id this buffer no longer
-    holds is answered ``410 Gone`` with the reason.
+    holds is answered ``410 Gone`` with the reason, and one whose run was abandoned (no client
+    for ``linger``) gets the events kept, then a ``RUN_ERROR`` with the code ``"stream_lost"``
+    (:class:`~agui_meta.StreamLost`). It is the one-process :class:`~agui_meta.Replay`;
+    ``agui_meta.redis.RedisReplay`` is the one replicas share.
     """
 
     def __init__(
