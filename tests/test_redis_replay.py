@@ -461,3 +461,39 @@ async def test_the_readme_replicas_resume_each_others_streams(redis_url: str) ->
             response, rest = await post(client, url_b + "/agent", last_id=head[-1].id)
     assert response.headers[agui_meta._client.RESUMED_HEADER] == head[-1].id
     assert events_of(head + rest) == thread_script(RUN)
+
+
+async def test_a_reader_on_b_keeps_the_run_on_a_going_past_linger(redis_url: str) -> None:
+    # The run outlasts A's linger after its client left; the reader on B marks the stream as
+    # read, so A does not abandon it.
+    with replicas(redis_url, linger=0.5) as (url_a, url_b, app_a, _):
+        async with httpx.AsyncClient() as client:
+            _, head = await post(client, url_a + "/agent?pause=0.25", upto=2)
+            response, rest = await post(client, url_b + "/agent", last_id=head[-1].id)
+    assert response.status_code == 200
+    assert events_of(head + rest) == thread_script(RUN)
+    assert app_a.state.stats["started"] == 1
+
+
+async def test_a_reader_that_falls_behind_the_trimming_ends_with_stream_lost(
+    redis_url: str,
+) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import RedisReplay
+
+    client = redis.asyncio.Redis.from_url(redis_url)
+    replay = RedisReplay(
+        client, namespace=f"replay{next(_namespaces)}", maxlen=3, approximate=False
+    )
+    try:
+        async with replay.open() as log:
+            await log.append([(n, f"data: {n}\n\n".encode()) for n in range(3)])
+            reader = await replay.resume(f"{log.key}:0")
+            assert not isinstance(reader, str)
+            await log.append([(n, f"data: {n}\n\n".encode()) for n in range(3, 7)])
+            with pytest.raises(agui_meta.StreamLost, match=r":1 to \S+:3 were trimmed"):
+                await reader.read(1.0)
+            await log.end()
+    finally:
+        await client.aclose()
