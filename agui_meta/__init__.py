@@ -39,6 +39,7 @@ from ._exceptions import MetadataError as MetadataError
 from ._exceptions import PipelineClosed as PipelineClosed
 from ._exceptions import PipelineConsumed as PipelineConsumed
 from ._exceptions import Report as Report
+from ._exceptions import StreamLost as StreamLost
 from ._exceptions import StrictError as StrictError
 from ._exceptions import UsageError as UsageError
 from ._exceptions import VerifyError as VerifyError
@@ -74,6 +75,7 @@ from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
 from ._public import public_module as _public_module
+from ._replay import Replay as Replay
 from ._resume import ReplayBuffer as ReplayBuffer
 from ._stage import Context as Context
 from ._stage import Mode as Mode
@@ -123,6 +125,7 @@ __all__ = (
     "PipelineClosed",
     "PipelineConsumed",
     "RawRecord",
+    "Replay",
     "ReplayBuffer",
     "Report",
     "RunCancelled",
@@ -136,6 +139,7 @@ __all__ = (
     "Stage",
     "StepRecord",
     "Store",
+    "StreamLost",
     "StrictError",
     "SubagentRecord",
     "ToolCallItem",

@@ -11,9 +11,10 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     │   ├── VerifyError                   an event out of order (the reference's verifyEvents)
     │   ├── ApplyError                    an event the accumulator cannot apply (a raw chunk)
     │   └── StrictError                   a report that strict mode turned into an error
-    └── UsageError (RuntimeError)         the library used the wrong way
-        ├── PipelineConsumed              a pipeline iterated a second time
-        └── PipelineClosed                a pipeline used after it was closed
+    ├── UsageError (RuntimeError)         the library used the wrong way
+    │   ├── PipelineConsumed              a pipeline iterated a second time
+    │   └── PipelineClosed                a pipeline used after it was closed
+    └── StreamLost                        a resumed stream whose rest cannot be delivered
 
 Problems that the reference client only warns about are not exceptions: they are
 :class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
@@ -38,6 +39,7 @@ __all__ = [
     "PipelineClosed",
     "PipelineConsumed",
     "Report",
+    "StreamLost",
     "StrictError",
     "UsageError",
     "VerifyError",
@@ -199,6 +201,17 @@ class PipelineClosed(UsageError):
             "This pipeline is closed. Iterate it inside its `async with` block, "
             "before the block exits."
         )
+
+
+class StreamLost(AguiMetaError):
+    """A resumed stream's rest cannot be delivered (agui-meta's replay extension).
+
+    Raised by a replay reader (:class:`~agui_meta.ReplayBuffer`'s, ``RedisReplay``'s) when the
+    stream was abandoned (no client for its ``linger``), its producer stopped without ending
+    it (a replica that died), or the reader fell further behind than the events kept;
+    :class:`~agui_meta.EventStreamResponse` sends it to the client as a ``RUN_ERROR`` with the
+    code ``"stream_lost"``.
+    """
 
 
 class AguiWarning(UserWarning):

@@ -1,17 +1,25 @@
 """The replay buffer: the last events of recent streams, for resuming them (agui-meta's extension).
 
-:class:`ReplayBuffer` is shared by the requests of an endpoint; each
-:class:`~agui_meta.EventStreamResponse` given it keeps its stream's last events there, numbered,
-and serves a reconnection that names one of them in ``Last-Event-ID``. ``_Stream`` is also the
-bounded hand-over between a response's producer and its sender when there is no replay.
+:class:`ReplayBuffer` (the in-process :class:`~agui_meta._replay.Replay`) is shared by the
+requests of an endpoint; each :class:`~agui_meta.EventStreamResponse` given it keeps its
+stream's last events there, numbered, and serves a reconnection that names one of them in
+``Last-Event-ID``. ``_Stream`` (a :class:`~agui_meta._replay.ReplayLog`) is also the bounded
+hand-over between a response's producer and its sender when there is no replay, and the local
+copy ``agui_meta.redis.RedisReplay`` serves the first connection from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Literal
 
 import anyio
+
+from ._exceptions import StreamLost
+from ._replay import Replay, parse_event_id
 
 __all__ = ["ReplayBuffer"]
 
@@ -19,15 +27,17 @@ __all__ = ["ReplayBuffer"]
 class _Stream:
     """The encoded events of one response, numbered, with waiting for more."""
 
-    def __init__(self, key: str, capacity: int, ring: bool) -> None:
+    def __init__(self, key: str, capacity: int, ring: bool, linger: float = 0.0) -> None:
         self.key = key
         self.capacity = capacity
         self.ring = ring  # when no reader is attached, drop the oldest rather than wait
+        self.linger_for = linger
         self.entries: deque[tuple[int, bytes]] = deque()
         self.next_seq = 0
         self.sent = 0  # the first seq the attached reader has not sent yet
         self.readers = 0
         self.done = False
+        self.outcome: Literal["complete", "abandoned"] | None = None
         self.ended_at: float | None = None
         self._changed = anyio.Event()
 
@@ -52,7 +62,12 @@ class _Stream:
         self.notify()
 
     def finish(self) -> None:
+        """The stream is over: complete when :meth:`end` was called, abandoned otherwise."""
+        if self.done:
+            return
         self.done = True
+        if self.outcome is None:
+            self.outcome = "abandoned"
         self.ended_at = anyio.current_time()
         self.notify()
 
@@ -61,6 +76,81 @@ class _Stream:
 
     def after(self, seq: int) -> list[tuple[int, bytes]]:
         return [entry for entry in self.entries if entry[0] >= seq]
+
+    # The ReplayLog protocol.
+
+    async def append(self, events: Sequence[tuple[int, bytes]]) -> None:
+        for seq, data in events:
+            if seq != self.next_seq:
+                raise ValueError(f"event {seq} appended where {self.next_seq} was due")
+            await self.put(data)
+
+    async def end(self, *, complete: bool = True) -> None:
+        if not self.done:
+            self.outcome = "complete" if complete else "abandoned"
+            self.finish()
+
+    def reader(self, start: int = 0) -> _StreamReader:
+        return _StreamReader(self, start)
+
+    async def linger(self) -> None:
+        """Return once the stream is done or has had no reader for ``linger_for`` seconds."""
+        while not self.done:
+            if self.readers:
+                await self.changed()
+                continue
+            with anyio.move_on_after(self.linger_for) as waited:
+                await self.changed()
+            if waited.cancelled_caught and not self.readers:
+                return
+
+
+class _StreamReader:
+    """A :class:`~agui_meta._replay.ReplayReader` of a :class:`_Stream` from ``start`` on."""
+
+    def __init__(self, stream: _Stream, start: int) -> None:
+        self.stream = stream
+        self.position = start
+        self._attached = True
+        stream.readers += 1
+        stream.sent = start
+        stream.notify()
+
+    async def read(self, wait: float) -> list[bytes] | None:
+        stream = self.stream
+        deadline = anyio.current_time() + wait
+        while True:
+            if self.position < stream.first_kept():
+                raise StreamLost(
+                    f"event {stream.key}:{self.position} and those after it up to "
+                    f"{stream.key}:{stream.first_kept() - 1} are no longer held: this reader "
+                    f"fell more than {stream.capacity} events behind"
+                )
+            entries = stream.after(self.position)
+            if entries:
+                self.position = entries[-1][0] + 1
+                stream.sent = self.position
+                stream.notify()
+                return [data for _, data in entries]
+            if stream.done:
+                if stream.outcome == "abandoned":
+                    raise StreamLost(
+                        f"the stream {stream.key} was abandoned after {stream.next_seq} events "
+                        f"(no client for {stream.linger_for:g} s, or its server stopped): "
+                        "the run did not finish"
+                    )
+                return None
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return []
+            with anyio.move_on_after(remaining):
+                await stream.changed()
+
+    async def aclose(self) -> None:
+        if self._attached:
+            self._attached = False
+            self.stream.readers -= 1
+            self.stream.notify()
 
 
 class ReplayBuffer:
@@ -75,7 +165,10 @@ class ReplayBuffer:
 
     This is agui-meta's extension of AG-UI (which has no resumption): a stream's event ids are
     ``<stream key>:<sequence number>``; a reconnection that names an id this buffer no longer
-    holds is answered ``410 Gone`` with the reason.
+    holds is answered ``410 Gone`` with the reason, and one whose run was abandoned (no client
+    for ``linger``) gets the events kept, then a ``RUN_ERROR`` with the code ``"stream_lost"``
+    (:class:`~agui_meta.StreamLost`). It is the one-process :class:`~agui_meta.Replay`;
+    ``agui_meta.redis.RedisReplay`` is the one replicas share.
     """
 
     def __init__(
@@ -113,18 +206,35 @@ class ReplayBuffer:
 
     def _open(self) -> _Stream:
         self._purge()
-        stream = _Stream(uuid.uuid4().hex, self.max_events, ring=True)
+        stream = _Stream(uuid.uuid4().hex, self.max_events, ring=True, linger=self.linger)
         self._streams[stream.key] = stream
         return stream
+
+    @contextlib.asynccontextmanager
+    async def open(self) -> AsyncIterator[_Stream]:
+        """A new stream (the :class:`~agui_meta._replay.Replay` protocol)."""
+        stream = self._open()
+        try:
+            yield stream
+        finally:
+            stream.finish()
+
+    async def resume(self, last_event_id: str) -> _StreamReader | str:
+        """A reader of the events after ``last_event_id``, or why they cannot be resumed."""
+        found = self._find(last_event_id)
+        if isinstance(found, str):
+            return found
+        stream, start = found
+        return stream.reader(start)
 
     def _find(self, last_event_id: str) -> tuple[_Stream, int] | str:
         """The stream and the next seq to send, or why the id cannot be resumed."""
         self._purge()
-        key, _, seq_text = last_event_id.partition(":")
-        stream = self._streams.get(key)
-        if stream is None or not seq_text.isdigit() or len(seq_text) > 18:
+        parsed = parse_event_id(last_event_id)
+        stream = self._streams.get(parsed[0]) if parsed is not None else None
+        if stream is None or parsed is None:
             return f"no stream with event id {last_event_id!r} is held (unknown or expired)"
-        seq = int(seq_text)
+        seq = parsed[1]
         if seq >= stream.next_seq:
             return f"event id {last_event_id!r} was never sent"
         if seq + 1 < stream.first_kept():
@@ -133,3 +243,9 @@ class ReplayBuffer:
                 f"(the replay buffer keeps the last {self.max_events} events of a stream)"
             )
         return stream, seq + 1
+
+
+if TYPE_CHECKING:  # mypy checks that the buffer keeps the contract
+
+    def _conforms(buffer: ReplayBuffer) -> Replay:
+        return buffer

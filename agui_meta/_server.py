@@ -12,19 +12,24 @@ an ``id:``) or, when the request asks for it in ``Accept``, as JSON lines.
 - Disconnect: when the client goes away, the pipeline is closed and with it the source (the
   agent's generator gets ``aclose()``), in the request's own task, before the response returns.
 - Backpressure: the source is pulled at most ``buffer`` events ahead of the client.
-- Replay (agui-meta's extension, with ``replay=ReplayBuffer(...)``): the last events of each
-  stream are kept, and the source keeps running for ``linger`` seconds after a disconnect; a
-  request carrying ``Last-Event-ID`` gets the events after that id (and the header
+- Replay (agui-meta's extension, with ``replay=ReplayBuffer(...)``, or
+  ``agui_meta.redis.RedisReplay(...)`` shared by replicas): the last events of each stream are
+  kept, and the source keeps running for ``linger`` seconds after a disconnect; a request
+  carrying ``Last-Event-ID`` gets the events after that id (and the header
   ``agui-meta-resumed``) instead of a new run, which is what ``HttpAgent(reconnect=n)`` sends.
+  A resumed stream whose rest cannot be delivered (abandoned, its producer gone) ends with a
+  ``RUN_ERROR`` of code ``"stream_lost"``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import uuid
 from collections.abc import AsyncIterable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
 import anyio
@@ -36,15 +41,16 @@ from ._accumulate import Update
 from ._client import RESUMED_HEADER
 from ._decode import encode_event
 from ._events import Event, RunErrorEvent
-from ._exceptions import AguiMetaError, DataError
+from ._exceptions import AguiMetaError, DataError, StreamLost
 from ._framing import _JSONL_MEDIA_TYPES, encode_jsonl, encode_sse
 from ._pipeline import Stage, wrap
-from ._resume import ReplayBuffer, _Stream
+from ._replay import Replay, ReplayLog, ReplayReader
+from ._resume import _Stream
 from ._stage import Mode, ReportHandler
 
 __all__ = ["EventStreamResponse"]
 
-log = logging.getLogger("agui_meta.server")
+logger = logging.getLogger("agui_meta.server")
 
 _NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -71,7 +77,8 @@ class EventStreamResponse(Response):
     :param format: ``"auto"`` (JSON lines when the request's ``Accept`` asks for a JSON-lines
         type and not for ``text/event-stream``; SSE otherwise), ``"sse"`` or ``"jsonl"``.
     :param keepalive: seconds without an event before a keepalive line (``None``: never).
-    :param replay: a shared :class:`ReplayBuffer` to serve ``Last-Event-ID`` reconnections.
+    :param replay: a shared :class:`ReplayBuffer` (or any ``Replay``, such as
+        ``agui_meta.redis.RedisReplay``) to serve ``Last-Event-ID`` reconnections.
     :param buffer: how many events the source may run ahead of the client.
     :param retry: the SSE ``retry`` (milliseconds) sent first when ``replay`` is set.
     :param mode, on_report: as in ``wrap``.
@@ -95,7 +102,7 @@ class EventStreamResponse(Response):
         *stages: Stage,
         format: Literal["auto", "sse", "jsonl"] = "auto",
         keepalive: float | None = 15.0,
-        replay: ReplayBuffer | None = None,
+        replay: Replay | None = None,
         buffer: int = 64,
         retry: int = 1000,
         mode: Mode = "default",
@@ -139,15 +146,19 @@ class EventStreamResponse(Response):
             self.format == "auto" and _wants_jsonl(_header(scope, b"accept") or "")
         )
         last_id = _header(scope, b"last-event-id")
-        if self.replay is not None and last_id and not jsonl:
-            found = self.replay._find(last_id)
+        replay = self.replay if not jsonl else None
+        if replay is not None and last_id:
+            found = await replay.resume(last_id)
             if isinstance(found, str):
                 await self._refuse(send, found)
             else:
-                stream, start = found
-                await self._serve(stream, start, jsonl, receive, send, resumed=last_id)
+                try:
+                    await self._serve(found, jsonl, receive, send, resumed=last_id)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await found.aclose()
         else:
-            await self._run(jsonl, receive, send)
+            await self._run(replay, jsonl, receive, send)
         if self.background is not None:
             await self.background()
 
@@ -165,27 +176,28 @@ class EventStreamResponse(Response):
         )
         await send({"type": "http.response.body", "body": body})
 
-    async def _run(self, jsonl: bool, receive: Receive, send: Send) -> None:
-        replay = self.replay if not jsonl else None
-        stream = replay._open() if replay is not None else _Stream("", self.buffer, ring=False)
-        if replay is None and not jsonl:
-            stream.key = uuid.uuid4().hex
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._produce, stream, jsonl)
-            await self._serve(stream, 0, jsonl, receive, send, resumed=None)
+    async def _run(self, replay: Replay | None, jsonl: bool, receive: Receive, send: Send) -> None:
+        opened: AbstractAsyncContextManager[ReplayLog]
+        if replay is None:
+            key = "" if jsonl else uuid.uuid4().hex
+            opened = contextlib.nullcontext(_Stream(key, self.buffer, ring=False))
+        else:
+            opened = replay.open()
+        async with opened as log, anyio.create_task_group() as tg:
+            tg.start_soon(self._produce, log, jsonl)
+            reader = log.reader()
+            try:
+                await self._serve(reader, jsonl, receive, send, resumed=None)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await reader.aclose()
             if replay is not None:
-                # Give a reconnection ``linger`` seconds; the run goes on meanwhile.
-                while not stream.done:
-                    if stream.readers:
-                        await stream.changed()
-                        continue
-                    with anyio.move_on_after(replay.linger) as waited:
-                        await stream.changed()
-                    if waited.cancelled_caught and not stream.readers:
-                        break
+                # Give a reconnection (here or, with a shared store, elsewhere) the store's
+                # linger; the run goes on meanwhile.
+                await log.linger()
             tg.cancel_scope.cancel()  # nothing left to serve: the pipeline and source close
 
-    def _encode(self, stream: _Stream, item: Any, jsonl: bool) -> bytes:
+    def _encode(self, key: str, seq: int, item: Any, jsonl: bool) -> bytes:
         event = item.event if isinstance(item, Update) else item
         if not isinstance(event, Event):
             raise TypeError(
@@ -194,95 +206,92 @@ class EventStreamResponse(Response):
         data = encode_event(event)
         if jsonl:
             return encode_jsonl(data)
-        return encode_sse(data, id=f"{stream.key}:{stream.next_seq}")
+        return encode_sse(data, id=f"{key}:{seq}")
 
-    async def _produce(self, stream: _Stream, jsonl: bool) -> None:
+    async def _produce(self, log: ReplayLog, jsonl: bool) -> None:
+        """Run the pipeline into ``log``, numbering the events; end it (not when cancelled)."""
+        seq = 0
+        complete = True
         try:
             async with wrap(
                 self.source, *self.stages, mode=self.mode, on_report=self.on_report
             ) as events:
                 async for batch in events.batches():
+                    frames = []
                     for item in batch:
-                        await stream.put(self._encode(stream, item, jsonl))
+                        frames.append((seq, self._encode(log.key, seq, item, jsonl)))
+                        seq += 1
+                    await log.append(frames)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
-            log.exception("the event source of an EventStreamResponse failed")
+            logger.exception("the event source of an EventStreamResponse failed")
             message = (
                 str(exc) if isinstance(exc, (AguiMetaError, DataError)) else type(exc).__name__
             )
             error = RunErrorEvent(message=f"the agent failed: {message}", code="server_error")
-            await stream.put(self._encode(stream, error, jsonl))
-        finally:
-            stream.finish()
+            try:
+                await log.append([(seq, self._encode(log.key, seq, error, jsonl))])
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception:
+                logger.exception("an EventStreamResponse could not keep its RUN_ERROR event")
+                complete = False
+        await log.end(complete=complete)
 
     async def _serve(
         self,
-        stream: _Stream,
-        start: int,
+        reader: ReplayReader,
         jsonl: bool,
         receive: Receive,
         send: Send,
         *,
         resumed: str | None,
     ) -> None:
-        """Send the stream from ``start`` until it is done or the client disconnects."""
-        stream.readers += 1
-        stream.sent = start
-        stream.notify()
+        """Send what ``reader`` reads until the stream ends or the client disconnects."""
         keepalive = b"\n" if jsonl else b": keepalive\n\n"
         interval = math.inf if self.keepalive is None else self.keepalive
-        try:
-            async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg:
 
-                async def disconnected() -> None:
-                    while True:
-                        message: Message = await receive()
-                        if message["type"] == "http.disconnect":
-                            tg.cancel_scope.cancel()
-                            return
+            async def disconnected() -> None:
+                while True:
+                    message: Message = await receive()
+                    if message["type"] == "http.disconnect":
+                        tg.cancel_scope.cancel()
+                        return
 
-                tg.start_soon(disconnected)
-                try:
+            tg.start_soon(disconnected)
+            try:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": self.status_code,
+                        "headers": self._start_headers(jsonl, resumed),
+                    }
+                )
+                if self.replay is not None and not jsonl:
                     await send(
                         {
-                            "type": "http.response.start",
-                            "status": self.status_code,
-                            "headers": self._start_headers(jsonl, resumed),
+                            "type": "http.response.body",
+                            "body": f"retry: {self.retry}\n\n".encode(),
+                            "more_body": True,
                         }
                     )
-                    if self.replay is not None and not jsonl:
-                        await send(
-                            {
-                                "type": "http.response.body",
-                                "body": f"retry: {self.retry}\n\n".encode(),
-                                "more_body": True,
-                            }
-                        )
-                    position = start
-                    while True:
-                        entries = stream.after(position)
-                        if entries:
-                            position = entries[-1][0] + 1
-                            body = b"".join(data for _, data in entries)
-                            await send(
-                                {"type": "http.response.body", "body": body, "more_body": True}
-                            )
-                            stream.sent = position
-                            stream.notify()
-                            continue
-                        if stream.done:
-                            break
-                        with anyio.move_on_after(interval) as idle:
-                            await stream.changed()
-                        if idle.cancelled_caught:
-                            await send(
-                                {"type": "http.response.body", "body": keepalive, "more_body": True}
-                            )
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except OSError:
-                    pass  # the client went away while we were sending
-                tg.cancel_scope.cancel()
-        finally:
-            stream.readers -= 1
-            stream.notify()
+                while True:
+                    try:
+                        frames = await reader.read(interval)
+                    except StreamLost as lost:
+                        logger.warning("a resumed stream ends with an error: %s", lost)
+                        error = RunErrorEvent(message=str(lost), code="stream_lost")
+                        data = encode_event(error)
+                        body = encode_jsonl(data) if jsonl else encode_sse(data)
+                        await send({"type": "http.response.body", "body": body, "more_body": True})
+                        break
+                    if frames is None:
+                        break
+                    body = b"".join(frames) if frames else keepalive
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except OSError:
+                pass  # the client went away while we were sending
+            tg.cancel_scope.cancel()

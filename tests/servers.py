@@ -28,15 +28,18 @@ TIMEOUT = 30.0
 
 
 @contextlib.contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
+def serve(app: Any, *, lifespan: str = "off") -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL.
+
+    ``lifespan="on"`` runs the app's lifespan (start-up before the URL is yielded, shutdown
+    when the server stops)."""
     uvicorn = pytest.importorskip("uvicorn")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, lifespan="off", ws="none", log_level="critical", timeout_graceful_shutdown=1
+        app, lifespan=lifespan, ws="none", log_level="critical", timeout_graceful_shutdown=1
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -7,6 +7,8 @@ Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or
 - :class:`Worker` owns shards through fenced leases and commits each batch atomically:
   outputs with stable keys, watermark, snapshots at run ends, usage, acknowledgements;
 - :class:`RedisThreadStore` reads (and writes, with compare-and-set) the threads' snapshots;
+- :class:`RedisReplay` keeps the events an ``EventStreamResponse`` sends, so that a stream
+  started on one replica is resumed (``Last-Event-ID``) on any other;
 - :func:`run_local` is the same processing in one process, without Redis: the reference the
   workers' results equal.
 
@@ -26,6 +28,7 @@ from ._ingest import SequenceGap as SequenceGap
 from ._ingest import publish as publish
 from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys
+from ._replay import RedisReplay as RedisReplay
 from ._store import RedisThreadStore as RedisThreadStore
 from ._worker import Worker as Worker
 from ._worker import WorkerStats as WorkerStats
@@ -37,6 +40,7 @@ __all__ = (
     "Keys",
     "LocalResult",
     "Output",
+    "RedisReplay",
     "RedisThreadStore",
     "SequenceGap",
     "Worker",

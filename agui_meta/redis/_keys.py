@@ -21,7 +21,10 @@ class Keys:
     - ``{ns}:thread:ID`` hash: ``v`` (version), ``snap`` (the snapshot as JSON), ``wm`` (the
       id of the last entry whose outputs were emitted);
     - ``{ns}:out`` stream: the outputs (``key``, ``thread``, ``kind``, ``data``);
-    - ``{ns}:usage`` hash: the usage counters; ``{ns}:workers`` sorted set: live workers.
+    - ``{ns}:usage`` hash: the usage counters; ``{ns}:workers`` sorted set: live workers;
+    - ``{ns}:replay:KEY`` stream: the SSE events of one response (:class:`RedisReplay`), with
+      ``{ns}:replay:KEY:alive`` (its producer's heartbeat) and ``{ns}:replay:KEY:reader`` (a
+      client reads it on another replica).
     """
 
     def __init__(self, namespace: str = "agui") -> None:
@@ -47,6 +50,15 @@ class Keys:
 
     def fence(self, n: int) -> str:
         return f"{self._ns}:fence:{n}"
+
+    def replay(self, key: str) -> str:
+        return f"{self._ns}:replay:{key}"
+
+    def replay_alive(self, key: str) -> str:
+        return f"{self._ns}:replay:{key}:alive"
+
+    def replay_reader(self, key: str) -> str:
+        return f"{self._ns}:replay:{key}:reader"
 
     def thread(self, thread_id: str) -> str:
         return self.thread_prefix + thread_id
