@@ -752,7 +752,7 @@ class HttpAgent:
         new = [item.to_wire() for item in self.store.messages() if item.id not in known]
         records = self.ledger.runs
         record = records[-1] if records else None
-        outcome = record.outcome if record is not None and record.outcome is not UNSET else None
+        outcome = record.outcome if record is not None else None
         success = finished.outcome is UNSET or isinstance(outcome, RunSuccess)
         result = finished.result if success and finished.result is not UNSET else None
         return RunResult(

@@ -13,6 +13,9 @@ Conventions, the same on every type:
 
 Values under opaque keys (metadata, state, ``rawEvent``, ``value``, activity content …) are kept
 exactly: ``null`` values, unknown keys, nested containers and integers of any size.
+
+``__all__`` is the wire model, listed once: ``agui_meta.events`` re-exports exactly these
+(and the codec); helpers such as :func:`protocol_class` are imported by name.
 """
 
 from __future__ import annotations
@@ -98,7 +101,6 @@ __all__ = [
     "UrlSource",
     "UserMessage",
     "VideoPart",
-    "protocol_class",
 ]
 
 #: The largest integer a JavaScript number holds exactly (2**53 - 1): the protocol's bound on

@@ -110,6 +110,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_V = TypeVar("_V")
 
 #: ``"running"`` while open; ``"finished"`` after RUN_FINISHED; ``"error"`` after RUN_ERROR;
 #: ``"incomplete"`` when the stream ended, or another run started, before either.
@@ -174,8 +175,33 @@ def aggregate_token_usage(entries: Iterable[TokenUsage]) -> list[TokenUsage]:
 # Records
 
 
-class _Record(msgspec.Struct, kw_only=True, rename="camel"):
-    """Shared configuration: camelCase JSON; absent (``UNSET``) fields are omitted."""
+def _encoded(value: _V) -> _V:
+    """A field default that the records' ``omit_defaults`` still encodes.
+
+    msgspec omits a field at its default only when it can tell: a plain default, or an empty
+    list, dict or set from those factories; never a value from another factory. So absent
+    fields (``None``) are omitted from ``to_json()`` while ``"status": "running"``, ``0``
+    counts and empty lists are written, as they always were.
+    """
+    return msgspec.field(default_factory=lambda: value)
+
+
+def _new_list() -> list[Any]:
+    """An empty list default that is still encoded (see :func:`_encoded`)."""
+    return []
+
+
+def _new_dict() -> dict[str, Any]:
+    """An empty dict default that is still encoded (see :func:`_encoded`)."""
+    return {}
+
+
+class _Record(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
+    """Shared configuration: camelCase JSON; absent fields are ``None``, omitted from JSON.
+
+    No record field has ``null`` as a value of its own: a ``result`` is a JSON value other
+    than ``null`` (the protocol's type; a ``null`` on the wire is read as absent).
+    """
 
 
 class RunSuccess(_Record, tag_field="type", tag="success", kw_only=True):
@@ -188,24 +214,24 @@ class RunSuccess(_Record, tag_field="type", tag="success", kw_only=True):
     """
 
     type: ClassVar[str] = "success"
-    result: JsonValue | UnsetType = UNSET
-    pending_tool_call_ids: list[str] = msgspec.field(default_factory=list)
-    pending_from: Literal["outcome", "stream"] = "stream"
+    result: JsonValue | None = None
+    pending_tool_call_ids: list[str] = msgspec.field(default_factory=_new_list)
+    pending_from: Literal["outcome", "stream"] = _encoded("stream")
 
 
 class RunInterrupted(_Record, tag_field="type", tag="interrupt", kw_only=True):
     """The run stopped on interrupts: the outcome's interrupts, as sent (with their metadata)."""
 
     type: ClassVar[str] = "interrupt"
-    result: JsonValue | UnsetType = UNSET
-    interrupts: list[Interrupt] = msgspec.field(default_factory=list)
+    result: JsonValue | None = None
+    interrupts: list[Interrupt] = msgspec.field(default_factory=_new_list)
 
 
 class RunCancelled(_Record, tag_field="type", tag="cancelled", kw_only=True):
     """The run was cancelled."""
 
     type: ClassVar[str] = "cancelled"
-    result: JsonValue | UnsetType = UNSET
+    result: JsonValue | None = None
 
 
 RunOutcome = Union[RunSuccess, RunInterrupted, RunCancelled]
@@ -220,16 +246,16 @@ class StepRecord(_Record, kw_only=True):
     """
 
     name: str
-    subagent_run_id: str | UnsetType = UNSET
-    status: StepStatus = "running"
-    started_index: int | UnsetType = UNSET
-    finished_index: int | UnsetType = UNSET
-    started_metadata: Metadata | UnsetType = UNSET
-    finished_metadata: Metadata | UnsetType = UNSET
-    started_at: float | UnsetType = UNSET
-    started_clock: TimeSource | UnsetType = UNSET
-    ended_at: float | UnsetType = UNSET
-    ended_clock: TimeSource | UnsetType = UNSET
+    subagent_run_id: str | None = None
+    status: StepStatus = _encoded("running")
+    started_index: int | None = None
+    finished_index: int | None = None
+    started_metadata: Metadata | None = None
+    finished_metadata: Metadata | None = None
+    started_at: float | None = None
+    started_clock: TimeSource | None = None
+    ended_at: float | None = None
+    ended_clock: TimeSource | None = None
 
 
 class SubagentRecord(_Record, kw_only=True):
@@ -241,26 +267,26 @@ class SubagentRecord(_Record, kw_only=True):
     """
 
     subagent_run_id: str
-    name: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    parent_subagent_run_id: str | UnsetType = UNSET
-    parent_tool_call_id: str | UnsetType = UNSET
-    parent_message_id: str | UnsetType = UNSET
-    status: SubagentStatus = "running"
-    started_index: int | UnsetType = UNSET
-    ended_index: int | UnsetType = UNSET
-    started_metadata: Metadata | UnsetType = UNSET
-    finished_metadata: Metadata | UnsetType = UNSET
-    error_metadata: Metadata | UnsetType = UNSET
-    outcome: Literal["success", "suspended"] | UnsetType = UNSET
-    interrupt_ids: list[str] | UnsetType = UNSET
-    result: JsonValue | UnsetType = UNSET
-    error_message: str | UnsetType = UNSET
-    error_code: str | UnsetType = UNSET
-    started_at: float | UnsetType = UNSET
-    started_clock: TimeSource | UnsetType = UNSET
-    ended_at: float | UnsetType = UNSET
-    ended_clock: TimeSource | UnsetType = UNSET
+    name: str | None = None
+    description: str | None = None
+    parent_subagent_run_id: str | None = None
+    parent_tool_call_id: str | None = None
+    parent_message_id: str | None = None
+    status: SubagentStatus = _encoded("running")
+    started_index: int | None = None
+    ended_index: int | None = None
+    started_metadata: Metadata | None = None
+    finished_metadata: Metadata | None = None
+    error_metadata: Metadata | None = None
+    outcome: Literal["success", "suspended"] | None = None
+    interrupt_ids: list[str] | None = None
+    result: JsonValue | None = None
+    error_message: str | None = None
+    error_code: str | None = None
+    started_at: float | None = None
+    started_clock: TimeSource | None = None
+    ended_at: float | None = None
+    ended_clock: TimeSource | None = None
 
 
 class ToolCallRecord(_Record, kw_only=True):
@@ -274,33 +300,33 @@ class ToolCallRecord(_Record, kw_only=True):
     """
 
     tool_call_id: str
-    name: str | UnsetType = UNSET
-    parent_message_id: str | UnsetType = UNSET
-    subagent_run_id: str | UnsetType = UNSET
-    status: ToolCallStatus = "started"
-    pending: bool = False
-    arguments_length: int = 0
-    metadata: Metadata | UnsetType = UNSET
-    result_message_id: str | UnsetType = UNSET
-    result_metadata: Metadata | UnsetType = UNSET
-    started_index: int | UnsetType = UNSET
-    ended_index: int | UnsetType = UNSET
-    result_index: int | UnsetType = UNSET
-    started_at: float | UnsetType = UNSET
-    started_clock: TimeSource | UnsetType = UNSET
-    ended_at: float | UnsetType = UNSET
-    ended_clock: TimeSource | UnsetType = UNSET
-    result_at: float | UnsetType = UNSET
-    result_clock: TimeSource | UnsetType = UNSET
+    name: str | None = None
+    parent_message_id: str | None = None
+    subagent_run_id: str | None = None
+    status: ToolCallStatus = _encoded("started")
+    pending: bool = _encoded(False)
+    arguments_length: int = _encoded(0)
+    metadata: Metadata | None = None
+    result_message_id: str | None = None
+    result_metadata: Metadata | None = None
+    started_index: int | None = None
+    ended_index: int | None = None
+    result_index: int | None = None
+    started_at: float | None = None
+    started_clock: TimeSource | None = None
+    ended_at: float | None = None
+    ended_clock: TimeSource | None = None
+    result_at: float | None = None
+    result_clock: TimeSource | None = None
 
 
 class RawRecord(_Record, kw_only=True):
     """A RAW event: where it was, its source and tag, and its metadata (not its payload)."""
 
     index: int
-    source: str | UnsetType = UNSET
-    subagent_run_id: str | UnsetType = UNSET
-    metadata: Metadata | UnsetType = UNSET
+    source: str | None = None
+    subagent_run_id: str | None = None
+    metadata: Metadata | None = None
 
 
 class CustomRecord(_Record, kw_only=True):
@@ -308,47 +334,47 @@ class CustomRecord(_Record, kw_only=True):
 
     index: int
     name: str
-    subagent_run_id: str | UnsetType = UNSET
-    metadata: Metadata | UnsetType = UNSET
+    subagent_run_id: str | None = None
+    metadata: Metadata | None = None
 
 
 class RunRecord(_Record, kw_only=True):
     """Everything the ledger knows about one run. Mutable while the run is open.
 
-    ``thread_id``/``run_id`` are absent on a record that no RUN_STARTED or RUN_FINISHED
+    ``thread_id``/``run_id`` are ``None`` on a record that no RUN_STARTED or RUN_FINISHED
     named (events outside a run). ``usage`` holds the entries of RUN_FINISHED and RUN_ERROR as
     sent, ``aggregated_usage`` their sum per provider and model (:func:`aggregate_token_usage`).
     ``event_counts`` counts the run's events by type, in order of first appearance.
     The input echoed by RUN_STARTED and the values of RAW and CUSTOM events are not kept.
     """
 
-    thread_id: str | UnsetType = UNSET
-    run_id: str | UnsetType = UNSET
-    parent_run_id: str | UnsetType = UNSET
-    protocol_version: str | UnsetType = UNSET
-    status: RunStatus = "running"
-    started_index: int | UnsetType = UNSET
-    finished_index: int | UnsetType = UNSET
-    error_index: int | UnsetType = UNSET
-    started_metadata: Metadata | UnsetType = UNSET
-    finished_metadata: Metadata | UnsetType = UNSET
-    error_metadata: Metadata | UnsetType = UNSET
-    outcome: RunOutcome | UnsetType = UNSET
-    error_message: str | UnsetType = UNSET
-    error_code: str | UnsetType = UNSET
-    usage: list[TokenUsage] = msgspec.field(default_factory=list)
-    aggregated_usage: list[TokenUsage] = msgspec.field(default_factory=list)
-    steps: list[StepRecord] = msgspec.field(default_factory=list)
-    subagents: list[SubagentRecord] = msgspec.field(default_factory=list)
-    tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=list)
-    raw_events: list[RawRecord] = msgspec.field(default_factory=list)
-    custom_events: list[CustomRecord] = msgspec.field(default_factory=list)
-    event_counts: dict[str, int] = msgspec.field(default_factory=dict)
-    dropped_entries: int = 0
-    started_at: float | UnsetType = UNSET
-    started_clock: TimeSource | UnsetType = UNSET
-    ended_at: float | UnsetType = UNSET
-    ended_clock: TimeSource | UnsetType = UNSET
+    thread_id: str | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
+    protocol_version: str | None = None
+    status: RunStatus = _encoded("running")
+    started_index: int | None = None
+    finished_index: int | None = None
+    error_index: int | None = None
+    started_metadata: Metadata | None = None
+    finished_metadata: Metadata | None = None
+    error_metadata: Metadata | None = None
+    outcome: RunOutcome | None = None
+    error_message: str | None = None
+    error_code: str | None = None
+    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    aggregated_usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    steps: list[StepRecord] = msgspec.field(default_factory=_new_list)
+    subagents: list[SubagentRecord] = msgspec.field(default_factory=_new_list)
+    tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=_new_list)
+    raw_events: list[RawRecord] = msgspec.field(default_factory=_new_list)
+    custom_events: list[CustomRecord] = msgspec.field(default_factory=_new_list)
+    event_counts: dict[str, int] = msgspec.field(default_factory=_new_dict)
+    dropped_entries: int = _encoded(0)
+    started_at: float | None = None
+    started_clock: TimeSource | None = None
+    ended_at: float | None = None
+    ended_clock: TimeSource | None = None
 
 
 class LedgerSnapshot(_Record, kw_only=True):
@@ -357,8 +383,8 @@ class LedgerSnapshot(_Record, kw_only=True):
     ``msgspec.json.decode(ledger.to_json(), type=LedgerSnapshot)`` reads it back.
     """
 
-    runs: list[RunRecord] = msgspec.field(default_factory=list)
-    dropped_runs: int = 0
+    runs: list[RunRecord] = msgspec.field(default_factory=_new_list)
+    dropped_runs: int = _encoded(0)
 
 
 _ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)  # merged metadata as its object
@@ -391,14 +417,24 @@ def _discard(item: Any) -> None:
 
 
 def _plain(metadata: Any) -> Any:
-    """A store item's merged metadata as a plain dict of the record's own (``UNSET`` if none).
+    """A store item's merged metadata as a plain dict of the record's own (``None`` if none).
 
     Taken at a tool call's START, END and the run's end only (O(keys) each), so that a record
     is plain data that any msgspec encoder writes, with or without the store's ``enc_hook``.
     """
     if metadata is None or isinstance(metadata, UnsetType):
-        return UNSET
+        return None
     return dict(metadata)
+
+
+def _opt(value: _V | UnsetType) -> _V | None:
+    """A wire field's value, ``None`` for absent (``UNSET``): what the records hold."""
+    return None if isinstance(value, UnsetType) else value
+
+
+def _result(value: JsonValue | UnsetType) -> JsonValue | None:
+    """A wire ``result``, ``None`` for absent (never ``null`` itself: see ``JsonValue``)."""
+    return None if isinstance(value, UnsetType) else value
 
 
 def _now_ms() -> float:
@@ -612,7 +648,7 @@ class Ledger(Transducer[T, T]):
         return when
 
     def _end(self, record: RunRecord, status: RunStatus) -> None:
-        if isinstance(record.ended_at, UnsetType) and self._latest is not None:
+        if record.ended_at is None and self._latest is not None:
             record.ended_at, record.ended_clock = self._latest
         self._end_tools(record)
         record.status = status
@@ -656,10 +692,10 @@ class Ledger(Transducer[T, T]):
             RunRecord(
                 thread_id=event.thread_id,
                 run_id=event.run_id,
-                parent_run_id=event.parent_run_id,
-                protocol_version=event.protocol_version,
+                parent_run_id=_opt(event.parent_run_id),
+                protocol_version=_opt(event.protocol_version),
                 started_index=self.ctx.index,
-                started_metadata=event.metadata,
+                started_metadata=_opt(event.metadata),
                 started_at=started_at,
                 started_clock=started_clock,
             )
@@ -672,34 +708,36 @@ class Ledger(Transducer[T, T]):
             record = self._open(RunRecord(thread_id=event.thread_id, run_id=event.run_id))
         else:
             record = self._current
-            if isinstance(record.run_id, UnsetType):
+            if record.run_id is None:
                 record.thread_id = event.thread_id
                 record.run_id = event.run_id
         counts = record.event_counts
         counts["RUN_FINISHED"] = counts.get("RUN_FINISHED", 0) + 1
         record.finished_index = self.ctx.index
-        record.finished_metadata = event.metadata
+        record.finished_metadata = _opt(event.metadata)
         record.ended_at, record.ended_clock = self._time(event)
         outcome = event.outcome
         outcome_record: RunOutcome
         if isinstance(outcome, RunFinishedInterruptOutcome):
             outcome_record = RunInterrupted(
-                result=event.result, interrupts=list(outcome.interrupts)
+                result=_result(event.result), interrupts=list(outcome.interrupts)
             )
             self._pending_interrupts = outcome_record.interrupts
         elif isinstance(outcome, RunFinishedCancelledOutcome):
-            outcome_record = RunCancelled(result=event.result)
+            outcome_record = RunCancelled(result=_result(event.result))
             self._pending_interrupts = []
         else:
             named = UNSET if isinstance(outcome, UnsetType) else outcome.pending_tool_call_ids
             if isinstance(named, list) and named:
                 outcome_record = RunSuccess(
-                    result=event.result, pending_tool_call_ids=list(named), pending_from="outcome"
+                    result=_result(event.result),
+                    pending_tool_call_ids=list(named),
+                    pending_from="outcome",
                 )
             else:
                 answered = self._answered
                 outcome_record = RunSuccess(
-                    result=event.result,
+                    result=_result(event.result),
                     pending_tool_call_ids=[i for i in self._calls if i not in answered],
                 )
             self._pending_interrupts = []
@@ -718,10 +756,10 @@ class Ledger(Transducer[T, T]):
         counts = record.event_counts
         counts["RUN_ERROR"] = counts.get("RUN_ERROR", 0) + 1
         record.error_index = self.ctx.index
-        record.error_metadata = event.metadata
+        record.error_metadata = _opt(event.metadata)
         record.ended_at, record.ended_clock = self._time(event)
         record.error_message = event.message
-        record.error_code = event.code
+        record.error_code = _opt(event.code)
         self._add_usage(record, event.usage)
         if record is self._current:
             self._end(record, "error")
@@ -738,9 +776,9 @@ class Ledger(Transducer[T, T]):
         started_at, started_clock = self._time(event)
         step = StepRecord(
             name=event.step_name,
-            subagent_run_id=event.subagent_run_id,
+            subagent_run_id=_opt(event.subagent_run_id),
             started_index=self.ctx.index,
-            started_metadata=event.metadata,
+            started_metadata=_opt(event.metadata),
             started_at=started_at,
             started_clock=started_clock,
         )
@@ -752,12 +790,12 @@ class Ledger(Transducer[T, T]):
         when = self._time(event)
         step = self._open_steps.pop((event.subagent_run_id, event.step_name), None)
         if step is None:
-            step = StepRecord(name=event.step_name, subagent_run_id=event.subagent_run_id)
+            step = StepRecord(name=event.step_name, subagent_run_id=_opt(event.subagent_run_id))
             if not self._keep(record, record.steps, step):
                 return
         step.status = "finished"
         step.finished_index = self.ctx.index
-        step.finished_metadata = event.metadata
+        step.finished_metadata = _opt(event.metadata)
         step.ended_at, step.ended_clock = when
 
     def _subagent_started(self, event: SubagentStartedEvent) -> None:
@@ -765,12 +803,12 @@ class Ledger(Transducer[T, T]):
         sub = SubagentRecord(
             subagent_run_id=event.subagent_run_id,
             name=event.name,
-            description=event.description,
-            parent_subagent_run_id=event.parent_subagent_run_id,
-            parent_tool_call_id=event.parent_tool_call_id,
-            parent_message_id=event.parent_message_id,
+            description=_opt(event.description),
+            parent_subagent_run_id=_opt(event.parent_subagent_run_id),
+            parent_tool_call_id=_opt(event.parent_tool_call_id),
+            parent_message_id=_opt(event.parent_message_id),
             started_index=self.ctx.index,
-            started_metadata=event.metadata,
+            started_metadata=_opt(event.metadata),
         )
         sub.started_at, sub.started_clock = self._time(event)
         if self._keep(record, record.subagents, sub):
@@ -795,12 +833,12 @@ class Ledger(Transducer[T, T]):
         if sub is None:
             return
         sub.status = "finished"
-        sub.finished_metadata = event.metadata
-        sub.result = event.result
+        sub.finished_metadata = _opt(event.metadata)
+        sub.result = _result(event.result)
         outcome = event.outcome
         if isinstance(outcome, SubagentFinishedSuspendedOutcome):
             sub.outcome = "suspended"
-            sub.interrupt_ids = outcome.interrupt_ids
+            sub.interrupt_ids = _opt(outcome.interrupt_ids)
         else:
             sub.outcome = "success"
 
@@ -810,9 +848,9 @@ class Ledger(Transducer[T, T]):
         if sub is None:
             return
         sub.status = "error"
-        sub.error_metadata = event.metadata
+        sub.error_metadata = _opt(event.metadata)
         sub.error_message = event.message
-        sub.error_code = event.code
+        sub.error_code = _opt(event.code)
 
     def _raw(self, event: RawEvent) -> None:
         record = self._counted("RAW")
@@ -821,9 +859,9 @@ class Ledger(Transducer[T, T]):
             record.raw_events,
             RawRecord(
                 index=self.ctx.index,
-                source=event.source,
-                subagent_run_id=event.subagent_run_id,
-                metadata=event.metadata,
+                source=_opt(event.source),
+                subagent_run_id=_opt(event.subagent_run_id),
+                metadata=_opt(event.metadata),
             ),
         )
 
@@ -835,8 +873,8 @@ class Ledger(Transducer[T, T]):
             CustomRecord(
                 index=self.ctx.index,
                 name=event.name,
-                subagent_run_id=event.subagent_run_id,
-                metadata=event.metadata,
+                subagent_run_id=_opt(event.subagent_run_id),
+                metadata=_opt(event.metadata),
             ),
         )
 
@@ -846,7 +884,7 @@ class Ledger(Transducer[T, T]):
         tool = self._tool_started(record, event.tool_call_id, event)
         if tool is not None:
             tool.name = event.tool_call_name
-            tool.parent_message_id = event.parent_message_id
+            tool.parent_message_id = _opt(event.parent_message_id)
             self._tool_metadata(tool, event)
 
     def _tool_call_chunk(self, event: ToolCallChunkEvent) -> None:
@@ -861,8 +899,8 @@ class Ledger(Transducer[T, T]):
             tool = self._tool_started(record, call_id, event)
             if tool is None:
                 return
-            tool.name = event.tool_call_name
-            tool.parent_message_id = event.parent_message_id
+            tool.name = _opt(event.tool_call_name)
+            tool.parent_message_id = _opt(event.parent_message_id)
         if not isinstance(event.delta, UnsetType):
             tool.arguments_length += len(event.delta)
         self._tool_metadata(tool, event)
@@ -908,7 +946,9 @@ class Ledger(Transducer[T, T]):
         tool.result_at, tool.result_clock = when
         item = self._item
         tool.result_metadata = (
-            event.metadata if item is event else _plain(getattr(item, "metadata", event.metadata))
+            _opt(event.metadata)
+            if item is event
+            else _plain(getattr(item, "metadata", event.metadata))
         )
 
     def _tool_started(self, record: RunRecord, call_id: str, event: Event) -> ToolCallRecord | None:
@@ -919,7 +959,7 @@ class Ledger(Transducer[T, T]):
             return tool
         tool = ToolCallRecord(
             tool_call_id=call_id,
-            subagent_run_id=getattr(event, "subagent_run_id", UNSET),
+            subagent_run_id=_opt(getattr(event, "subagent_run_id", None)),
             started_index=self.ctx.index,
             started_at=when[0],
             started_clock=when[1],
@@ -949,7 +989,7 @@ class Ledger(Transducer[T, T]):
         incoming = event.metadata
         if isinstance(incoming, UnsetType):
             return
-        if tool.metadata is None or isinstance(tool.metadata, UnsetType):
+        if tool.metadata is None:
             tool.metadata = dict(incoming)
         else:  # a dict of the ledger's own: merged in place
             tool.metadata.update(incoming)

@@ -133,20 +133,20 @@ _INT64 = 2**63
 _MAX_NS = 2**64 - 1
 
 
-def _ns(ms: float | UnsetType) -> int | None:
+def _ns(ms: float | None) -> int | None:
     """Milliseconds since the epoch (the ledger's times) as OpenTelemetry's nanoseconds.
 
     Clamped to what OTLP can carry (0 … 2**64 - 1 ns): an AG-UI ``timestamp`` may be any safe
     integer, negative or far in the future, and an exporter would fail on the whole batch.
     """
-    if isinstance(ms, UnsetType):
+    if ms is None:
         return None
     ns = ms * 1_000_000 if isinstance(ms, int) else round(ms * 1_000_000)
     return min(max(ns, 0), _MAX_NS)
 
 
-def _seconds(start: float | UnsetType, end: float | UnsetType) -> float | None:
-    if isinstance(start, UnsetType) or isinstance(end, UnsetType):
+def _seconds(start: float | None, end: float | None) -> float | None:
+    if start is None or end is None:
         return None
     return max(0.0, (end - start) / 1000.0)
 
@@ -295,7 +295,7 @@ class OTel(Transducer[T, T]):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _allowed(self, *metadata: Metadata | UnsetType) -> dict[str, Any]:
+    def _allowed(self, *metadata: Metadata | UnsetType | None) -> dict[str, Any]:
         """The allow-listed keys of ``metadata`` (merged in order) under their attribute names."""
         mapping = self.attributes
         out: dict[str, Any] = {}
@@ -326,8 +326,8 @@ class OTel(Transducer[T, T]):
     def _child(self, parent: Span) -> OtelContext:
         return self._trace.set_span_in_context(parent)
 
-    def _owner(self, run: _Spans, subagent_run_id: str | UnsetType) -> Span:
-        if not isinstance(subagent_run_id, UnsetType):
+    def _owner(self, run: _Spans, subagent_run_id: str | None) -> Span:
+        if subagent_run_id is not None:
             found = run.subagents.get(subagent_run_id)
             if found is not None:
                 return found[1]
@@ -492,7 +492,7 @@ class OTel(Transducer[T, T]):
             "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
         }
-        if not isinstance(tool.parent_message_id, UnsetType):
+        if tool.parent_message_id is not None:
             attributes["agui.tool_call.parent_message_id"] = tool.parent_message_id
         if self.agent_name:
             attributes["gen_ai.agent.name"] = self.agent_name
@@ -536,14 +536,12 @@ class OTel(Transducer[T, T]):
             )
         self._end_tool(run, tool, span, tool.result_at)
 
-    def _end_tool(
-        self, run: _Spans, tool: ToolCallRecord, span: Span, end: float | UnsetType
-    ) -> None:
+    def _end_tool(self, run: _Spans, tool: ToolCallRecord, span: Span, end: float | None) -> None:
         attributes: dict[str, Any] = {"agui.tool_call.arguments_length": tool.arguments_length}
         if tool.status != "answered":
             attributes["agui.tool_call.pending"] = tool.pending
             attributes["agui.tool_call.status"] = tool.status
-        if not isinstance(tool.result_message_id, UnsetType):
+        if tool.result_message_id is not None:
             attributes["agui.tool_call.result_message_id"] = tool.result_message_id
         live = run.live.get(tool.tool_call_id)
         metadata = live.metadata if live is not None else tool.metadata
@@ -573,7 +571,7 @@ class OTel(Transducer[T, T]):
         if run is None:
             return
         steps = run.record.steps
-        if not steps or steps[-1].started_index is UNSET or steps[-1].status != "running":
+        if not steps or steps[-1].started_index is None or steps[-1].status != "running":
             return
         step = steps[-1]
         if any(s is step for s, _ in run.steps):
@@ -614,9 +612,9 @@ class OTel(Transducer[T, T]):
             return
         parent = run.span
         tool = sub.parent_tool_call_id
-        if not isinstance(tool, UnsetType) and tool in run.tools:
+        if tool is not None and tool in run.tools:
             parent = run.tools[tool][1]
-        elif not isinstance(sub.parent_subagent_run_id, UnsetType):
+        elif sub.parent_subagent_run_id is not None:
             parent = self._owner(run, sub.parent_subagent_run_id)
         name = sub.name if isinstance(sub.name, str) else ""
         attributes: dict[str, Any] = {

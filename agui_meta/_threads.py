@@ -25,7 +25,6 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 import msgspec
-from msgspec import UNSET, UnsetType
 
 from ._decode import decode_event
 from ._events import Event, Interrupt, TokenUsage
@@ -65,12 +64,13 @@ class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=
     """What a thread keeps of its run ledger: how many runs ended, the last one, total usage.
 
     ``usage`` is summed per provider and model (:func:`~agui_meta.aggregate_token_usage`) over
-    every run the thread has had; ``statuses`` counts the runs by status.
+    every run the thread has had; ``statuses`` counts the runs by status. ``last_run_id`` and
+    ``last_status`` are ``None`` until a run has ended (the id also when the run had none).
     """
 
     runs: int = 0
-    last_run_id: str | UnsetType = UNSET
-    last_status: RunStatus | UnsetType = UNSET
+    last_run_id: str | None = None
+    last_status: RunStatus | None = None
     statuses: dict[str, int] = msgspec.field(default_factory=dict)
     usage: list[TokenUsage] = msgspec.field(default_factory=list)
 
@@ -81,7 +81,7 @@ class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=
         usage = list(self.usage)
         for record in records:
             runs += 1
-            if record.run_id is not UNSET:
+            if record.run_id is not None:
                 last_run_id = record.run_id
             last_status = record.status
             statuses[record.status] = statuses.get(record.status, 0) + 1

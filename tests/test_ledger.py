@@ -30,6 +30,7 @@ from agui_meta._ledger import (
     RunSuccess,
     aggregate_token_usage,
 )
+from agui_meta.events import decode_event
 
 # ---------------------------------------------------------------------------------------------
 # Streams (AG-UI wire JSON)
@@ -400,14 +401,14 @@ def test_multi_run_outcomes() -> None:
     assert r4.outcome.interrupts[0].metadata == {"acme.risk": "high", "acme.n": None}
     assert r5.outcome == RunCancelled()
     assert r5.finished_metadata == {"acme.why": "user"}
-    assert r6.outcome is msgspec.UNSET
+    assert r6.outcome is None
     assert (r6.error_message, r6.error_code) == ("model overloaded", "overloaded")
     assert r6.error_metadata == {"acme.retry": True}
     assert r6.started_metadata == {"acme.try": 2}
     assert r6.usage == [TokenUsage(provider="openai", input_tokens=4)]
     assert r6.aggregated_usage == [TokenUsage(provider="openai", input_tokens=4)]
     assert r6.error_index == len(MULTI) - 1
-    assert r6.finished_index is msgspec.UNSET
+    assert r6.finished_index is None
     # Counts per run partition the stream.
     total: dict[str, int] = {}
     for r in led.runs:
@@ -562,7 +563,7 @@ def test_events_before_the_first_run_and_a_run_started_twice() -> None:
     assert ended == led.runs
     pre, r1, r2, post = led.runs
     assert (pre.run_id, pre.status, pre.event_counts) == (
-        msgspec.UNSET,
+        None,
         "incomplete",
         {"CUSTOM": 1},
     )
@@ -571,7 +572,7 @@ def test_events_before_the_first_run_and_a_run_started_twice() -> None:
     assert r1.steps[0].status == "incomplete"
     assert (r2.run_id, r2.status) == ("r2", "finished")
     # RAW after RUN_FINISHED opens an id-less record, which the RUN_ERROR then ends.
-    assert (post.run_id, post.status, post.error_message) == (msgspec.UNSET, "error", "late")
+    assert (post.run_id, post.status, post.error_message) == (None, "error", "late")
     assert post.event_counts == {"RAW": 1, "RUN_ERROR": 1}
 
 
@@ -580,7 +581,7 @@ def test_run_finished_names_an_unstarted_run() -> None:
     led, _ = run_ledger(wire)
     (record,) = led.runs
     assert (record.thread_id, record.run_id, record.status) == ("t1", "r9", "finished")
-    assert record.started_index is msgspec.UNSET
+    assert record.started_index is None
 
 
 def test_close_ends_an_open_run_as_incomplete() -> None:
@@ -671,9 +672,9 @@ def test_subagent_finished_without_outcome_is_success() -> None:
     ]
     led, _ = run_ledger(wire)
     ghost, sub = led.runs[0].subagents
-    assert (ghost.name, ghost.status, ghost.outcome) == (msgspec.UNSET, "finished", "success")
-    assert ghost.started_index is msgspec.UNSET
-    assert (sub.name, sub.outcome, sub.interrupt_ids) == ("n", "success", msgspec.UNSET)
+    assert (ghost.name, ghost.status, ghost.outcome) == (None, "finished", "success")
+    assert ghost.started_index is None
+    assert (sub.name, sub.outcome, sub.interrupt_ids) == ("n", "success", None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -866,3 +867,32 @@ async def test_in_a_pipeline() -> None:
     assert ended == ["r1:finished", "r2:finished", "r3:incomplete"]
     assert led.runs[0].finished_index == at(MULTI, "RUN_FINISHED")
     assert led.runs[0].raw_events[0].index == at(MULTI, "RAW")
+
+
+def test_absent_record_fields_are_none_and_omitted_from_json() -> None:
+    led = Ledger()
+    led.feed(decode_event({"type": "CUSTOM", "name": "c", "value": 1}))
+    led.feed(decode_event({"type": "STEP_STARTED", "stepName": "s"}))
+    (record,) = led.runs
+    assert (record.run_id, record.thread_id, record.outcome, record.error_message) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    (step,) = record.steps
+    assert (step.subagent_run_id, step.finished_index, step.started_metadata) == (None, None, None)
+    assert record.custom_events[0].metadata is None
+    run = json.loads(led.to_json())["runs"][0]
+    # Absent fields are left out; defaults that say something are written, as before.
+    assert "runId" not in run and "outcome" not in run
+    assert (run["status"], run["usage"], run["droppedEntries"]) == ("running", [], 0)
+    assert run["steps"][0]["status"] == "running" and "subagentRunId" not in run["steps"][0]
+    assert msgspec.json.decode(led.to_json(), type=LedgerSnapshot).runs == led.runs
+    # A result is any JSON value but null (a null on the wire is read as absent): None.
+    led.close()
+    finished = Ledger()
+    finished.feed(decode_event({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}))
+    outcome = finished.runs[0].outcome
+    assert isinstance(outcome, RunSuccess) and outcome.result is None
+    assert b"result" not in finished.to_json()

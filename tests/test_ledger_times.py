@@ -84,7 +84,7 @@ def test_times_come_from_the_event_timestamp_else_the_clock() -> None:
     c1, c2 = run.tool_calls
     assert (c1.started_at, c1.ended_at, c1.result_at) == (60, 70, 80)
     assert {c1.started_clock, c1.ended_clock, c1.result_clock} == {"event"}
-    assert c2.started_clock == "receipt" and c2.ended_at is msgspec.UNSET
+    assert c2.started_clock == "receipt" and c2.ended_at is None
 
 
 def test_a_run_ended_by_the_stream_takes_the_latest_time_it_knew() -> None:
@@ -157,9 +157,9 @@ def test_a_result_without_its_start_and_the_bound() -> None:
     run = led.runs[0]
     ghost = run.tool_calls[0]
     assert (ghost.name, ghost.status, ghost.started_index) == (
-        msgspec.UNSET,
+        None,
         "answered",
-        msgspec.UNSET,
+        None,
     )
     assert [t.tool_call_id for t in run.tool_calls] == ["ghost", "c0", "c1"]
     assert run.dropped_entries == 3
@@ -224,6 +224,6 @@ def test_records_behind_the_accumulator_are_plain_data() -> None:
     # The store's merged metadata is copied into the record, so any encoder writes it.
     led = _behind_the_accumulator([*RUN, FINISHED])
     for tool in led.runs[0].tool_calls:
-        assert tool.metadata is msgspec.UNSET or type(tool.metadata) is dict
-        assert tool.result_metadata is msgspec.UNSET or type(tool.result_metadata) is dict
+        assert tool.metadata is None or type(tool.metadata) is dict
+        assert tool.result_metadata is None or type(tool.result_metadata) is dict
     assert msgspec.to_builtins(led.runs[0])["toolCalls"][0]["metadata"] == {"p.a": 3, "p.b": 2}

@@ -353,20 +353,20 @@ def _outcome_lines(record: RunRecord, style: Style) -> Iterator[str]:
             yield from _indent(_metadata_line(interrupt.metadata, style), "  ")
     if (
         isinstance(outcome, (RunSuccess, RunInterrupted, RunCancelled))
-        and outcome.result is not UNSET
+        and outcome.result is not None
     ):
         yield t(f"result: {compact_json(outcome.result, ACTIVITY_WIDTH)}")
 
 
 def _run_header(record: RunRecord, style: Style) -> str:
-    run_id = style.text(record.run_id) if record.run_id is not UNSET else "(events outside a run)"
+    run_id = style.text(record.run_id) if record.run_id is not None else "(events outside a run)"
     parts = [style.bold(f"run {run_id}")]
-    if record.thread_id is not UNSET:
+    if record.thread_id is not None:
         parts.append(style.dim(f"thread {style.text(record.thread_id)}"))
     status = record.status
     colour = {"finished": "32", "error": "1;31", "incomplete": "33"}.get(status, "1")
     parts.append(style.paint(colour, status))
-    if record.outcome is not UNSET:
+    if record.outcome is not None:
         parts.append(f"({record.outcome.type})")
     return " ".join(parts)
 
@@ -379,8 +379,8 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
         yield _run_header(record, style)
         t = style.text
         body: list[str] = []
-        if record.error_message is not UNSET:
-            code = f" ({t(record.error_code)})" if record.error_code is not UNSET else ""
+        if record.error_message is not None:
+            code = f" ({t(record.error_code)})" if record.error_code is not None else ""
             body.append(style.severity("error", f"error: {t(record.error_message)}{code}"))
         body.extend(_outcome_lines(record, style))
         for entry in record.aggregated_usage:
@@ -390,14 +390,14 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
             ("finished", record.finished_metadata),
             ("error", record.error_metadata),
         ):
-            if metadata is not UNSET:
+            if metadata is not None:
                 body.append(style.dim(f"{label} metadata: ") + t(metadata_text(metadata)))
         for step in record.steps:
             owner = f" [subagent {step.subagent_run_id}]" if step.subagent_run_id else ""
             body.append(t(f"step {step.name}{owner}: {step.status}"))
         for sub in record.subagents:
-            name = f"{t(sub.name)} " if sub.name is not UNSET else ""
-            outcome = f" ({t(sub.outcome)})" if sub.outcome is not UNSET else ""
+            name = f"{t(sub.name)} " if sub.name is not None else ""
+            outcome = f" ({t(sub.outcome)})" if sub.outcome is not None else ""
             body.append(
                 f"subagent {name}{style.dim(f'({t(sub.subagent_run_id)})')}: {sub.status}{outcome}"
             )
@@ -406,12 +406,12 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
                 ("finished", sub.finished_metadata),
                 ("error", sub.error_metadata),
             ):
-                if metadata is not UNSET:
+                if metadata is not None:
                     body.append(
                         "  " + style.dim(f"{label} metadata: ") + t(metadata_text(metadata))
                     )
         for custom in record.custom_events:
-            meta = f" {metadata_text(custom.metadata)}" if custom.metadata is not UNSET else ""
+            meta = f" {metadata_text(custom.metadata)}" if custom.metadata is not None else ""
             body.append(t(f"custom event {custom.name} (event {custom.index}){meta}"))
         if record.raw_events:
             body.append(f"raw events: {len(record.raw_events)}")
