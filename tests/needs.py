@@ -8,7 +8,9 @@ case): ``CI=False`` and ``CI=0`` mean the same.
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 from typing import NoReturn
 
 import pytest
@@ -30,4 +32,13 @@ def missing(reason: str, *, required: bool | None = None) -> NoReturn:
     """A part the test needs is missing: fail in CI (or when ``required``), else skip."""
     if in_ci() if required is None else required:
         pytest.fail(f"required but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def module(name: str, reason: str | None = None) -> ModuleType:
+    """The module ``name`` (an optional extra the tests need), or :func:`missing` when it cannot
+    be imported: ``pytest.importorskip`` that fails in CI. Usable at a test module's top."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        missing(reason or f"{name} cannot be imported ({exc}): install the test extra")

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
 import agui_meta
+from tests import needs
 from tests.oracle import OracleUnavailable, oracle_missing, prepare_oracle
 
 TIMEOUT = 30.0
@@ -33,7 +33,7 @@ def serve(app: Any, *, lifespan: str = "off") -> Iterator[str]:
 
     ``lifespan="on"`` runs the app's lifespan (start-up before the URL is yielded, shutdown
     when the server stops)."""
-    uvicorn = pytest.importorskip("uvicorn")
+    uvicorn = needs.module("uvicorn")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -20,6 +20,7 @@ import pytest
 
 import agui_meta
 from agui_meta.threads import MemoryThreadStore, SQLiteThreadStore, ThreadSnapshot, VersionConflict
+from tests import needs
 from tests.redis_server import RedisServer
 from tests.servers import agent_app, serve
 
@@ -55,7 +56,7 @@ def server() -> Iterator[tuple[str, Any]]:
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    pytest.importorskip("redis", reason="the redis extra is not installed")
+    needs.module("redis", reason="the redis extra is not installed")
     srv = RedisServer(tmp_path_factory.mktemp("redis"))
     srv.start()
     yield srv.url

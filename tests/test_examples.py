@@ -28,7 +28,7 @@ import anyio
 import httpx
 import pytest
 
-from tests import example_streams
+from tests import example_streams, needs
 from tests.example_streams import EXAMPLES, STREAMS
 from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
 
@@ -92,7 +92,7 @@ def spec_metadata(events: list[dict[str, Any]]) -> dict[tuple[str, str], dict[st
 @contextlib.contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Serve ``app`` with uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
-    uvicorn = pytest.importorskip("uvicorn")
+    uvicorn = needs.module("uvicorn")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -82,3 +82,17 @@ def test_in_ci_a_missing_part_fails(tmp_path: Path, ci: str) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "required but unavailable: the probe's part is not installed" in done.stdout
     assert "SKIPPED" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("1", pytest.fail.Exception), ("", pytest.skip.Exception)]
+)
+def test_a_missing_extra_skips_outside_ci_and_fails_in_it(
+    monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
+) -> None:
+    from tests import needs
+
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="agui_meta_no_such_extra"):
+        needs.module("agui_meta_no_such_extra")
+    assert needs.module("json").dumps([]) == "[]"  # what is there is simply imported

@@ -15,6 +15,7 @@ import pytest
 import agui_meta
 from agui_meta import DataError, PipelineClosed, PipelineConsumed, Report, Transducer, UsageError
 from agui_meta.events import Event, RunStartedEvent, TextMessageContentEvent
+from tests import needs
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -113,7 +114,7 @@ async def test_sources_of_every_kind_give_the_same_events() -> None:
 
 
 async def test_ag_ui_core_models_are_accepted() -> None:
-    core = pytest.importorskip("ag_ui.core")
+    core = needs.module("ag_ui.core")
     models = [
         core.RunStartedEvent(thread_id="t", run_id="r"),
         core.TextMessageStartEvent(message_id="m", role="assistant"),

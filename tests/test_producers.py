@@ -25,6 +25,7 @@ import anyio
 import pytest
 
 import agui_meta
+from tests import needs
 from tests.oracle import REPO_ROOT
 from tests.servers import official_http_agent, serve
 
@@ -95,7 +96,7 @@ async def compare_with_official(
 
 
 def pydantic_ai_app() -> Any:
-    pytest.importorskip("pydantic_ai")
+    needs.module("pydantic_ai")
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 import agui_meta
+from tests import needs
 from tests.oracle import REPO_ROOT
 from tests.servers import agent_app, official_http_agent, serve
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.anyio
 
 
 def load_proxy() -> ModuleType:
-    pytest.importorskip("fastapi")
+    needs.module("fastapi")
     spec = importlib.util.spec_from_file_location(
         "example_proxy", REPO_ROOT / "examples" / "proxy.py"
     )

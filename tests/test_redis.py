@@ -16,7 +16,9 @@ import anyio
 import msgspec
 import pytest
 
-pytest.importorskip("redis", reason="the redis extra is not installed")
+from tests import needs
+
+needs.module("redis", reason="the redis extra is not installed")
 import redis.asyncio
 
 import agui_meta

@@ -24,7 +24,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-pytest.importorskip("redis", reason="the redis extra is not installed")
+from tests import needs
+
+needs.module("redis", reason="the redis extra is not installed")
 import redis.asyncio
 import redis.exceptions
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_meta
+from tests import needs
 
 pytestmark = pytest.mark.anyio
 
@@ -162,7 +163,7 @@ async def test_lines_given_after_held_lines_that_turn_out_to_be_pieces() -> None
 
 
 async def test_sse_lines_from_httpx_aiter_lines_of_agui_metas_own_server() -> None:
-    httpx = pytest.importorskip("httpx")
+    httpx = needs.module("httpx")
     from tests.servers import agent_app, serve
 
     run = {"threadId": "t", "runId": "r", "messages": [], "state": {}}
@@ -246,7 +247,7 @@ async def test_an_incomplete_line_is_still_reported_as_such() -> None:
 
 
 async def test_ag_ui_core_models() -> None:
-    core = pytest.importorskip("ag_ui.core")
+    core = needs.module("ag_ui.core")
     models = [
         core.RunStartedEvent(thread_id="t", run_id="r"),
         core.TextMessageStartEvent(message_id="m", role="assistant", metadata={"acme.model": "x"}),
@@ -276,7 +277,7 @@ def _app(body: bytes, media_type: str) -> Any:
 @pytest.mark.parametrize("fmt", ["sse", "jsonl"])
 @pytest.mark.parametrize("how", ["aiter_lines", "aiter_text", "aiter_bytes"])
 async def test_httpx_responses_read_any_way(how: str, fmt: str) -> None:
-    httpx = pytest.importorskip("httpx")
+    httpx = needs.module("httpx")
     from tests.servers import serve
 
     if fmt == "sse":
@@ -296,7 +297,7 @@ async def test_httpx_responses_read_any_way(how: str, fmt: str) -> None:
 
 
 async def test_to_agui_core_takes_store_items_and_gives_the_conversation() -> None:
-    core = pytest.importorskip("ag_ui.core")
+    core = needs.module("ag_ui.core")
     stages = agui_meta.DefaultStages()
     agui_meta.run_sync(
         stages,

@@ -25,6 +25,7 @@ from agui_meta.events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from tests import needs
 
 WIRE: list[dict[str, Any]] = [
     {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
@@ -176,7 +177,7 @@ def test_run_sync_decodes_what_is_not_an_event_yet(form: Callable[[Any], Any]) -
 
 
 def test_run_sync_decodes_ag_ui_core_models() -> None:
-    core = pytest.importorskip("ag_ui.core")
+    core = needs.module("ag_ui.core")
     stages = agui_meta.DefaultStages()
     models = [
         core.RunStartedEvent(thread_id="t", run_id="r"),
