@@ -44,29 +44,12 @@ from typing import Any, Final, Literal, NoReturn
 from msgspec import UNSET, UnsetType
 
 from ._events import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    CustomEvent,
+    EVENT_TYPES,
     Event,
-    MessagesSnapshotEvent,
-    RawEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
     TextMessageChunkEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -74,7 +57,6 @@ from ._events import (
     ToolCallArgsEvent,
     ToolCallChunkEvent,
     ToolCallEndEvent,
-    ToolCallResultEvent,
     ToolCallStartEvent,
 )
 from ._exceptions import ChunkError
@@ -83,6 +65,7 @@ from ._stage import CONTENT_DELTAS, Transducer
 __all__ = ["ExpandChunks"]
 
 _Kind = Literal["text", "tool", "reasoning"]
+_Chunk = TextMessageChunkEvent | ToolCallChunkEvent | ReasoningMessageChunkEvent
 
 # What an event does to the open lanes (a chunk event is expanded instead).
 _PASS = 0  # closes nothing
@@ -93,38 +76,26 @@ _TEXT_CHUNK = 4  # the routes from here on are the chunk events (feed tests ``ro
 _TOOL_CHUNK = 5
 _REASONING_CHUNK = 6
 
+#: The routes other than ``_CLOSE_OWN`` (every other event: the message, tool call, reasoning,
+#: state, step and CUSTOM events), by wire type.
+_ROUTE_OF_TYPE: Final[Mapping[str, int]] = {
+    "RUN_STARTED": _CLOSE_ALL,
+    "RUN_FINISHED": _CLOSE_ALL,
+    "RUN_ERROR": _CLOSE_ALL,
+    "MESSAGES_SNAPSHOT": _CLOSE_ALL,
+    "SUBAGENT_FINISHED": _CLOSE_SUBAGENT,
+    "SUBAGENT_ERROR": _CLOSE_SUBAGENT,
+    "RAW": _PASS,
+    "ACTIVITY_SNAPSHOT": _PASS,
+    "ACTIVITY_DELTA": _PASS,
+    "REASONING_ENCRYPTED_VALUE": _PASS,
+    "SUBAGENT_STARTED": _PASS,
+    "TEXT_MESSAGE_CHUNK": _TEXT_CHUNK,
+    "TOOL_CALL_CHUNK": _TOOL_CHUNK,
+    "REASONING_MESSAGE_CHUNK": _REASONING_CHUNK,
+}
 _ROUTES: dict[type[Any], int] = {
-    TextMessageStartEvent: _CLOSE_OWN,
-    TextMessageContentEvent: _CLOSE_OWN,
-    TextMessageEndEvent: _CLOSE_OWN,
-    ToolCallStartEvent: _CLOSE_OWN,
-    ToolCallArgsEvent: _CLOSE_OWN,
-    ToolCallEndEvent: _CLOSE_OWN,
-    ToolCallResultEvent: _CLOSE_OWN,
-    StateSnapshotEvent: _CLOSE_OWN,
-    StateDeltaEvent: _CLOSE_OWN,
-    CustomEvent: _CLOSE_OWN,
-    StepStartedEvent: _CLOSE_OWN,
-    StepFinishedEvent: _CLOSE_OWN,
-    ReasoningStartEvent: _CLOSE_OWN,
-    ReasoningMessageStartEvent: _CLOSE_OWN,
-    ReasoningMessageContentEvent: _CLOSE_OWN,
-    ReasoningMessageEndEvent: _CLOSE_OWN,
-    ReasoningEndEvent: _CLOSE_OWN,
-    RunStartedEvent: _CLOSE_ALL,
-    RunFinishedEvent: _CLOSE_ALL,
-    RunErrorEvent: _CLOSE_ALL,
-    MessagesSnapshotEvent: _CLOSE_ALL,
-    SubagentFinishedEvent: _CLOSE_SUBAGENT,
-    SubagentErrorEvent: _CLOSE_SUBAGENT,
-    RawEvent: _PASS,
-    ActivitySnapshotEvent: _PASS,
-    ActivityDeltaEvent: _PASS,
-    ReasoningEncryptedValueEvent: _PASS,
-    SubagentStartedEvent: _PASS,
-    TextMessageChunkEvent: _TEXT_CHUNK,
-    ToolCallChunkEvent: _TOOL_CHUNK,
-    ReasoningMessageChunkEvent: _REASONING_CHUNK,
+    cls: _ROUTE_OF_TYPE.get(kind, _CLOSE_OWN) for kind, cls in EVENT_TYPES.items()
 }
 
 
@@ -202,9 +173,6 @@ class ExpandChunks(Transducer[Event, Event]):
         # Per kind, the open streams by id. An id is open in at most one lane per kind (a chunk
         # naming an open id always continues it), so this also counts the open streams of a kind.
         self._by_id: dict[str, dict[str, _Stream]] = {"text": {}, "tool": {}, "reasoning": {}}
-        self._text_ids = self._by_id["text"]
-        self._tool_ids = self._by_id["tool"]
-        self._reasoning_ids = self._by_id["reasoning"]
 
     # -- the fast path (see ``_stage``) ------------------------------------------------------
 
@@ -314,16 +282,59 @@ class ExpandChunks(Transducer[Event, Event]):
                 return next(iter(open_streams.values())) if open_streams else None
         return stream if stream is not None and stream.kind == kind else None
 
+    def _find(
+        self, kind: _Kind, entity_id: str | UnsetType, tag: str | UnsetType, chunk_type: str
+    ) -> _Stream | None:
+        """The open stream a chunk continues (see :meth:`_continued`), the common case first:
+        a chunk naming its open stream, untagged or tagged alike."""
+        stream = None if entity_id is UNSET else self._by_id[kind].get(entity_id)
+        if stream is None or (tag is not UNSET and tag != stream.lane):
+            stream = self._continued(kind, entity_id, tag, chunk_type)
+        return stream
+
+    def _expand(self, stream: _Stream, start: Event | None, chunk: _Chunk) -> None:
+        """A chunk's events: ``start`` when the chunk opened ``stream``, then its content.
+
+        A chunk that opens a stream with neither a delta nor a raw event gives only the start;
+        a continuing one gives content when it has a delta, a raw event or metadata. The
+        content event's tag is the stream's: the chunk's own, else the opener's, which name
+        the same lane (a contradicting tag was rejected before).
+        """
+        if start is not None:
+            self._open(stream)
+            self.emit(start)
+            if chunk.delta is UNSET and chunk.raw_event is UNSET:
+                return
+        if chunk.delta is UNSET and chunk.raw_event is UNSET and chunk.metadata is UNSET:
+            return
+        delta = "" if chunk.delta is UNSET else chunk.delta
+        kind = stream.kind
+        content: Event
+        if kind == "tool":
+            content = ToolCallArgsEvent(
+                tool_call_id=stream.entity_id,
+                delta=delta,
+                subagent_run_id=stream.tag,
+                metadata=chunk.metadata,
+                raw_event=chunk.raw_event,
+            )
+        else:
+            cls = TextMessageContentEvent if kind == "text" else ReasoningMessageContentEvent
+            content = cls(
+                message_id=stream.entity_id,
+                delta=delta,
+                subagent_run_id=stream.tag,
+                metadata=chunk.metadata,
+                raw_event=chunk.raw_event,
+            )
+        self.emit(content)
+
     # -- the three chunk kinds -----------------------------------------------------------------
 
     def _text(self, chunk: TextMessageChunkEvent) -> None:
         tag = chunk.subagent_run_id
-        entity_id = chunk.message_id
-        # The common case first: a chunk naming its open stream, untagged or tagged alike.
-        stream = None if entity_id is UNSET else self._text_ids.get(entity_id)
-        if stream is None or (tag is not UNSET and tag != stream.lane):
-            stream = self._continued("text", entity_id, tag, "TEXT_MESSAGE_CHUNK")
-        metadata = chunk.metadata
+        stream = self._find("text", chunk.message_id, tag, "TEXT_MESSAGE_CHUNK")
+        start = None
         if stream is not None:
             if chunk.role is not UNSET and chunk.role != stream.role:
                 _disagree(stream, "role", chunk.role, stream.role)
@@ -336,39 +347,19 @@ class ExpandChunks(Transducer[Event, Event]):
                 )
             role = "assistant" if chunk.role is UNSET else chunk.role
             stream = _Stream("text", chunk.message_id, tag, role=role, name=chunk.name)
-            self._open(stream)
-            self.emit(
-                TextMessageStartEvent(
-                    message_id=chunk.message_id,
-                    role=role,
-                    name=chunk.name,
-                    subagent_run_id=tag,
-                    metadata=metadata,
-                )
+            start = TextMessageStartEvent(
+                message_id=chunk.message_id,
+                role=role,
+                name=chunk.name,
+                subagent_run_id=tag,
+                metadata=chunk.metadata,
             )
-            if chunk.delta is UNSET and chunk.raw_event is UNSET:
-                return
-        # The content event's tag: the chunk's own, else the opener's. Both name the stream's
-        # lane (a contradicting tag was rejected above), so this is the opener's tag.
-        if chunk.delta is not UNSET or chunk.raw_event is not UNSET or metadata is not UNSET:
-            self.emit(
-                TextMessageContentEvent(
-                    message_id=stream.entity_id,
-                    delta="" if chunk.delta is UNSET else chunk.delta,
-                    subagent_run_id=stream.tag,
-                    metadata=metadata,
-                    raw_event=chunk.raw_event,
-                )
-            )
+        self._expand(stream, start, chunk)
 
     def _tool(self, chunk: ToolCallChunkEvent) -> None:
         tag = chunk.subagent_run_id
-        entity_id = chunk.tool_call_id
-        # The common case first: a chunk naming its open stream, untagged or tagged alike.
-        stream = None if entity_id is UNSET else self._tool_ids.get(entity_id)
-        if stream is None or (tag is not UNSET and tag != stream.lane):
-            stream = self._continued("tool", entity_id, tag, "TOOL_CALL_CHUNK")
-        metadata = chunk.metadata
+        stream = self._find("tool", chunk.tool_call_id, tag, "TOOL_CALL_CHUNK")
+        start = None
         if stream is not None:
             if chunk.tool_call_name is not UNSET and chunk.tool_call_name != stream.name:
                 _disagree(stream, "toolCallName", chunk.tool_call_name, stream.name)
@@ -393,64 +384,32 @@ class ExpandChunks(Transducer[Event, Event]):
                 name=chunk.tool_call_name,
                 parent_message_id=chunk.parent_message_id,
             )
-            self._open(stream)
-            self.emit(
-                ToolCallStartEvent(
-                    tool_call_id=chunk.tool_call_id,
-                    tool_call_name=chunk.tool_call_name,
-                    parent_message_id=chunk.parent_message_id,
-                    subagent_run_id=tag,
-                    metadata=metadata,
-                )
+            start = ToolCallStartEvent(
+                tool_call_id=chunk.tool_call_id,
+                tool_call_name=chunk.tool_call_name,
+                parent_message_id=chunk.parent_message_id,
+                subagent_run_id=tag,
+                metadata=chunk.metadata,
             )
-            if chunk.delta is UNSET and chunk.raw_event is UNSET:
-                return
-        if chunk.delta is not UNSET or chunk.raw_event is not UNSET or metadata is not UNSET:
-            self.emit(
-                ToolCallArgsEvent(
-                    tool_call_id=stream.entity_id,
-                    delta="" if chunk.delta is UNSET else chunk.delta,
-                    subagent_run_id=stream.tag,
-                    metadata=metadata,
-                    raw_event=chunk.raw_event,
-                )
-            )
+        self._expand(stream, start, chunk)
 
     def _reasoning(self, chunk: ReasoningMessageChunkEvent) -> None:
         tag = chunk.subagent_run_id
-        entity_id = chunk.message_id
-        # The common case first: a chunk naming its open stream, untagged or tagged alike.
-        stream = None if entity_id is UNSET else self._reasoning_ids.get(entity_id)
-        if stream is None or (tag is not UNSET and tag != stream.lane):
-            stream = self._continued("reasoning", entity_id, tag, "REASONING_MESSAGE_CHUNK")
-        metadata = chunk.metadata
+        stream = self._find("reasoning", chunk.message_id, tag, "REASONING_MESSAGE_CHUNK")
+        start = None
         if stream is None:
             if chunk.message_id is UNSET:
                 raise ChunkError(
                     "First REASONING_MESSAGE_CHUNK must have a messageId", path="$.messageId"
                 )
             stream = _Stream("reasoning", chunk.message_id, tag)
-            self._open(stream)
-            self.emit(
-                ReasoningMessageStartEvent(
-                    message_id=chunk.message_id,
-                    role="reasoning",
-                    subagent_run_id=tag,
-                    metadata=metadata,
-                )
+            start = ReasoningMessageStartEvent(
+                message_id=chunk.message_id,
+                role="reasoning",
+                subagent_run_id=tag,
+                metadata=chunk.metadata,
             )
-            if chunk.delta is UNSET and chunk.raw_event is UNSET:
-                return
-        if chunk.delta is not UNSET or chunk.raw_event is not UNSET or metadata is not UNSET:
-            self.emit(
-                ReasoningMessageContentEvent(
-                    message_id=stream.entity_id,
-                    delta="" if chunk.delta is UNSET else chunk.delta,
-                    subagent_run_id=stream.tag,
-                    metadata=metadata,
-                    raw_event=chunk.raw_event,
-                )
-            )
+        self._expand(stream, start, chunk)
 
 
 ExpandChunks.fast_feed = ExpandChunks.feed

@@ -418,26 +418,12 @@ class OTel(Transducer[T, T]):
             self._allowed(record.started_metadata, record.finished_metadata, record.error_metadata)
         )
         error_type: str | None = None
-        status = self._trace.Status
+        message: str | None = None
         if record.status == "error":
-            code = record.error_code
-            error_type = code if isinstance(code, str) and code else "_OTHER"
-            message = record.error_message
-            span.set_status(
-                status(
-                    self._trace.StatusCode.ERROR,
-                    None if isinstance(message, UnsetType) else message,
-                )
-            )
+            error_type, message = record.error_code or "_OTHER", record.error_message
         elif record.status in ("incomplete", "running"):
-            error_type = "incomplete"
-            span.set_status(
-                status(self._trace.StatusCode.ERROR, "the stream ended before the run did")
-            )
-        if error_type is not None:
-            attributes["error.type"] = error_type
-        span.set_attributes(attributes)
-        span.end(end_time=end)
+            error_type, message = "incomplete", "the stream ended before the run did"
+        self._end_span(span, attributes, end, error_type, message)
         # Metrics, with the attributes the conventions list for each.
         metric: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
         if self.agent_name:
@@ -650,18 +636,24 @@ class OTel(Transducer[T, T]):
         if isinstance(sub.outcome, str):
             attributes["agui.subagent.outcome"] = sub.outcome
         attributes.update(self._allowed(sub.finished_metadata, sub.error_metadata))
-        if sub.status == "error":
-            code = sub.error_code
-            attributes["error.type"] = code if isinstance(code, str) and code else "_OTHER"
-            message = sub.error_message
-            span.set_status(
-                self._trace.Status(
-                    self._trace.StatusCode.ERROR,
-                    None if isinstance(message, UnsetType) else message,
-                )
-            )
+        error_type = (sub.error_code or "_OTHER") if sub.status == "error" else None
+        self._end_span(span, attributes, _ns(sub.ended_at), error_type, sub.error_message)
+
+    def _end_span(
+        self,
+        span: Span,
+        attributes: dict[str, Any],
+        end: int | None,
+        error_type: str | None,
+        message: str | None,
+    ) -> None:
+        """End a run's or a subagent's span with its attributes; a failed one (``error_type``
+        given) with an error status saying ``message``, and ``error.type``."""
+        if error_type is not None:
+            attributes["error.type"] = error_type
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
         span.set_attributes(attributes)
-        span.end(end_time=_ns(sub.ended_at))
+        span.end(end_time=end)
 
 
 def otel(

@@ -34,7 +34,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._events import TokenUsage
-from ._ledger import RunRecord, aggregate_token_usage
+from ._ledger import RunRecord, _new_list, aggregate_token_usage
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -61,12 +61,13 @@ _TOKEN_TYPES = {
 }
 
 
-class RunUsage(msgspec.Struct, kw_only=True, rename="camel"):
-    """One run's usage: its ids and its entries summed per provider and model."""
+class RunUsage(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
+    """One run's usage: its ids (``None`` when the run had none) and its entries summed per
+    provider and model."""
 
-    thread_id: str | UnsetType = UNSET
-    run_id: str | UnsetType = UNSET
-    usage: list[TokenUsage] = msgspec.field(default_factory=list)
+    thread_id: str | None = None
+    run_id: str | None = None
+    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
 
 
 class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
@@ -87,8 +88,8 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     recorded: int = 0
 
 
-def _label(value: str | UnsetType) -> str:
-    return "" if isinstance(value, UnsetType) else value
+def _label(value: str | UnsetType | None) -> str:
+    return value if isinstance(value, str) else ""
 
 
 class _Sums:
@@ -153,12 +154,12 @@ class UsageMeter:
     ) -> None:
         """Count ``usage`` (entries of one run) for a thread and run, replacing what the same
         run added before. ``None``/``UNSET`` ids: a run that cannot be recognised again."""
-        thread = UNSET if thread_id is None else thread_id
-        run = UNSET if run_id is None else run_id
+        thread = None if isinstance(thread_id, UnsetType) else thread_id
+        run = None if isinstance(run_id, UnsetType) else run_id
         entry = RunUsage(thread_id=thread, run_id=run, usage=aggregate_token_usage(usage))
         with self._lock:
             self._recorded += 1
-            if not isinstance(run, UnsetType):
+            if run is not None:
                 key = (_label(thread), run)
                 previous = self._runs.pop(key, None)
                 if previous is not None:

@@ -20,29 +20,18 @@ from agui_meta._chunks import ExpandChunks
 from agui_meta._driver import run_sync
 from agui_meta._events import (
     EVENT_TYPES,
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
+    AnyEvent,
     CustomEvent,
     Event,
-    MessagesSnapshotEvent,
     RawEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
     SubagentFinishedEvent,
-    SubagentStartedEvent,
     TextMessageChunkEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -50,7 +39,6 @@ from agui_meta._events import (
     ToolCallArgsEvent,
     ToolCallChunkEvent,
     ToolCallEndEvent,
-    ToolCallResultEvent,
     ToolCallStartEvent,
 )
 from agui_meta._exceptions import ChunkError, Report
@@ -791,52 +779,47 @@ def test_run_level_events_close_lanes_in_the_order_their_streams_opened() -> Non
     ]
 
 
-def _sample(cls: type[Event], tag: str | None) -> Event:
+def _sample(name: str, tag: str | None) -> Event:
     """One valid event of each non-chunk type, attributed to ``tag`` where it can be."""
-    t: Any = UNSET if tag is None else tag
-    samples: dict[type[Event], Any] = {
-        TextMessageStartEvent: lambda: TStart(message_id="e", subagent_run_id=t),
-        TextMessageContentEvent: lambda: TContent(message_id="e", delta="d", subagent_run_id=t),
-        TextMessageEndEvent: lambda: TEnd(message_id="e", subagent_run_id=t),
-        ToolCallStartEvent: lambda: CStart(tool_call_id="e", tool_call_name="f", subagent_run_id=t),
-        ToolCallArgsEvent: lambda: CArgs(tool_call_id="e", delta="d", subagent_run_id=t),
-        ToolCallEndEvent: lambda: CEnd(tool_call_id="e", subagent_run_id=t),
-        ToolCallResultEvent: lambda: ToolCallResultEvent(
-            message_id="e", tool_call_id="e", content="c", subagent_run_id=t
-        ),
-        StateSnapshotEvent: lambda: StateSnapshotEvent(snapshot={}, subagent_run_id=t),
-        StateDeltaEvent: lambda: StateDeltaEvent(delta=[], subagent_run_id=t),
-        MessagesSnapshotEvent: lambda: MessagesSnapshotEvent(messages=[]),
-        ActivitySnapshotEvent: lambda: ActivitySnapshotEvent(
-            message_id="e", activity_type="x", content={}, subagent_run_id=t
-        ),
-        ActivityDeltaEvent: lambda: ActivityDeltaEvent(
-            message_id="e", activity_type="x", patch=[], subagent_run_id=t
-        ),
-        RawEvent: lambda: RawEvent(event=None, subagent_run_id=t),
-        CustomEvent: lambda: CustomEvent(name="n", value=None, subagent_run_id=t),
-        RunStartedEvent: lambda: RunStartedEvent(thread_id="t", run_id="r"),
-        RunFinishedEvent: lambda: RunFinishedEvent(thread_id="t", run_id="r"),
-        RunErrorEvent: lambda: RunErrorEvent(message="m"),
-        StepStartedEvent: lambda: StepStartedEvent(step_name="s", subagent_run_id=t),
-        StepFinishedEvent: lambda: StepFinishedEvent(step_name="s", subagent_run_id=t),
-        ReasoningStartEvent: lambda: ReasoningStartEvent(message_id="e", subagent_run_id=t),
-        ReasoningMessageStartEvent: lambda: RStart(
-            message_id="e", role="reasoning", subagent_run_id=t
-        ),
-        ReasoningMessageContentEvent: lambda: RContent(
-            message_id="e", delta="d", subagent_run_id=t
-        ),
-        ReasoningMessageEndEvent: lambda: REnd(message_id="e", subagent_run_id=t),
-        ReasoningEndEvent: lambda: ReasoningEndEvent(message_id="e", subagent_run_id=t),
-        ReasoningEncryptedValueEvent: lambda: ReasoningEncryptedValueEvent(
-            subtype="message", entity_id="e", encrypted_value="v", subagent_run_id=t
-        ),
-        SubagentStartedEvent: lambda: SubagentStartedEvent(subagent_run_id=tag or "s0", name="n"),
-        SubagentFinishedEvent: lambda: SubagentFinishedEvent(subagent_run_id=tag or "s0"),
-        SubagentErrorEvent: lambda: SubagentErrorEvent(subagent_run_id=tag or "s0", message="m"),
+    t: dict[str, Any] = {} if tag is None else {"subagentRunId": tag}
+    sub = {"subagentRunId": tag or "s0"}
+    fields: dict[str, dict[str, Any]] = {
+        "TEXT_MESSAGE_START": {"messageId": "e", **t},
+        "TEXT_MESSAGE_CONTENT": {"messageId": "e", "delta": "d", **t},
+        "TEXT_MESSAGE_END": {"messageId": "e", **t},
+        "TOOL_CALL_START": {"toolCallId": "e", "toolCallName": "f", **t},
+        "TOOL_CALL_ARGS": {"toolCallId": "e", "delta": "d", **t},
+        "TOOL_CALL_END": {"toolCallId": "e", **t},
+        "TOOL_CALL_RESULT": {"messageId": "e", "toolCallId": "e", "content": "c", **t},
+        "STATE_SNAPSHOT": {"snapshot": {}, **t},
+        "STATE_DELTA": {"delta": [], **t},
+        "MESSAGES_SNAPSHOT": {"messages": []},
+        "ACTIVITY_SNAPSHOT": {"messageId": "e", "activityType": "x", "content": {}, **t},
+        "ACTIVITY_DELTA": {"messageId": "e", "activityType": "x", "patch": [], **t},
+        "RAW": {"event": None, **t},
+        "CUSTOM": {"name": "n", "value": None, **t},
+        "RUN_STARTED": {"threadId": "t", "runId": "r"},
+        "RUN_FINISHED": {"threadId": "t", "runId": "r"},
+        "RUN_ERROR": {"message": "m"},
+        "STEP_STARTED": {"stepName": "s", **t},
+        "STEP_FINISHED": {"stepName": "s", **t},
+        "REASONING_START": {"messageId": "e", **t},
+        "REASONING_MESSAGE_START": {"messageId": "e", "role": "reasoning", **t},
+        "REASONING_MESSAGE_CONTENT": {"messageId": "e", "delta": "d", **t},
+        "REASONING_MESSAGE_END": {"messageId": "e", **t},
+        "REASONING_END": {"messageId": "e", **t},
+        "REASONING_ENCRYPTED_VALUE": {
+            "subtype": "message",
+            "entityId": "e",
+            "encryptedValue": "v",
+            **t,
+        },
+        "SUBAGENT_STARTED": {**sub, "name": "n"},
+        "SUBAGENT_FINISHED": sub,
+        "SUBAGENT_ERROR": {**sub, "message": "m"},
     }
-    return samples[cls]()  # type: ignore[no-any-return]
+    event: Event = msgspec.convert({"type": name, **fields[name]}, AnyEvent)
+    return event
 
 
 # Which events close which lanes, from the reference's transformChunks switch.
@@ -893,7 +876,7 @@ END_A = CEnd(tool_call_id="a", subagent_run_id="s1")
 @pytest.mark.parametrize("name", CLOSE_OWN_LANE)
 @pytest.mark.parametrize("tag", [None, "s1", "s2"])
 def test_explicit_events_close_only_their_own_lane(name: str, tag: str | None) -> None:
-    event = _sample(EVENT_TYPES[name], tag)
+    event = _sample(name, tag)
     out = expand(*OPENERS, event)
     closed = {None: [END_P], "s1": [END_A], "s2": []}[tag]
     assert out == [*OPENED, *closed, event]
@@ -902,14 +885,14 @@ def test_explicit_events_close_only_their_own_lane(name: str, tag: str | None) -
 
 @pytest.mark.parametrize("name", CLOSE_ALL_LANES)
 def test_run_level_events_close_every_lane(name: str) -> None:
-    event = _sample(EVENT_TYPES[name], None)
+    event = _sample(name, None)
     assert expand(*OPENERS, event) == [*OPENED, END_P, END_A, event]
 
 
 @pytest.mark.parametrize("name", CLOSE_SUBAGENT_LANE)
 @pytest.mark.parametrize("tag", ["s1", "s2"])
 def test_subagent_terminals_close_that_subagents_lane(name: str, tag: str) -> None:
-    event = _sample(EVENT_TYPES[name], tag)
+    event = _sample(name, tag)
     closed = [END_A] if tag == "s1" else []
     assert expand(*OPENERS, event) == [*OPENED, *closed, event]
 
@@ -919,7 +902,7 @@ def test_subagent_terminals_close_that_subagents_lane(name: str, tag: str) -> No
 def test_raw_activity_encrypted_value_and_subagent_started_close_nothing(
     name: str, tag: str | None
 ) -> None:
-    event = _sample(EVENT_TYPES[name], tag)
+    event = _sample(name, tag)
     out = expand(
         *OPENERS,
         event,

@@ -209,6 +209,13 @@ def test_an_sse_byte_stream_split_anywhere_gives_the_same_events_and_places(
     assert _run_sync_places(chunks) == _WHOLE_PLACES
 
 
+def test_an_sse_byte_stream_split_at_every_position() -> None:
+    data = _SSE_STREAM
+    for i in range(len(data) + 1):
+        assert _run_sync_places([data[:i], data[i:]]) == _WHOLE_PLACES, i
+    assert _run_sync_places([data[i : i + 1] for i in range(len(data))]) == _WHOLE_PLACES
+
+
 def _run_sync_places(chunks: list[bytes]) -> tuple[list[str], list[tuple[Any, ...]]]:
     reports: list[agui_meta.Report] = []
 
