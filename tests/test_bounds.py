@@ -52,6 +52,12 @@ def tool(tid: str, *, answered: bool = True) -> list[Event]:
     return events
 
 
+def _event(data: Event) -> agui_meta.events.Event:
+    event = agui_meta.events.decode_event(data)
+    assert event is not None
+    return event
+
+
 def run(stages: list[Any], events: list[Event], mode: str = "default") -> list[Report]:
     reports: list[Report] = []
     agui_meta.run_sync(stages, events, mode=mode, on_report=reports.append)  # type: ignore[arg-type]
@@ -91,12 +97,12 @@ def test_the_open_items_of_every_kind_count_together() -> None:
         {"type": "SUBAGENT_STARTED", "subagentRunId": "sub2", "name": "n"},
     ):
         with pytest.raises(VerifyError, match=r"limit\.open-items|max_open_items=5") as caught:
-            verify.feed(agui_meta.events.decode_event(opener))
+            verify.feed(_event(opener))
         assert caught.value.rule == "limit.open-items"
         assert "tool calls 1" in str(caught.value) and "steps 1" in str(caught.value)
     # Closing one makes room again.
-    verify.feed(agui_meta.events.decode_event({"type": "TOOL_CALL_END", "toolCallId": "c"}))
-    verify.feed(agui_meta.events.decode_event(text("m")[0]))
+    verify.feed(_event({"type": "TOOL_CALL_END", "toolCallId": "c"}))
+    verify.feed(_event(text("m")[0]))
     assert verify.open_items().text_messages == ("m",)
 
 
@@ -220,13 +226,13 @@ def test_the_store_tally_forgets_the_oldest_answered_id_with_an_info_report() ->
 
 
 def test_the_ledger_tally_is_bounded_by_max_entries_and_counted() -> None:
-    ledger = agui_meta.Ledger(max_entries=2)
+    ledger: agui_meta.Ledger[Any] = agui_meta.Ledger(max_entries=2)
     events = [RUN, *[e for i in range(4) for e in tool(f"c{i}", answered=False)], FINISH]
     run([agui_meta.Enforce(), ledger], events)
     record = ledger.runs[0]
     assert record.outcome.pending_tool_call_ids == ["c0", "c1"]  # type: ignore[union-attr]
     assert record.dropped_entries == 2 + 2  # records of c2, c3; the tally's c2, c3
-    answered = agui_meta.Ledger(max_entries=2)
+    answered: agui_meta.Ledger[Any] = agui_meta.Ledger(max_entries=2)
     run(
         [agui_meta.Enforce(), answered],
         [RUN, *[e for i in range(3) for e in tool(f"c{i}")], FINISH],
