@@ -313,3 +313,19 @@ def test_one_long_run_of_tool_calls_with_eviction_costs_memory_independent_of_it
     _peak(1_000, "tool calls", limit=500)
     small, large = _peak(3_000, "tool calls", limit=500), _peak(12_000, "tool calls", limit=500)
     assert large < 1.3 * small, (small, large)
+
+
+def test_the_benchmarks_generated_runs_are_valid_streams() -> None:
+    from benchmarks._memprobe import _generated
+
+    for spec, runs, messages in (("messages:5", 1, 5), ("tools:5:2", 3, 10)):
+        stages = agui_meta.DefaultStages()
+
+        async def main(spec: str = spec, stages: Any = stages) -> None:
+            async with agui_meta.wrap(_generated(spec), *stages, format="sse") as stream:
+                await stream.drain()
+
+        anyio.run(main)
+        assert len(stages.ledger.runs) == runs
+        assert all(run.status == "finished" for run in stages.ledger.runs)
+        assert len(list(stages.store.messages())) == messages
