@@ -387,7 +387,9 @@ class Accumulate(Transducer[Event, Update]):
     def _tool_start(self, event: ToolCallStartEvent) -> Update:
         store = self.store
         call_id = event.tool_call_id
-        store.tool_call_started(call_id)
+        note = store.tool_call_started(call_id)
+        if note is not None:
+            self._warn("tool-call-tally-full", note, event, "$.toolCallId")
         call = store.tool_call(call_id)
         if call is not None:
             # A replayed start: the call is updated in place, never appended twice.
@@ -466,7 +468,15 @@ class Accumulate(Transducer[Event, Update]):
     def _tool_result(self, event: ToolCallResultEvent) -> Update:
         store = self.store
         call_id = event.tool_call_id
-        store.tool_call_answered(call_id)
+        note = store.tool_call_answered(call_id)
+        if note is not None:
+            self.ctx.report(
+                "tool-call-tally-forgot",
+                note,
+                event_type=event.type,
+                path="$.toolCallId",
+                severity="info",
+            )
         fields: dict[str, Any] = {"toolCallId": call_id}
         if event.subagent_run_id is not UNSET:
             fields["subagentRunId"] = event.subagent_run_id

@@ -43,8 +43,13 @@ outcome's ``pendingToolCallIds`` when it names some, else not answered in the ru
 Memory: the ledger keeps at most ``max_runs`` ended runs (the oldest are dropped and counted in
 ``dropped_runs``), plus the open one. Within a run, the step, subagent, tool-call, RAW and CUSTOM lists
 keep at most ``max_entries`` entries each (the rest are counted in ``dropped_entries``); usage
-lists are those the terminal events carry; the tool-call tally used to derive pending calls
-holds each distinct call id the run started or answered, and is dropped when the run ends.
+lists are those the terminal events carry. The tool-call tally used to derive pending calls
+holds the calls started and not yet answered, and the ids answered, at most ``max_entries`` of
+each (see :mod:`agui_meta._tally`): a started call past it is not tracked (the derived pending
+list holds the first ``max_entries``) and the oldest answered id is forgotten (a later start of
+it would count as pending), each counted in ``dropped_entries``. The store's tool call behind a
+record is held from its START to its END only. Per-run memory is therefore bounded by
+``max_entries``, however many items the run has; ``max_entries=None`` bounds nothing.
 
 Nothing is copied per event: records share the events' own metadata dicts, interrupts and
 usage entries (treat them as read-only, like the events). A content event costs a dict lookup
@@ -90,6 +95,7 @@ from ._events import (
 )
 from ._metadata import enc_hook
 from ._stage import CONTENT_DELTAS, Context, Transducer
+from ._tally import ToolCallTally
 
 __all__ = [
     "CustomRecord",
@@ -498,9 +504,8 @@ class Ledger(Transducer[T, T]):
         # and nothing came after it.
         self._amendable: RunRecord | None = None
         self._pending_interrupts: list[Interrupt] = []
-        # Per open run: the tool-call tally, open steps and open subagents.
-        self._calls: dict[str, None] = {}
-        self._answered: set[str] = set()
+        # Per open run: the tool-call tally (bounded like the lists), open steps and subagents.
+        self._tally = ToolCallTally(max_entries)
         self._open_steps: dict[tuple[str | UnsetType, str], StepRecord] = {}
         self._open_subagents: dict[str, SubagentRecord] = {}
         self._tools: dict[str, ToolCallRecord] = {}  # this run's tool calls, by id
@@ -658,8 +663,7 @@ class Ledger(Transducer[T, T]):
             sub.status = "incomplete"
         self._open_steps.clear()
         self._open_subagents.clear()
-        self._calls.clear()
-        self._answered.clear()
+        self._tally.reset()
         self._latest = None
         self._current = None
         self._counts = None
@@ -735,10 +739,8 @@ class Ledger(Transducer[T, T]):
                     pending_from="outcome",
                 )
             else:
-                answered = self._answered
                 outcome_record = RunSuccess(
-                    result=_result(event.result),
-                    pending_tool_call_ids=[i for i in self._calls if i not in answered],
+                    result=_result(event.result), pending_tool_call_ids=self._tally.pending()
                 )
             self._pending_interrupts = []
         record.outcome = outcome_record
@@ -880,7 +882,7 @@ class Ledger(Transducer[T, T]):
 
     def _tool_call_start(self, event: ToolCallStartEvent) -> None:
         record = self._counted("TOOL_CALL_START")
-        self._calls.setdefault(event.tool_call_id)
+        self._tally_start(record, event.tool_call_id)
         tool = self._tool_started(record, event.tool_call_id, event)
         if tool is not None:
             tool.name = event.tool_call_name
@@ -893,7 +895,7 @@ class Ledger(Transducer[T, T]):
         call_id = event.tool_call_id
         if isinstance(call_id, UnsetType):
             return
-        self._calls.setdefault(call_id)
+        self._tally_start(record, call_id)
         tool = self._tools.get(call_id)
         if tool is None:
             tool = self._tool_started(record, call_id, event)
@@ -924,15 +926,16 @@ class Ledger(Transducer[T, T]):
             tool.status = "ended"
         tool.ended_index = self.ctx.index
         tool.ended_at, tool.ended_clock = when
-        live = self._live.get(event.tool_call_id)
+        live = self._live.pop(event.tool_call_id, None)
         if live is None:
             self._tool_metadata(tool, event)
-        else:
+        else:  # read once, then let go: an ended call costs the ledger its record only
             self._sync(tool, live)
 
     def _tool_call_result(self, event: ToolCallResultEvent) -> None:
         record = self._counted("TOOL_CALL_RESULT")
-        self._answered.add(event.tool_call_id)
+        if not self._tally.answer(event.tool_call_id):
+            record.dropped_entries += 1
         when = self._time(event)
         tool = self._tools.get(event.tool_call_id)
         if tool is None:
@@ -951,11 +954,19 @@ class Ledger(Transducer[T, T]):
             else _plain(getattr(item, "metadata", event.metadata))
         )
 
+    def _tally_start(self, record: RunRecord, call_id: str) -> None:
+        """Count a started call in the run's tally (one it cannot track is a dropped entry)."""
+        if not self._tally.start(call_id):
+            record.dropped_entries += 1
+
     def _tool_started(self, record: RunRecord, call_id: str, event: Event) -> ToolCallRecord | None:
         """The record of call ``call_id`` (a new one, kept if the run's list has room)."""
         when = self._time(event)
         tool = self._tools.get(call_id)
         if tool is not None:  # a START repeated in the same run
+            live = getattr(self._item, "item", None)
+            if hasattr(live, "arguments"):  # the store's call again, read at its next END
+                self._live[call_id] = live
             return tool
         tool = ToolCallRecord(
             tool_call_id=call_id,

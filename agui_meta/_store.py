@@ -40,6 +40,7 @@ from msgspec import UNSET, UnsetType
 from ._events import Interrupt, Message
 from ._js import js_string
 from ._metadata import copy_json
+from ._tally import ToolCallTally
 
 __all__ = ["ItemStore", "MessageItem", "Store", "ToolCallItem"]
 
@@ -401,11 +402,20 @@ class ItemStore(Protocol):
     def begin_run(self) -> None:
         """A run starts: the tool-call tally restarts."""
 
-    def tool_call_started(self, tool_call_id: str) -> None:
-        """Record a TOOL_CALL_START of the current run."""
+    def tool_call_started(self, tool_call_id: str) -> str | None:
+        """Record a TOOL_CALL_START of the current run.
 
-    def tool_call_answered(self, tool_call_id: str) -> None:
-        """Record a TOOL_CALL_RESULT of the current run."""
+        Returns ``None``, or a message that the accumulator reports (code
+        ``"tool-call-tally-full"``, a warning) when a bounded tally could not track the call.
+        """
+
+    def tool_call_answered(self, tool_call_id: str) -> str | None:
+        """Record a TOOL_CALL_RESULT of the current run.
+
+        Returns ``None``, or a message that the accumulator reports (code
+        ``"tool-call-tally-forgot"``, severity ``"info"``) when a bounded tally had to forget
+        an answered call.
+        """
 
     def finish_run(self, interrupts: list[Interrupt], named_pending: list[str] | UnsetType) -> None:
         """A RUN_FINISHED: record its interrupts and (success only) its named pending calls."""
@@ -427,6 +437,13 @@ class Store:
         TOOL_CALL_RESULT whose owner was evicted is appended; an ACTIVITY_DELTA after the run
         that made the activity is ignored; REASONING_ENCRYPTED_VALUE for an evicted entity does
         nothing; :meth:`messages_wire` holds only what is retained.
+    :param max_tool_call_ids: the bound of the run's tool-call tally (see
+        :attr:`pending_tool_call_ids`): at most this many pending ids and this many answered
+        ids are remembered per run, so that a run with any number of tool calls costs bounded
+        memory. Past it, a newly started call is not tracked (pending lists the first ones
+        only: a ``"tool-call-tally-full"`` warning, once per run), and the oldest answered id
+        is forgotten (a later start of it would count as pending: a
+        ``"tool-call-tally-forgot"`` info report, once per run). ``None``: no bound.
     """
 
     def __init__(
@@ -435,6 +452,7 @@ class Store:
         state: Any = UNSET,
         *,
         evict_completed: bool = False,
+        max_tool_call_ids: int | None = 10_000,
     ) -> None:
         self.state: Any = {} if state is UNSET else copy_json(state)
         self.evict_completed = evict_completed
@@ -452,8 +470,7 @@ class Store:
         self._dup_ids: set[str] = set()
         self._dup_calls: set[str] = set()
         self._epoch = 0
-        self._run_calls: dict[str, None] = {}
-        self._run_answered: set[str] = set()
+        self._tally = ToolCallTally(max_tool_call_ids)
         self._named_pending: list[str] | None = None
         items = []
         for message in messages:
@@ -500,16 +517,36 @@ class Store:
 
     # -- the run tally (pendingToolCallIds)
 
+    @property
+    def max_tool_call_ids(self) -> int | None:
+        """The bound of the run's tool-call tally (see the constructor)."""
+        return self._tally.limit
+
     def begin_run(self) -> None:
-        self._run_calls = {}
-        self._run_answered = set()
+        self._tally.reset()
         self._named_pending = None
 
-    def tool_call_started(self, tool_call_id: str) -> None:
-        self._run_calls[tool_call_id] = None
+    def tool_call_started(self, tool_call_id: str) -> str | None:
+        tally = self._tally
+        if tally.start(tool_call_id) or tally.refused != 1:
+            return None
+        return (
+            f"TOOL_CALL_START: tool call '{tool_call_id}' is not tracked as pending: "
+            f"{tally.limit:,} calls of this run are pending already "
+            f"(Store(max_tool_call_ids={tally.limit})); the store's pending_tool_call_ids "
+            "lists the first of them only (later ones are counted, not listed)"
+        )
 
-    def tool_call_answered(self, tool_call_id: str) -> None:
-        self._run_answered.add(tool_call_id)
+    def tool_call_answered(self, tool_call_id: str) -> str | None:
+        tally = self._tally
+        if tally.answer(tool_call_id) or tally.forgotten != 1:
+            return None
+        return (
+            f"TOOL_CALL_RESULT: tool call '{tool_call_id}' makes more than {tally.limit:,} "
+            f"answered calls in this run (Store(max_tool_call_ids={tally.limit})): the oldest "
+            "answered ids are forgotten from now on, so a later TOOL_CALL_START of a forgotten "
+            "id would count it as pending again"
+        )
 
     def finish_run(self, interrupts: list[Interrupt], named_pending: list[str] | UnsetType) -> None:
         self.pending_interrupts = interrupts
@@ -521,12 +558,12 @@ class Store:
 
         As the reference derives ``pendingToolCallIds`` for RUN_FINISHED: the non-empty list a
         success outcome names, if any; otherwise the calls this run started (first start first)
-        that got no TOOL_CALL_RESULT. The tally restarts at each RUN_STARTED.
+        that got no TOOL_CALL_RESULT. The tally restarts at each RUN_STARTED; it holds at most
+        ``max_tool_call_ids`` pending and as many answered ids (see the constructor).
         """
         if self._named_pending is not None:
             return list(self._named_pending)
-        answered = self._run_answered
-        return [i for i in self._run_calls if i not in answered]
+        return self._tally.pending()
 
     # -- structure
 

@@ -72,11 +72,31 @@ in Python are trusted to follow their type hints: msgspec does not check them at
 
 In keep-going mode a rejected event is skipped and leaves the verifier's state as it was: the
 state always describes the accepted events. (The reference stops at the first error.)
+
+Bounds (the reference has none; these keep one endless run in bounded memory):
+
+``max_open_items`` (10,000)
+    text messages, reasoning messages and spans, tool calls, steps and subagents open at once,
+    all kinds together. An opener past it is rejected with rule ``limit.open-items`` (the
+    error names the id, the run and how many of each kind are open; in keep-going mode the
+    opener is skipped, so what it would have opened is never held, and its continuations are
+    rejected as ``*.not-open``).
+``max_closed_ids`` (10,000)
+    the records kept of items that are not open, per kind (the owners of messages, tool
+    calls, reasoning messages and activities, and the subagent ids finished in the run), so
+    that a closed item costs nothing once it is that old. Past it the oldest record is
+    forgotten (counted in :attr:`Verify.forgotten_ids`; the first of each run is reported,
+    code ``"verify-forgot-ids"``, severity ``"info"``), and for the rest of the run the
+    checks that would need a forgotten record accept the event: an ``owner.mismatch``
+    against a forgotten owner, ``subagent.id-reused`` for a forgotten id and
+    ``subagent.unknown-parent`` (once a subagent id was forgotten) are not raised. Owners of
+    open items are never forgotten. ``None`` turns either bound off.
 """
 
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
 from collections.abc import Callable, Container, Mapping
 from typing import Any, Final, Literal
 
@@ -122,6 +142,7 @@ __all__ = ["OpenItems", "RunState", "Verify"]
 #: Who owns an entity: a subagent run id, or ``UNSET`` for the parent agent.
 _Owner = str | UnsetType
 _Ids = dict[str, None]  # an insertion-ordered set (error messages list ids in opening order)
+_Owners = OrderedDict[str, _Owner]  # first recorded first: the oldest is forgotten first
 
 _RUN_STARTED = "RUN_STARTED"
 _RUN_ERROR = "RUN_ERROR"
@@ -183,6 +204,10 @@ class Verify(Transducer[Event, Event]):
     costs O(1) (a few dict lookups); owner seeding from ``MESSAGES_SNAPSHOT`` and
     ``RUN_STARTED.input`` costs O(messages).
 
+    ``max_open_items`` and ``max_closed_ids`` bound its memory within one run (see the module
+    documentation: an opener past the first is rejected with rule ``limit.open-items``; past
+    the second the oldest records of closed items are forgotten, with a report).
+
     Like the reference, nothing is checked when the stream ends: a run left open, or a message
     never closed, is not an error. :meth:`open_items` tells what is open at any time; with
     ``report_unfinished=True``, a stream that ends inside a run (or with no event at all) gets a
@@ -192,8 +217,25 @@ class Verify(Transducer[Event, Event]):
 
     takes_events = True
 
-    def __init__(self, *, report_unfinished: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        report_unfinished: bool = False,
+        max_open_items: int | None = 10_000,
+        max_closed_ids: int | None = 10_000,
+    ) -> None:
+        for name, limit in (("max_open_items", max_open_items), ("max_closed_ids", max_closed_ids)):
+            if limit is not None and limit < 0:
+                raise ValueError(f"{name} must be >= 0 or None, got {limit}")
         self.report_unfinished = report_unfinished
+        self.max_open_items = max_open_items
+        self.max_closed_ids = max_closed_ids
+        #: Ids whose record the verifier forgot to respect ``max_closed_ids``, over the stream.
+        self.forgotten_ids = 0
+        self._forgot_in_run = False  # a report was made for this run
+        # Per table, whether it forgot something in this run (its checks are lenient since).
+        self._forgot_messages = False
+        self._forgot_subagents = False
         # Run lifecycle. ``_gate`` is true while the cheap path is not enough: before the first
         # event and after a run ended (only run events may follow).
         self._seen_first = False
@@ -212,15 +254,18 @@ class Verify(Transducer[Event, Event]):
             ReasoningMessageContentEvent: self._reasoning_messages,
             ToolCallArgsEvent: self._tool_calls,
         }
-        # Owners per entity kind, kept for the whole run (a continuation may follow a close).
-        self._message_owners: dict[str, _Owner] = {}
-        self._tool_call_owners: dict[str, _Owner] = {}
-        self._activity_owners: dict[str, _Owner] = {}
-        self._reasoning_owners: dict[str, _Owner] = {}
+        # Owners per entity kind, kept for the run (a continuation may follow a close): those
+        # of open items always, of the others the latest ``max_closed_ids`` per kind.
+        self._message_owners: _Owners = OrderedDict()
+        self._tool_call_owners: _Owners = OrderedDict()
+        self._activity_owners: _Owners = OrderedDict()
+        self._reasoning_owners: _Owners = OrderedDict()
         # owner -> open step names (nested, so the parent never collides with a subagent "").
+        # An owner with no open step is removed; ``_open_steps`` counts the names.
         self._steps: dict[_Owner, _Ids] = {}
+        self._open_steps = 0
         self._subagents: _Ids = {}
-        self._closed_subagents: set[str] = set()
+        self._closed_subagents: OrderedDict[str, None] = OrderedDict()
         self._handlers: dict[str, Callable[[Any], None]] = {
             "TEXT_MESSAGE_START": self._text_start,
             "TEXT_MESSAGE_CONTENT": self._text_continue,
@@ -379,6 +424,8 @@ class Verify(Transducer[Event, Event]):
         ):
             table.clear()
         self._closed_subagents.clear()
+        self._open_steps = 0
+        self._forgot_in_run = self._forgot_messages = self._forgot_subagents = False
         self._run_finished = False
         self._run_error = False
 
@@ -432,9 +479,81 @@ class Verify(Transducer[Event, Event]):
                 rule="owner.mismatch",
             )
 
+    # -----------------------------------------------------------------------------------------
+    # Bounds: open items, and the records of closed ones
+
+    def _room(self, kind: str, entity: str, entity_id: str) -> None:
+        """Refuse to open one more item when ``max_open_items`` are open already."""
+        limit = self.max_open_items
+        if limit is None:
+            return
+        counts = (
+            ("text messages", len(self._text)),
+            ("tool calls", len(self._tool_calls)),
+            ("reasoning messages", len(self._reasoning_messages)),
+            ("reasoning spans", len(self._reasoning_spans)),
+            ("steps", self._open_steps),
+            ("subagents", len(self._subagents)),
+        )
+        total = sum(n for _, n in counts)
+        if total < limit:
+            return
+        held = ", ".join(f"{label} {n:,}" for label, n in counts if n)
+        raise VerifyError(
+            f"Cannot send '{kind}' for {entity} '{entity_id}': {total:,} items are already "
+            f"open in run '{self._run_id}' ({held}), the most this verifier holds "
+            f"(Verify(max_open_items={limit})). Close some first, or raise the limit.",
+            rule="limit.open-items",
+        )
+
+    def _record(self, table: _Owners, key: str, owner: _Owner) -> None:
+        """Record an owner; past ``max_closed_ids`` closed ones, forget the oldest."""
+        table[key] = owner
+        limit = self.max_closed_ids
+        if limit is not None and len(table) > limit:
+            self._trim(table, limit)
+
+    def _trim(self, table: _Owners, limit: int) -> None:
+        if table is self._message_owners:
+            opens: tuple[_Ids, ...] = (self._text,)
+            entity = "message"
+        elif table is self._tool_call_owners:
+            opens, entity = (self._tool_calls,), "tool call"
+        elif table is self._reasoning_owners:
+            opens = (self._reasoning_messages, self._reasoning_spans)
+            entity = "reasoning message"
+        else:
+            opens, entity = (), "activity"
+        bound = limit + sum(len(ids) for ids in opens)
+        while len(table) > bound:
+            key, owner = table.popitem(last=False)
+            if any(key in ids for ids in opens):
+                table[key] = owner  # the owner of an open item is never forgotten
+                continue
+            if table is self._message_owners:
+                self._forgot_messages = True
+            self._forgot(entity, key)
+
+    def _forgot(self, entity: str, key: str) -> None:
+        """Count a forgotten record, and report the first of the run (severity ``"info"``)."""
+        self.forgotten_ids += 1
+        if self._forgot_in_run:
+            return
+        self._forgot_in_run = True
+        self.ctx.report(
+            "verify-forgot-ids",
+            f"Run '{self._run_id}' has more than {self.max_closed_ids:,} closed {entity} ids "
+            f"(Verify(max_closed_ids={self.max_closed_ids})): the verifier forgets the oldest "
+            f"records from now on, starting with {entity} '{key}'. Until the run ends, an event "
+            "that continues or reopens a forgotten id is not checked for ownership, a reused "
+            "subagent id is not detected, and an unknown parent subagent is not rejected.",
+            severity="info",
+        )
+
     def _seed(self, messages: list[Message], *, authoritative: bool) -> None:
         """Record the owners of replayed messages (and of their tool calls)."""
         tool_call_owners = self._tool_call_owners
+        record = self._record
         for msg in messages:
             if isinstance(msg, ReasoningMessage):
                 bucket = self._reasoning_owners
@@ -444,11 +563,11 @@ class Verify(Transducer[Event, Event]):
                 bucket = self._message_owners
             owner = msg.subagent_run_id
             if authoritative or msg.id not in bucket:
-                bucket[msg.id] = owner
+                record(bucket, msg.id, owner)
             if isinstance(msg, AssistantMessage) and msg.tool_calls is not UNSET:
                 for call in msg.tool_calls:
                     if authoritative or call.id not in tool_call_owners:
-                        tool_call_owners[call.id] = owner
+                        record(tool_call_owners, call.id, owner)
 
     def _messages_snapshot(self, ev: MessagesSnapshotEvent) -> None:
         self._seed(ev.messages, authoritative=True)
@@ -467,9 +586,10 @@ class Verify(Transducer[Event, Event]):
         tag = ev.subagent_run_id
         owner = self._message_owners.get(mid, _ABSENT)
         self._check_owner("TEXT_MESSAGE_START", tag, owner, "message", mid)
+        self._room("TEXT_MESSAGE_START", "text message", mid)
         self._text[mid] = None
         if owner is _ABSENT:
-            self._message_owners[mid] = tag
+            self._record(self._message_owners, mid, tag)
 
     def _text_continue(self, ev: TextMessageContentEvent | TextMessageEndEvent) -> None:
         mid = ev.message_id
@@ -525,12 +645,16 @@ class Verify(Transducer[Event, Event]):
                     f"'{_who(inherited)}'. A tool call belongs to the message that carries it.",
                     rule="owner.tool-call-reparented",
                 )
+        self._room("TOOL_CALL_START", "tool call", tid)
         self._tool_calls[tid] = None
         if owner is _ABSENT:
             if tag is not UNSET:
-                self._tool_call_owners[tid] = tag
-            else:
-                self._tool_call_owners[tid] = UNSET if inherited is _ABSENT else inherited
+                self._record(self._tool_call_owners, tid, tag)
+            elif inherited is not _ABSENT:
+                self._record(self._tool_call_owners, tid, inherited)
+            elif parent is UNSET or not self._forgot_messages:
+                self._record(self._tool_call_owners, tid, UNSET)
+            # else: the parent message's owner may have been forgotten: record none (lenient).
 
     def _tool_call_continue(self, ev: ToolCallArgsEvent | ToolCallEndEvent) -> None:
         tid = ev.tool_call_id
@@ -555,7 +679,7 @@ class Verify(Transducer[Event, Event]):
 
     def _tool_call_result(self, ev: ToolCallResultEvent) -> None:
         # It mints a tool message: the newest result's owner is recorded, whoever came before.
-        self._message_owners[ev.message_id] = ev.subagent_run_id
+        self._record(self._message_owners, ev.message_id, ev.subagent_run_id)
 
     # -----------------------------------------------------------------------------------------
     # Reasoning: spans (REASONING_START/END) and messages (REASONING_MESSAGE_*) are opened and
@@ -580,9 +704,14 @@ class Verify(Transducer[Event, Event]):
         tag = ev.subagent_run_id
         owner = self._reasoning_owners.get(mid, _ABSENT)
         self._check_owner(ev.type, tag, owner, "reasoning message", mid)
+        self._room(
+            ev.type,
+            "reasoning span" if ev.type == "REASONING_START" else "reasoning message",
+            mid,
+        )
         is_open[mid] = None
         if owner is _ABSENT:
-            self._reasoning_owners[mid] = tag
+            self._record(self._reasoning_owners, mid, tag)
 
     def _reasoning_continue(
         self,
@@ -645,7 +774,7 @@ class Verify(Transducer[Event, Event]):
         # Only a snapshot that (re)creates the activity (re)owns it; no check either way.
         mid = ev.message_id
         if ev.replace is not False or mid not in self._activity_owners:
-            self._activity_owners[mid] = ev.subagent_run_id
+            self._record(self._activity_owners, mid, ev.subagent_run_id)
 
     def _activity_delta(self, ev: ActivityDeltaEvent) -> None:
         tag = ev.subagent_run_id
@@ -666,9 +795,11 @@ class Verify(Transducer[Event, Event]):
                 + ("" if owner is UNSET else f" in subagent '{owner}'"),
                 rule="step.already-open",
             )
+        self._room("STEP_STARTED", "step", name)
         if names is None:
             names = self._steps[owner] = {}
         names[name] = None
+        self._open_steps += 1
 
     def _step_finished(self, ev: StepFinishedEvent) -> None:
         name, owner = ev.step_name, ev.subagent_run_id
@@ -688,6 +819,9 @@ class Verify(Transducer[Event, Event]):
                 rule="step.not-open",
             )
         del names[name]
+        self._open_steps -= 1
+        if not names:
+            del self._steps[owner]
 
     # -----------------------------------------------------------------------------------------
     # Subagents
@@ -711,12 +845,14 @@ class Verify(Transducer[Event, Event]):
             parent is not UNSET
             and parent not in self._subagents
             and parent not in self._closed_subagents
+            and not self._forgot_subagents
         ):
             raise VerifyError(
                 f"Cannot send 'SUBAGENT_STARTED': parentSubagentRunId '{parent}' has not been "
                 f"started in this run (subagent '{sid}').",
                 rule="subagent.unknown-parent",
             )
+        self._room("SUBAGENT_STARTED", "subagent", sid)
         self._subagents[sid] = None
 
     def _subagent_ended(self, ev: SubagentFinishedEvent | SubagentErrorEvent) -> None:
@@ -728,7 +864,13 @@ class Verify(Transducer[Event, Event]):
                 rule="subagent.not-active",
             )
         del self._subagents[sid]
-        self._closed_subagents.add(sid)
+        closed = self._closed_subagents
+        closed[sid] = None
+        limit = self.max_closed_ids
+        if limit is not None and len(closed) > limit:
+            forgotten, _ = closed.popitem(last=False)
+            self._forgot_subagents = True
+            self._forgot("subagent", forgotten)
 
 
 def _step_owner(owner: _Owner) -> str:

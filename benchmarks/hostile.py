@@ -2,6 +2,7 @@
 
     python -m benchmarks.hostile            # about a minute
     python -m benchmarks.hostile --quick    # a smoke run (seconds)
+    python -m benchmarks.hostile --one-run  # one long run in constant memory (a minute or two)
 
 Each row runs the default pipeline (``DefaultStages()``) on one SSE stream read as **one
 chunk**, so that every ``Update`` of the stream is held at once (the worst case for memory),
@@ -14,6 +15,12 @@ not. Rows:
   every update held a full copy: quadratic time and memory. The ``copy per update`` column
   shows that cost, computed here the way the accumulator used to merge, side by side.
 - ``plain deltas``: the same stream without metadata, the floor for the row above.
+
+``--one-run`` measures instead the peak resident set size of the default pipeline with
+``Store(evict_completed=True)`` over 1,000,000 messages and 500,000 answered tool calls (sizes
+from ``--one-run-sizes``), each in one run and, for comparison, in runs of 1,000 items, each
+measurement in a process of its own (``benchmarks._memprobe --generate``): with the per-run
+bounds (the verifier's ``max_closed_ids``, the tallies' limits) both take the same memory.
 
 Times are medians of ``--rounds`` runs, on whatever the machine gives; ratios within one run
 are what holds.
@@ -90,6 +97,33 @@ def measure(work: Callable[[], Any], rounds: int) -> tuple[float, int]:
     return statistics.median(times), peak
 
 
+def one_run(messages: int, tools: int) -> list[dict[str, Any]]:
+    """Peak RSS of long runs against short ones (see the module documentation)."""
+    import subprocess
+
+    rows = []
+    print("| items | kind | items per run | peak RSS (MiB) | RSS after imports (MiB) | seconds |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for kind, n in (("messages", messages), ("tools", tools)):
+        for per_run in (0, 1000):
+            spec = f"{kind}:{n}" + (f":{per_run}" if per_run else "")
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks._memprobe", "--generate", spec, "--evict"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            probe = json.loads(done.stdout)
+            row = {"kind": kind, "items": n, "per_run": per_run or n, **probe}
+            rows.append(row)
+            print(
+                f"| {n:,} | {'messages' if kind == 'messages' else 'tool calls'} "
+                f"| {row['per_run']:,} | {probe['peak_rss'] / 2**20:.1f} "
+                f"| {probe['baseline_rss'] / 2**20:.1f} | {probe['seconds']:.1f} |"
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hostile", description=__doc__)
     parser.add_argument("--sizes", default="1000,4000,16000,30000")
@@ -103,7 +137,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON ('-': stdout)")
+    parser.add_argument(
+        "--one-run", action="store_true", help="peak RSS of one long run (see the module)"
+    )
+    parser.add_argument("--one-run-sizes", default="1000000,500000", help="messages,tool calls")
     args = parser.parse_args(argv)
+    if args.one_run:
+        messages, tools = (int(x) for x in args.one_run_sizes.split(","))
+        if args.quick:
+            messages, tools = 3000, 2000
+        one_rows = one_run(messages, tools)
+        if args.json:
+            text = json.dumps(
+                {"command": "python -m benchmarks.hostile --one-run", "rows": one_rows}
+            )
+            if args.json == "-":
+                sys.stdout.write(text + "\n")
+            else:
+                with open(args.json, "w") as out:
+                    out.write(text + "\n")
+        return 0
     sizes = [200, 800] if args.quick else [int(s) for s in args.sizes.split(",")]
     rounds = 1 if args.quick else args.rounds
     pipeline(keyed_stream(10, metadata=True))  # imports and caches, outside the measurements
