@@ -382,6 +382,11 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help=_FORMAT_HELP,
     )
+    add_color_argument(parser)
+
+
+def add_color_argument(parser: argparse.ArgumentParser) -> None:
+    """``--color`` / ``--no-color``, read by :func:`use_color`."""
     parser.add_argument(
         "--color",
         action=argparse.BooleanOptionalAction,

@@ -19,7 +19,7 @@ import msgspec
 from .._exceptions import AguiMetaError, DataError, Report
 from ._command import Commands
 from ._render import Style, format_report, pretty_json, render_ledger
-from ._stream import isatty, use_color, use_escapes
+from ._stream import add_color_argument, isatty, use_color, use_escapes
 
 __all__ = ["add_parser", "build_agent", "run"]
 
@@ -53,13 +53,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         action="store_true",
         help="print {messages, state, ledger, reports} as JSON instead (as replay --json)",
     )
-    parser.add_argument(
-        "--color",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="colour the output (default: when standard output is a terminal and NO_COLOR is "
-        "not set)",
-    )
+    add_color_argument(parser)
     return parser
 
 

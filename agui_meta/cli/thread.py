@@ -17,7 +17,7 @@ import msgspec
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 from ._render import Style, pretty_json, render_transcript
-from ._stream import plural, use_color, use_escapes
+from ._stream import add_color_argument, plural, use_color, use_escapes
 
 __all__ = ["add_parser", "run"]
 
@@ -42,12 +42,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     add_redis_arguments(parser)
     parser.add_argument("thread", metavar="ID", help="the thread's id")
     parser.add_argument("--json", action="store_true", help="print the snapshot as JSON")
-    parser.add_argument(
-        "--color",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="colour the output (default: on a terminal, unless NO_COLOR is set)",
-    )
+    add_color_argument(parser)
     return parser
 
 

@@ -16,7 +16,7 @@ from .._durable import usage_of
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 from ._render import Style
-from ._stream import use_color, use_escapes
+from ._stream import add_color_argument, use_color, use_escapes
 from .thread import usage_text
 
 __all__ = ["add_parser", "run"]
@@ -40,12 +40,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     )
     add_redis_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the counters as JSON")
-    parser.add_argument(
-        "--color",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="colour the output (default: on a terminal, unless NO_COLOR is set)",
-    )
+    add_color_argument(parser)
     return parser
 
 
