@@ -143,6 +143,12 @@ class _FastPath:
                 )
         self.tallies[:] = [t for t in tallies if t is not None]
 
+    def count(self, cls: type, n: int = 1) -> None:
+        """Add ``n`` candidates of class ``cls`` that passed to the stages' tallies."""
+        kind = cls.type  # type: ignore[attr-defined]
+        for tally in self.tallies:
+            tally[kind] = tally.get(kind, 0) + n
+
 
 def _offers(t: Transducer[Any, Any]) -> bool:
     """Whether a stage offers a fast path: its members describe the ``feed`` it has."""
@@ -458,9 +464,7 @@ class Runner:
                     or (event.tool_call_id if cls is ToolCallArgsEvent else event.message_id) in ids
                 ):
                     fast.tail(event if convert is None else convert(event))
-                    kind = cls.type
-                    for tally in fast.tallies:
-                        tally[kind] = tally.get(kind, 0) + 1
+                    fast.count(cls)
                     return
             fast.after_decode(event)
         except DataError as exc:
@@ -514,12 +518,7 @@ class Runner:
                     ctx.index = index
                 index += 1
                 try:
-                    if data is None:
-                        if passed:
-                            self._tally(passed)
-                        self._bad_frame(frames[index - 1 - start])
-                        continue
-                    event = decode(data)
+                    event = None if data is None else decode(data)
                     if event is not None:
                         cls = type(event)
                         plan = plans.get(cls)
@@ -538,12 +537,13 @@ class Runner:
                                 if note is not None:
                                     note(cls)
                                 continue
-                        if passed:
-                            self._tally(passed)
+                    if passed:  # the stages see this event: their tallies first
+                        self._tally(passed)
+                    if event is not None:
                         after_decode(event)
+                    elif data is None:
+                        self._bad_frame(frames[index - 1 - start])
                     else:  # the decoding stage says what is wrong, and where
-                        if passed:
-                            self._tally(passed)
                         self._head(frames[index - 1 - start])
                 except DataError as exc:
                     if passed:
@@ -564,9 +564,7 @@ class Runner:
         fast = self._fast
         assert fast is not None
         for cls, n in Counter(passed).items():
-            kind = cls.type  # type: ignore[attr-defined]
-            for tally in fast.tallies:
-                tally[kind] = tally.get(kind, 0) + n
+            fast.count(cls, n)
         passed.clear()
 
     def _frame_slow(self, frame: Frame, fast: _FastPath | None) -> None:
