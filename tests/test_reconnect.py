@@ -22,7 +22,7 @@ from agui_meta._client import MIN_BACKOFF, _backoff
 
 pytestmark = pytest.mark.anyio
 
-Respond = Callable[[int, dict[str, str]], bytes]
+Respond = Callable[[int, dict[str, str]], bytes | None]
 
 
 def sse(event: dict[str, Any], id: str | None = None) -> bytes:
@@ -40,7 +40,8 @@ def response(body: bytes, *, resumed: str | None = None) -> bytes:
 @pytest.fixture
 async def raw_server() -> AsyncIterator[Callable[[Respond], Any]]:
     """``start(respond)``: a raw HTTP server answering request ``n`` (from 0) with
-    ``respond(n, headers)`` then closing; returns ``(url, requests)``."""
+    ``respond(n, headers)`` then closing (``None``: never answering); returns
+    ``(url, requests)``."""
     async with anyio.create_task_group() as tg:
 
         async def start(respond: Respond) -> tuple[str, list[dict[str, str]]]:
@@ -62,7 +63,10 @@ async def raw_server() -> AsyncIterator[Callable[[Respond], Any]]:
                         while len(body) < int(headers.get("content-length", "0")):
                             body += await stream.receive()
                         requests.append(headers)
-                        await stream.send(respond(len(requests) - 1, headers))
+                        answer = respond(len(requests) - 1, headers)
+                        if answer is None:
+                            await anyio.sleep_forever()
+                        await stream.send(answer)
                     except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                         pass
 
@@ -141,6 +145,28 @@ async def test_a_server_that_keeps_dropping_is_not_hammered(
     # reconnections may take. However fast the machine, at most two reconnections are made.
     assert 1 <= len(requests) <= 3
     assert all(r.get("last-event-id") == f"k:{n}" for n, r in enumerate(requests[1:]))
+
+
+@pytest.mark.parametrize("answer", ["garbage", "silence"])
+async def test_reconnections_that_are_never_answered_fit_in_the_timeout(
+    raw_server: Any, answer: str
+) -> None:
+    def respond(n: int, headers: dict[str, str]) -> bytes | None:
+        if n == 0:
+            return response(b"retry: 0\n\n" + sse(STARTED, "k:0"))
+        return b"this is not HTTP\r\n\r\n" if answer == "garbage" else None
+
+    url, requests = await raw_server(respond)
+    agent = agui_meta.HttpAgent(url, reconnect=10**6, reconnect_delay=0, reconnect_timeout=0.5)
+    with anyio.fail_after(20), pytest.raises(agui_meta.IncompleteStream) as caught:
+        await agent.run_agent(run_id="r")
+    message = str(caught.value)
+    if answer == "silence":  # the first reconnection waits for headers until the deadline
+        assert "took longer than reconnect_timeout (0.5 s)" in message
+        assert len(requests) == 2
+    else:
+        assert "past reconnect_timeout" in message
+        assert 2 <= len(requests) <= 3
 
 
 def test_the_backoff_doubles_from_the_server_retry_and_is_capped() -> None:
