@@ -39,7 +39,7 @@ def chatty_app(**replay_options: Any) -> Any:
     from starlette.routing import Route
 
     replay = agui_meta.ReplayBuffer(**replay_options)
-    stats = {"started": 0, "closed": 0, "sent": 0}
+    stats = {"started": 0, "closed": 0}
 
     async def agent() -> AsyncIterator[dict[str, Any]]:
         stats["started"] += 1
@@ -48,7 +48,6 @@ def chatty_app(**replay_options: Any) -> Any:
             yield {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
             while True:
                 await anyio.sleep(0.01)
-                stats["sent"] += 1
                 yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}
         finally:
             stats["closed"] += 1
@@ -147,9 +146,6 @@ async def test_agents_that_never_pause_are_cancelled_once_their_clients_left(
     # cancelled: the linger counts from the moment its client left.
     await wait_for(lambda: stats["closed"] == clients)
     assert stats["started"] == clients
-    sent = stats["sent"]
-    await anyio.sleep(LINGER)
-    assert stats["sent"] == sent  # nothing runs any more
     await settle_tasks(url, baseline)
     # The buffer was full of abandoned streams (40 = max_streams); they ended, so it has room.
     async with httpx.AsyncClient() as client:
