@@ -23,11 +23,13 @@ from collections.abc import Iterator
 from contextlib import redirect_stdout
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from agui_meta.cli import build_parser
-from tests.doc_blocks import DOC_FILES, ROOT, Block, python_blocks, shell_lines
+from tests.doc_blocks import DOC_FILES, ROOT, Block, doc_block, python_blocks, shell_lines
 from tests.redis_server import RedisServer
 from tests.servers import agent_app, serve
 
@@ -200,3 +202,19 @@ def test_every_relative_link_of_the_docs_reaches_a_file_and_heading() -> None:
                 assert anchor in {slug(h) for h in headings}, f"{path.name}: no heading {target}"
             checked += 1
     assert checked >= 30
+
+
+def test_the_readme_chat_answers_a_frontend_tool_of_pydantic_ai(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The README's HttpAgent example against a real producer: pydantic-ai's AG-UI app, whose
+    # model calls a backend tool, then the frontend tool the example declares.
+    from tests.test_producers import pydantic_ai_app
+
+    namespace: dict[str, Any] = {}
+    exec(compile(doc_block("async def chat(").code, "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+    with serve(pydantic_ai_app()) as url:
+        anyio.run(namespace["chat"], url + "/agent")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "['assistant', 'tool', 'assistant'] ['fc-1']"
+    assert lines[-1] == "Shown on screen: shown {}"
