@@ -93,7 +93,8 @@ def _commands_shown() -> list[tuple[str, str]]:
     for path in DOC_FILES:
         rel = path.relative_to(ROOT).as_posix()
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            lines += [(f"{rel}:{n}", span) for span in re.findall(r"`(agui-meta [^`]+)`", line)]
+            spans = re.findall(r"`(agui-meta [^`]+|(?:\S*/)?python3? [^`]+)`", line)
+            lines += [(f"{rel}:{n}", span) for span in spans]
     found = []
     for where, line in lines:
         line = line.replace("\\|", "|")  # a pipe escaped in a table cell
@@ -132,19 +133,40 @@ def test_every_agui_meta_command_and_option_shown_exists() -> None:
 
 def test_every_python_command_shown_names_a_file_or_module_that_exists() -> None:
     checked = 0
+    options: dict[tuple[str, ...], set[str]] = {}
     for where, command in COMMANDS:
         try:
             words = shlex.split(command, comments=True)
         except ValueError:
             continue  # prose, not a command
-        if not words or not re.fullmatch(r"(\S*/)?python3?", words[0]):
+        if len(words) < 2 or not re.fullmatch(r"(\S*/)?python3?", words[0]):
             continue
         if words[1] == "-m":
             assert find_spec(words[2]) is not None, f"{where}: no module {words[2]}"
+            target = ("-m", words[2])
         elif words[1].endswith(".py"):
+            if Path(words[1]).stem.isupper():  # a placeholder: examples/NAME.py
+                continue
             assert (ROOT / words[1]).is_file(), f"{where}: no file {words[1]}"
+            target = (words[1],)
+        else:
+            continue
+        shown = {w.strip("[]").split("=", 1)[0] for w in words if w.startswith(("--", "[--"))}
+        if shown and target[-1] not in ("pytest", "venv", "agui_meta"):
+            if target not in options:
+                done = subprocess.run(
+                    [sys.executable, *target, "--help"],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=True,
+                )
+                options[target] = set(re.findall(r"--[\w-]+", done.stdout))
+            assert shown <= options[target], f"{where}: {command}: no {shown - options[target]}"
         checked += 1
     assert checked >= 10
+    assert len(options) >= 3  # the benchmarks' and examples' options were checked
 
 
 def test_the_example_server_one_liner_waits_for_the_server_and_ends(tmp_path: Path) -> None:
