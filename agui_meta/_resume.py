@@ -37,7 +37,7 @@ class _Stream:
         self.next_seq = 0
         self.sent = 0  # the first seq the attached reader has not sent yet
         self.readers = 0
-        self.unread_since = anyio.current_time()  # when the last reader left (or none came)
+        self.unread_since: float | None = None  # when the last reader left
         self.done = False
         self.outcome: Literal["complete", "abandoned"] | None = None
         self.ended_at: float | None = None
@@ -101,6 +101,8 @@ class _Stream:
         The time counts from when the last reader left, whatever the producer appends
         meanwhile: an agent that never pauses is cancelled as surely as a silent one.
         """
+        if self.unread_since is None:  # no reader ever came: from now
+            self.unread_since = anyio.current_time()
         while not self.done:
             if self.readers:
                 await self.changed()
