@@ -154,19 +154,20 @@ async def test_agents_that_never_pause_are_cancelled_once_their_clients_left(
     assert b"RUN_FINISHED" in response.content
 
 
-async def test_a_reconnection_restarts_the_linger_and_its_departure_ends_the_run(
-    server: tuple[str, Any],
-) -> None:
-    url, app = server
+async def test_a_reconnection_restarts_the_linger_and_its_departure_ends_the_run() -> None:
+    app = chatty_app(max_events=50, linger=1.0, max_streams=5)  # time to come back
     stats = app.state.stats
-    first = await visit(url, "/chatty", b"TEXT_MESSAGE_START")
-    # Back within the linger (the stream is held until it runs out): the run goes on.
-    again = await visit(url, "/chatty", b"TEXT_MESSAGE_CONTENT", {"Last-Event-ID": last_id(first)})
-    assert b"agui-meta-resumed" in again
-    assert stats["started"] == 1
-    # The resumed client leaves too: the linger counts from now, and the agent is cancelled.
-    await wait_for(lambda: stats["closed"] == 1)
-    assert stats["started"] == 1
+    with serve(app) as url:
+        first = await visit(url, "/chatty", b"TEXT_MESSAGE_START")
+        # Back within the linger: the run goes on, and the client reads what it sends.
+        again = await visit(
+            url, "/chatty", b"TEXT_MESSAGE_CONTENT", {"Last-Event-ID": last_id(first)}
+        )
+        assert b"agui-meta-resumed" in again
+        assert stats["started"] == 1
+        # The resumed client leaves too: the linger counts from now; the agent is cancelled.
+        await wait_for(lambda: stats["closed"] == 1)
+        assert stats["started"] == 1
 
 
 async def test_a_client_that_stays_keeps_a_talking_agent_running_past_the_linger(

@@ -163,7 +163,7 @@ async def test_reconnections_that_are_never_answered_fit_in_the_timeout(
     message = str(caught.value)
     if answer == "silence":  # the first reconnection waits for headers until the deadline
         assert "took longer than reconnect_timeout (0.5 s)" in message
-        assert len(requests) == 2
+        assert 1 <= len(requests) <= 2
     else:
         assert "past reconnect_timeout" in message
         assert 2 <= len(requests) <= 3
