@@ -23,6 +23,7 @@ is processed again only to rebuild the run, its outputs and counters suppressed.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal
@@ -79,9 +80,16 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True):
     def decode(cls, data: bytes) -> Envelope:
         return _unpack(data)
 
+    def digest(self) -> bytes:
+        """16 bytes that identify what was sent: thread, seq, events and end (not the source's
+        name, not ``received``). Ingest keeps it per source and ``seq`` and compares a retry's."""
+        content = _pack_content((self.thread, self.seq, self.frames, self.end))
+        return hashlib.blake2b(content, digest_size=16).digest()
+
 
 _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder(Envelope).decode
+_pack_content = msgspec.msgpack.Encoder().encode
 
 
 class Output(msgspec.Struct, frozen=True, kw_only=True):

@@ -26,6 +26,7 @@ from agui_meta.redis import (
     Keys,
     RedisThreadStore,
     SequenceGap,
+    SourceConflict,
     Worker,
     envelopes,
     publish,
@@ -92,9 +93,122 @@ async def test_a_sequence_gap_is_refused_and_names_the_source(client, namespace)
             batch=1,
         )
     )
-    with pytest.raises(SequenceGap, match="src-a is at 0, got 2"):
+    with pytest.raises(SequenceGap, match="src-a is at 0, got 2") as info:
         await publish(client, cut[1:], namespace=namespace)
+    assert not isinstance(info.value, SourceConflict)
     assert (await publish(client, cut, namespace=namespace)).appended == len(cut)
+
+
+def _run(thread: str, run: str, words: list[str]) -> list[bytes]:
+    """One small run's frames: a message of ``words``."""
+    frames = [
+        json.dumps({"type": "RUN_STARTED", "threadId": thread, "runId": run}).encode(),
+        json.dumps(
+            {"type": "TEXT_MESSAGE_START", "messageId": f"{run}-m", "role": "assistant"}
+        ).encode(),
+    ]
+    frames += [
+        json.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{run}-m", "delta": w}).encode()
+        for w in words
+    ]
+    frames.append(json.dumps({"type": "TEXT_MESSAGE_END", "messageId": f"{run}-m"}).encode())
+    frames.append(json.dumps({"type": "RUN_FINISHED", "threadId": thread, "runId": run}).encode())
+    return frames
+
+
+async def _shard_entries(client: redis.asyncio.Redis, namespace: str, thread: str) -> list:
+    keys = Keys(namespace)
+    shards = int(await client.hget(keys.config, "shards"))
+    entries = await client.xrange(keys.shard(keys.shard_of(thread, shards)))
+    decoded = [agui_meta.redis.Envelope.decode(f[b"e"]) for _, f in entries]
+    return [e for e in decoded if e.thread == thread]
+
+
+async def test_a_retry_is_the_same_stream_whatever_was_sent_between(client, namespace) -> None:
+    cut = list(envelopes(_run("t", "r1", list("abcdefgh")), thread="t", source="s", batch=2))
+    assert (await publish(client, cut, namespace=namespace, shards=2)).appended == len(cut)
+    again = await publish(client, cut, namespace=namespace, pipeline=2)
+    assert (again.appended, again.duplicates) == (0, len(cut))
+    # A retry stamped at another time (``received``) is the same envelope.
+    later = list(
+        envelopes(
+            _run("t", "r1", list("abcdefgh")), thread="t", source="s", batch=2, clock=lambda: 9
+        )
+    )
+    assert (await publish(client, later + later, namespace=namespace)).duplicates == 2 * len(cut)
+    assert await _shard_entries(client, namespace, "t") == cut
+
+
+@pytest.mark.parametrize("pipeline", [1, 3, 64])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "other-run",  # another stream altogether, same length
+        "differs-in-the-middle",  # the same stream but for one event of envelope 3
+        "longer-and-different",  # differs in envelope 2, and goes on past the first's end
+        "shorter",  # a stream cut short: its end marker is where the first had events
+        "same-events-other-batch",  # the same events cut into other envelopes
+        "other-thread",  # the same events for another thread under the same source name
+    ],
+)
+async def test_a_different_stream_under_a_used_source_name_is_refused(
+    client, namespace, shape: str, pipeline: int
+) -> None:
+    words = list("abcdefgh")
+    first = list(envelopes(_run("t", "r1", words), thread="t", source="s", batch=2))
+    await publish(client, first, namespace=namespace, shards=2)
+    frames, thread, batch = _run("t", "r1", words), "t", 2
+    if shape == "other-run":
+        frames = _run("t", "r2", words)
+    elif shape == "differs-in-the-middle":
+        frames = _run("t", "r1", [*words[:3], "X", *words[4:]])
+    elif shape == "longer-and-different":
+        frames = _run("t", "r1", ["A", *words[1:], *words])
+    elif shape == "shorter":
+        frames = _run("t", "r1", words[:3])
+    elif shape == "same-events-other-batch":
+        batch = 3
+    else:
+        thread = "u"
+    second = list(envelopes(frames, thread=thread, source="s", batch=batch))
+
+    def sent(e: agui_meta.redis.Envelope) -> tuple:
+        return e.thread, e.seq, e.frames, e.end
+
+    differs = next(
+        b.seq
+        for a, b in zip(first + [None] * 99, second, strict=False)
+        if a is None or sent(a) != sent(b)
+    )
+    before = await _shard_entries(client, namespace, "t")
+    with pytest.raises(SourceConflict) as info:
+        await publish(client, second, namespace=namespace, pipeline=pipeline)
+    error = info.value
+    assert (error.source, error.seq, error.thread) == ("s", differs, thread)
+    assert f"source 's': envelope {differs} " in str(error)
+    assert "reused source name" in str(error)
+    # Nothing of it was appended (the envelopes before the first difference were retries).
+    assert await _shard_entries(client, namespace, "t") == before == first
+    assert await _shard_entries(client, namespace, "u") == []
+    assert int(await client.hget(Keys(namespace).sources, "s")) == len(first)
+
+
+async def test_a_longer_stream_with_the_same_start_appends_only_its_tail(client, namespace) -> None:
+    frames = _run("t", "r1", list("abcdef")) + _run("t", "r2", list("ghij"))
+    head = list(envelopes(frames[:6], thread="t", source="s", batch=3, end=False))
+    whole = list(envelopes(frames, thread="t", source="s", batch=3, clock=lambda: 2))
+    assert [e.frames for e in whole[: len(head)]] == [e.frames for e in head]
+    await publish(client, head, namespace=namespace, shards=2)
+    result = await publish(client, whole, namespace=namespace, pipeline=2)
+    assert (result.appended, result.duplicates) == (len(whole) - len(head), len(head))
+    assert await _shard_entries(client, namespace, "t") == head + whole[len(head) :]
+    # A shorter retry of an open source (no end marker yet) is a retry too.
+    assert (await publish(client, head[:2], namespace=namespace)).duplicates == 2
+    await Worker(client, namespace=namespace, lease=2).run(exit_when_idle=0.3)
+    got = await committed(client, namespace)
+    assert got["pending"] == 0
+    assert_same(got, expected(run_local(head + whole[len(head) :])))
+    assert got["usage"]["runs|finished"] == 2
 
 
 async def test_workers_commit_what_one_process_computes(client, namespace) -> None:
@@ -345,3 +459,43 @@ def test_the_command_line(
     _, err = _cli(capsys, "usage", "--redis", "redis://127.0.0.1:1/0", status=2)
     assert "cannot reach Redis" in err
     assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_ingest_from_standard_input_keeps_different_streams_apart(
+    server: RedisServer, namespace: str, capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    ns = ["--redis", server.url, "--namespace", namespace]
+
+    def ingest(data: bytes, *more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agui_meta", "ingest", *ns, "--thread", "t", *more, "-"],
+            input=data.decode(),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    one = b"\n".join(_run("t", "r1", ["a", "b", "c"])) + b"\n"
+    two = b"\n".join(_run("t", "r2", ["d", "e"])) + b"\n"
+    first = ingest(one)
+    assert first.returncode == 0, first.stderr
+    assert "2 envelopes appended, 0 already there" in first.stderr
+    second = ingest(two)  # another stream, same thread, standard input again: a new source
+    assert second.returncode == 0, second.stderr
+    assert "2 envelopes appended, 0 already there" in second.stderr
+    retry = ingest(two)  # the same stream again: a retry
+    assert "0 envelopes appended, 2 already there" in retry.stderr
+    # Under an explicit source name, another stream is refused: one line, exit 1.
+    named = tmp_path / "three.jsonl"
+    named.write_bytes(b"\n".join(_run("t", "r3", ["f"])) + b"\n")
+    _cli(capsys, "ingest", *ns, "--thread", "t", "--source", "mine", str(named))
+    other = tmp_path / "two.jsonl"
+    other.write_bytes(two)
+    _, err = _cli(capsys, "ingest", *ns, "--thread", "t", "--source", "mine", str(other), status=1)
+    assert err.count("\n") == 1
+    assert "source 'mine': envelope 1 (thread 't', 6 events)" in err
+    _cli(capsys, "worker", *ns, "--exit-when-idle", "0.3", "--lease", "2")
+    shown = json.loads(_cli(capsys, "thread", *ns, "t", "--json")[0])
+    assert [m["content"] for m in shown["messages"]] == ["abc", "de", "f"]
+    assert shown["version"] == 3

@@ -17,7 +17,9 @@ class Keys:
     - ``{ns}:shard:N`` stream: the entries of the threads of shard N (consumer group
       :data:`GROUP`); ``{ns}:lease:N`` its lease (``"token worker"``, with a TTL) and
       ``{ns}:fence:N`` the counter its fencing tokens come from;
-    - ``{ns}:sources`` hash: per source, the last sequence number taken;
+    - ``{ns}:sources`` hash: per source, the last sequence number taken; ``{ns}:digests:SOURCE``
+      string: the digest (16 bytes) of each envelope the source sent, at ``16 * (seq - 1)``,
+      so that a retry is recognised by what it holds, not by its name alone;
     - ``{ns}:thread:ID`` hash: ``v`` (version), ``snap`` (the snapshot as JSON), ``wm`` (the
       id of the last entry whose outputs were emitted);
     - ``{ns}:out`` stream: the outputs (``key``, ``thread``, ``kind``, ``data``);
@@ -59,6 +61,9 @@ class Keys:
 
     def replay_reader(self, key: str) -> str:
         return f"{self._ns}:replay:{key}:reader"
+
+    def digests(self, source: str) -> str:
+        return f"{self._ns}:digests:{source}"
 
     def thread(self, thread_id: str) -> str:
         return self.thread_prefix + thread_id

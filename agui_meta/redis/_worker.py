@@ -152,7 +152,6 @@ class Worker:
                 except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
                     self.stats.errors += 1
                     self._drop_all()
-                    self._scripts.forget()
                     next_leases = 0.0
                     await anyio.sleep(min(0.5, self.lease / 10))
                     continue
