@@ -499,3 +499,97 @@ def test_ingest_from_standard_input_keeps_different_streams_apart(
     shown = json.loads(_cli(capsys, "thread", *ns, "t", "--json")[0])
     assert [m["content"] for m in shown["messages"]] == ["abc", "de", "f"]
     assert shown["version"] == 3
+
+
+_CORRUPT = {
+    "snap-not-json": ("snap", b"{not json"),
+    "snap-not-utf8": ("snap", b"\xff\xfe"),
+    "snap-wrong-shape": ("snap", b"[1, 2]"),
+    "snap-of-another-thread": ("snap", b'{"threadId":"other","version":1}'),
+    "snap-bad-interrupts": ("snap", b'{"threadId":"bad","version":1,"pendingInterrupts":[1]}'),
+    "v-not-a-number": ("v", b"abc"),
+    "v-not-the-snapshots": ("v", b"7"),
+    "v-missing": ("v", None),
+    "wm-not-an-id": ("wm", b"garbage"),
+    "wm-not-utf8": ("wm", b"\xff-1"),
+    "not-a-hash": ("", b"a string"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_CORRUPT))
+async def test_a_corrupt_thread_is_quarantined_and_the_shard_goes_on(
+    client, namespace, shape: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = Keys(namespace)
+    before = list(envelopes(_run("bad", "r1", ["a", "b"]), thread="bad", source="bad-1"))
+    await publish(client, before, namespace=namespace, shards=1)
+    await Worker(client, namespace=namespace, lease=2).run(exit_when_idle=0.2)
+    assert await client.hget(keys.thread("bad"), "v") == b"1"
+    field, value = _CORRUPT[shape]
+    if field == "":
+        await client.delete(keys.thread("bad"))
+        await client.set(keys.thread("bad"), value)
+    elif value is None:
+        await client.hdel(keys.thread("bad"), field)
+    else:
+        await client.hset(keys.thread("bad"), field, value)
+    await client.delete(keys.out)
+    after = list(envelopes(_run("bad", "r2", ["c"]), thread="bad", source="bad-2", batch=2))
+    good = [
+        list(envelopes(_run(f"good-{i}", "r", list("xyz")), thread=f"good-{i}", source=f"g{i}"))
+        for i in range(3)
+    ]
+    ordered = good[0] + after[:2] + good[1] + after[2:] + good[2]
+    await publish(client, ordered, namespace=namespace)
+    with caplog.at_level("WARNING", logger="agui_meta.redis.worker"):
+        async with anyio.create_task_group() as tg:
+            for name in ("w1", "w2"):
+                worker = Worker(client, namespace=namespace, name=name, lease=2, batch=3)
+                tg.start_soon(lambda w=worker: w.run(exit_when_idle=0.4))
+    got = await committed(client, namespace)
+    assert got["pending"] == 0
+    # The other threads are done, exactly as one process does them.
+    want = expected(run_local([e for g in good for e in g]))
+    assert [o for o in got["outputs"] if o["thread"] != "bad"] == want["outputs"]
+    assert {t: s for t, s in got["threads"].items() if t != "bad"} == want["threads"]
+    # The bad thread: recorded with its key and field, reported, its entries parked in order.
+    reason = json.loads(await client.hget(keys.quarantine, "bad"))
+    assert reason["key"] == keys.thread("bad")
+    assert reason["field"] == (field or None)
+    [report] = [o for o in got["outputs"] if o["thread"] == "bad"]
+    data = json.loads(report["data"])
+    assert data["code"] == "thread-quarantined" and keys.thread("bad") in data["message"]
+    parked = await client.xrange(keys.parked)
+    assert [agui_meta.redis.Envelope.decode(f[b"e"]) for _, f in parked] == after
+    assert {f[b"stream"] for _, f in parked} == {keys.shard(0).encode()}
+    assert any(keys.thread("bad") in r.getMessage() for r in caplog.records)
+    if field != "":  # the hash itself is left as it was found, for its owner to look at
+        assert await client.hget(keys.thread("bad"), field) == value
+
+
+async def test_a_thread_broken_while_a_worker_holds_it_is_quarantined_on_reload(
+    client, namespace
+) -> None:
+    keys = Keys(namespace)
+    cut = list(envelopes(_run("t", "r1", list("abcdef")), thread="t", source="s", batch=3))
+    await publish(
+        client,
+        list(envelopes(_run("t", "r0", ["z"]), thread="t", source="s0")),
+        namespace=namespace,
+        shards=1,
+    )
+    await Worker(client, namespace=namespace, lease=2).run(exit_when_idle=0.2)
+    await publish(client, cut[:2], namespace=namespace)
+    worker = Worker(client, namespace=namespace, name="holder", lease=2)
+    await worker._leases()
+    await worker._step()  # the run is open, its entries pending, the thread in memory
+    assert worker._held[0].threads["t"].open
+    await client.hset(keys.thread("t"), "v", "nine")
+    await publish(client, cut[2:], namespace=namespace)
+    await worker._step()  # its commit meets the broken version: it lets the shard go
+    assert worker.shards == []
+    await worker.run(exit_when_idle=0.3)
+    assert (await committed(client, namespace))["pending"] == 0
+    assert json.loads(await client.hget(keys.quarantine, "t"))["field"] == "v"
+    parked = [agui_meta.redis.Envelope.decode(f[b"e"]) for _, f in await client.xrange(keys.parked)]
+    assert parked == cut

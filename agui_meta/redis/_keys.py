@@ -23,6 +23,9 @@ class Keys:
     - ``{ns}:thread:ID`` hash: ``v`` (version), ``snap`` (the snapshot as JSON), ``wm`` (the
       id of the last entry whose outputs were emitted);
     - ``{ns}:out`` stream: the outputs (``key``, ``thread``, ``kind``, ``data``);
+    - ``{ns}:quarantine`` hash: per thread the workers set aside, why (JSON: ``key``,
+      ``field``, ``error``); ``{ns}:parked`` stream: the entries of those threads, moved there
+      from their shard (``stream``, ``id`` and the entry's own fields) and acknowledged;
     - ``{ns}:usage`` hash: the usage counters; ``{ns}:workers`` sorted set: live workers;
     - ``{ns}:replay:KEY`` stream: the SSE events of one response (:class:`RedisReplay`), with
       ``{ns}:replay:KEY:alive`` (its producer's heartbeat) and ``{ns}:replay:KEY:reader`` (a
@@ -42,6 +45,8 @@ class Keys:
         self.out = f"{ns}:out"
         self.usage = f"{ns}:usage"
         self.workers = f"{ns}:workers"
+        self.quarantine = f"{ns}:quarantine"
+        self.parked = f"{ns}:parked"
         self._ns = ns
 
     def shard(self, n: int) -> str:

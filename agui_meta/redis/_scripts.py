@@ -101,22 +101,51 @@ end
 return out
 """
 
-#: KEYS: lease, shard stream, outputs stream, usage hash.
+#: KEYS: lease, shard stream, outputs stream, usage hash, quarantine hash, parked stream.
 #: ARGV: holder, group, thread key prefix, msgpack payload
 #:   {threads = {{id, expected version, snapshot or '', new version, watermark or ''}…},
-#:    outputs = {{key, thread, kind, data}…}, usage = {{field, increment}…}, acks = {ids…}}.
-#: Returns 1, or an error: FENCED (the lease is not the caller's), VERSION (a snapshot moved).
+#:    outputs = {{key, thread, kind, data}…}, usage = {{field, increment}…}, acks = {ids…},
+#:    quarantine = {{thread, reason}…}, park = {ids…}}.
+#: A parked entry is copied to the parked stream (with ``stream`` and ``id``) before its ack.
+#: Returns 1, or an error, before anything is written: FENCED (the lease is not the caller's),
+#: VERSION (a snapshot moved), WRONGTYPE (a thread key that is not a hash), CORRUPT (a
+#: namespace key of the wrong type, a usage counter that is not an integer).
 COMMIT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('FENCED the lease of ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
+local kinds = {[3] = 'stream', [4] = 'hash', [5] = 'hash', [6] = 'stream'}
+for i, kind in pairs(kinds) do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= kind and t ~= 'none' then
+    return redis.error_reply('CORRUPT ' .. KEYS[i] .. ' is a ' .. t .. ', not a ' .. kind)
+  end
+end
 local p = cmsgpack.unpack(ARGV[4])
 for _, t in ipairs(p.threads) do
+  local key = ARGV[3] .. t[1]
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'hash' and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE thread ' .. t[1] .. ': ' .. key .. ' is a ' .. kind)
+  end
   if t[3] ~= '' then
-    local v = tonumber(redis.call('HGET', ARGV[3] .. t[1], 'v') or '0')
-    if v ~= t[2] then
+    local v = redis.call('HGET', key, 'v') or '0'
+    if v ~= tostring(t[2]) then
       return redis.error_reply('VERSION thread ' .. t[1] .. ' is at ' .. v .. ', not ' .. t[2])
     end
+  end
+end
+for _, u in ipairs(p.usage) do
+  local now = redis.call('HGET', KEYS[4], u[1])
+  if now and not string.match(now, '^%-?%d+$') then
+    return redis.error_reply('CORRUPT ' .. KEYS[4] .. ' field ' .. u[1] .. ' is not an integer')
+  end
+end
+for _, q in ipairs(p.quarantine) do redis.call('HSET', KEYS[5], q[1], q[2]) end
+for _, id in ipairs(p.park) do
+  local got = redis.call('XRANGE', KEYS[2], id, id)
+  if got[1] then
+    redis.call('XADD', KEYS[6], '*', 'stream', KEYS[2], 'id', id, unpack(got[1][2]))
   end
 end
 for _, t in ipairs(p.threads) do
