@@ -593,3 +593,129 @@ async def test_a_thread_broken_while_a_worker_holds_it_is_quarantined_on_reload(
     assert json.loads(await client.hget(keys.quarantine, "t"))["field"] == "v"
     parked = [agui_meta.redis.Envelope.decode(f[b"e"]) for _, f in await client.xrange(keys.parked)]
     assert parked == cut
+
+
+@pytest.fixture(scope="module")
+def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A server that takes at most 1 MiB in one argument (its least proto-max-bulk-len)."""
+    srv = RedisServer(
+        tmp_path_factory.mktemp("redis-small"), options=("--proto-max-bulk-len", "1mb")
+    )
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+async def small(small_server: RedisServer) -> AsyncIterator[redis.asyncio.Redis]:
+    c = redis.asyncio.Redis.from_url(small_server.url)
+    yield c
+    await c.aclose()
+
+
+def _big_run(thread: str, run: str, parts: int, size: int = 300_000) -> list[bytes]:
+    """A run whose one message is ``parts`` deltas of ``size`` characters."""
+    return _run(thread, run, [chr(ord("a") + n % 26) * size for n in range(parts)])
+
+
+async def test_a_batch_too_big_for_one_commit_is_committed_in_steps(small, namespace) -> None:
+    # Six threads, each a 600 kB message: every entry fits, the batch (3.6 MB) does not.
+    sources = [
+        list(envelopes(_big_run(f"t{i}", "r", 2), thread=f"t{i}", source=f"s{i}", batch=1))
+        for i in range(6)
+    ]
+    ordered = [e for s in sources for e in s]
+    await publish(small, ordered, namespace=namespace, shards=1, pipeline=2)
+    worker = Worker(small, namespace=namespace, lease=5, batch=500)
+    await worker.run(exit_when_idle=0.3)
+    assert worker.stats.errors == 0
+    assert worker.stats.commits > 3
+    got = await committed(small, namespace)
+    assert got["pending"] == 0
+    assert_same(got, expected(run_local(ordered)))
+
+
+async def test_a_thread_whose_one_result_is_too_big_is_quarantined(small, namespace) -> None:
+    huge = list(envelopes(_big_run("huge", "r", 4), thread="huge", source="h", batch=1))
+    fine = list(envelopes(_run("fine", "r", ["ok"]), thread="fine", source="f"))
+    await publish(small, huge[:3] + fine + huge[3:], namespace=namespace, shards=1, pipeline=1)
+    worker = Worker(small, namespace=namespace, lease=5, batch=4)
+    await worker.run(exit_when_idle=0.3)
+    assert worker.stats.errors == 0
+    got = await committed(small, namespace)
+    assert got["pending"] == 0
+    assert [o for o in got["outputs"] if o["thread"] == "fine"] == expected(run_local(fine))[
+        "outputs"
+    ]
+    keys = Keys(namespace)
+    reason = json.loads(await small.hget(keys.quarantine, "huge"))
+    assert reason["key"] == keys.thread("huge") and "bytes, more than" in reason["error"]
+    parked = [agui_meta.redis.Envelope.decode(f[b"e"]) for _, f in await small.xrange(keys.parked)]
+    assert parked == huge
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        "proto-max-bulk-len",  # the server answers "invalid bulk length"
+        "client-query-buffer-limit",  # the server closes the connection
+    ],
+)
+def test_a_commit_the_server_refuses_for_its_size_is_an_error(
+    tmp_path, capsys: pytest.CaptureFixture[str], limit: str
+) -> None:
+    # CONFIG is renamed away: the worker cannot learn the limit, and meets it.
+    srv = RedisServer(tmp_path, options=(f"--{limit}", "1mb", "--rename-command", "CONFIG", ""))
+    srv.start()
+    try:
+        ns = ["--redis", srv.url, "--namespace", "big"]
+        stream = tmp_path / "big.jsonl"
+        stream.write_bytes(b"\n".join(_big_run("t", "r", 4)) + b"\n")
+        _cli(capsys, "ingest", *ns, "--thread", "t", "--batch", "1", "--pipeline", "1", str(stream))
+        _, err = _cli(capsys, "worker", *ns, "--exit-when-idle", "5", "--lease", "2", status=1)
+        assert err.count("\n") == 1, err
+        assert "bytes to {big}:shard:" in err and "was refused" in err
+        assert "proto-max-bulk-len" in err
+    finally:
+        srv.stop()
+
+
+def test_the_worker_says_what_it_does_and_refuses_bad_numbers(
+    server: RedisServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = ["--redis", server.url, "--namespace", namespace]
+    for option, value in [
+        ("--exit-when-idle", "nan"),
+        ("--exit-when-idle", "inf"),
+        ("--lease", "inf"),
+        ("--lease", "nan"),
+        ("--idle-timeout", "-1"),
+    ]:
+        _, err = _cli(capsys, "worker", *ns, option, value, status=2)
+        assert err.count("\n") == 1 and option in err and "finite" in err
+    travel = str(STREAMS / "travel.sse")
+    _cli(capsys, "ingest", *ns, "--thread", "a", "--batch", "8", "--shards", "2", travel)
+    _cli(capsys, "ingest", *ns, "--thread", "b", str(STREAMS / "support.jsonl"))
+    keys = Keys(namespace)
+
+    async def corrupt() -> None:
+        c = redis.asyncio.Redis.from_url(server.url)
+        await c.hset(keys.thread("b"), mapping={"v": "1", "snap": "{"})
+        await c.aclose()
+
+    anyio.run(corrupt)
+    out, err = _cli(
+        capsys, "worker", *ns, "--exit-when-idle", "0.3", "--lease", "2", "--verbose", "--stats"
+    )
+    stats = json.loads(out)
+    lines = err.splitlines()
+    commits = [line for line in lines if ": committed " in line]
+    assert len(commits) == stats["commits"] >= 1
+    assert all(line.startswith("agui-meta: ") and " shard " in line for line in commits)
+    [quarantined] = [line for line in lines if "quarantined" in line]
+    assert keys.thread("b") in quarantined and "'snap'" in quarantined
+    assert len(lines) == len(commits) + 1
+    # Without --verbose: only the warnings (none now).
+    _cli(capsys, "ingest", *ns, "--thread", "a", "--source", "more", travel)
+    _, err = _cli(capsys, "worker", *ns, "--exit-when-idle", "0.3", "--lease", "2")
+    assert err == ""

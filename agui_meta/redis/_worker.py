@@ -514,6 +514,8 @@ class Worker:
                 await self._release(shard.n)
                 return False
             self._drop(shard.n)
+            if "invalid bulk length" in message or "Protocol error" in message:
+                raise CommitTooLarge(self._too_large(shard, len(data), message)) from None
             raise
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
             self._drop(shard.n)  # it may or may not have been applied: start again from Redis
@@ -548,12 +550,16 @@ class Worker:
             return  # the server is away: a connection error indeed
         self._oversized += 1
         if self._oversized >= 2:
-            raise CommitTooLarge(
-                f"a commit of {size} bytes to {self.keys.shard(shard.n)} closed the connection "
-                f"{self._oversized} times while the server answers: it is larger than the "
-                "server takes (raise proto-max-bulk-len and client-query-buffer-limit, or "
-                "lower --batch)"
-            )
+            why = f"the connection closed {self._oversized} times while the server answers"
+            raise CommitTooLarge(self._too_large(shard, size, why))
+
+    def _too_large(self, shard: _Shard, size: int, why: str) -> str:
+        return (
+            f"a commit of {size} bytes to {self.keys.shard(shard.n)} was refused ({why}): "
+            "larger than the server takes in one argument or request (raise its "
+            "proto-max-bulk-len and client-query-buffer-limit, or allow CONFIG GET so that "
+            "commits are cut to fit)"
+        )
 
 
 class CommitTooLarge(redis.exceptions.RedisError):
