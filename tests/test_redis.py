@@ -719,3 +719,19 @@ def test_the_worker_says_what_it_does_and_refuses_bad_numbers(
     _cli(capsys, "ingest", *ns, "--thread", "a", "--source", "more", travel)
     _, err = _cli(capsys, "worker", *ns, "--exit-when-idle", "0.3", "--lease", "2")
     assert err == ""
+
+
+async def test_a_worker_refuses_numbers_it_could_never_reach(client, namespace) -> None:
+    for bad in (
+        {"lease": float("nan")},
+        {"lease": float("inf")},
+        {"poll": 0.0},
+        {"idle_timeout": float("nan")},
+        {"max_commit": 0},
+    ):
+        with pytest.raises(ValueError):
+            Worker(client, namespace=namespace, **bad)
+    worker = Worker(client, namespace=namespace)
+    for idle in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="exit_when_idle"):
+            await worker.run(exit_when_idle=idle)

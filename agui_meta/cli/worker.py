@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         import msgspec
         import redis.exceptions
 
-        from ..redis import DEFAULT_SHARDS, Worker
+        from ..redis import DEFAULT_SHARDS, CommitTooLarge, Worker
 
         with anyio.fail_after(30):  # a server still loading its AOF answers LOADING: wait
             while True:
@@ -123,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             with _log_to_stderr(args.verbose):
                 await worker.run(exit_when_idle=args.exit_when_idle)
+        except CommitTooLarge as exc:
+            print(f"agui-meta: {exc}", file=sys.stderr)
+            return 1
         finally:
             if args.stats:
                 sys.stdout.write(msgspec.json.encode(worker.stats).decode() + "\n")

@@ -32,10 +32,12 @@ from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys
 from ._replay import RedisReplay as RedisReplay
 from ._store import RedisThreadStore as RedisThreadStore
+from ._worker import CommitTooLarge as CommitTooLarge
 from ._worker import Worker as Worker
 from ._worker import WorkerStats as WorkerStats
 
 __all__ = (
+    "CommitTooLarge",
     "DEFAULT_SHARDS",
     "Envelope",
     "IngestResult",

@@ -45,7 +45,7 @@ from .._threads import ThreadSnapshot
 from ._common import DEFAULT_SHARDS, Scripts, shard_count, text
 from ._keys import GROUP, Keys
 
-__all__ = ["Worker", "WorkerStats"]
+__all__ = ["CommitTooLarge", "Worker", "WorkerStats"]
 
 _pack = msgspec.msgpack.Encoder().encode
 _json = msgspec.json.Encoder().encode
@@ -562,8 +562,10 @@ class Worker:
         )
 
 
-class CommitTooLarge(redis.exceptions.RedisError):
-    """A commit the server keeps refusing for its size (see :meth:`Worker._suspect`)."""
+class CommitTooLarge(AguiMetaError):
+    """A commit the Redis server refuses for its size: it answered that an argument is longer
+    than its ``proto-max-bulk-len``, or closed the connection twice in a row on a large commit
+    while it still answers (``client-query-buffer-limit``). Raised by :meth:`Worker.run`."""
 
 
 #: Redis' default proto-max-bulk-len (512 MiB), when CONFIG GET is refused; its least (1 MiB).
