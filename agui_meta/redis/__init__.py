@@ -37,8 +37,8 @@ from ._worker import Worker as Worker
 from ._worker import WorkerStats as WorkerStats
 
 __all__ = (
-    "CommitTooLarge",
     "DEFAULT_SHARDS",
+    "CommitTooLarge",
     "Envelope",
     "IngestResult",
     "Keys",
