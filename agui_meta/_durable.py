@@ -418,18 +418,31 @@ def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
     """Process envelopes in one process, in order: the reference the workers must equal.
 
     A source's envelope whose ``seq`` was already taken is a retry and is skipped, as ingest
-    skips it. ``pending`` counts, per thread, the entries of a run still open at the end.
+    skips it, if it holds what was taken (its :meth:`Envelope.digest`); one that differs is
+    refused, as ingest refuses it. ``pending`` counts, per thread, the entries of a run still
+    open at the end.
+
+    :raises ValueError: an envelope at a sequence number its source took with another, or
+        past the next one (a gap, as ingest refuses it).
     """
     threads: dict[str, ThreadState] = {}
-    last_seq: dict[str, int] = {}
+    taken: dict[str, list[bytes]] = {}
     snapshots: dict[str, ThreadSnapshot] = {}
     outputs: list[Output] = []
     usage: dict[str, int] = {}
     pending: dict[str, int] = {}
     for n, envelope in enumerate(envelopes, 1):
-        if envelope.seq <= last_seq.get(envelope.source, 0):
+        digests = taken.setdefault(envelope.source, [])
+        if envelope.seq <= len(digests):
+            if digests[envelope.seq - 1] != envelope.digest():
+                raise ValueError(
+                    f"source {envelope.source!r}: envelope {envelope.seq} differs from the "
+                    "one this source sent there before"
+                )
             continue
-        last_seq[envelope.source] = envelope.seq
+        if envelope.seq != len(digests) + 1:
+            raise ValueError(f"source {envelope.source!r} is at {len(digests)}, got {envelope.seq}")
+        digests.append(envelope.digest())
         state = threads.get(envelope.thread)
         if state is None:
             state = threads[envelope.thread] = ThreadState(

@@ -102,6 +102,11 @@ def test_a_retried_envelope_is_taken_once() -> None:
     once = run_local(cut)
     twice = run_local(cut[:5] + cut[:8] + cut[3:] + cut)
     assert twice == once
+    other = list(envelopes(frames[1:], thread="t", source="s", batch=9))
+    with pytest.raises(ValueError, match="source 's': envelope 1 differs"):
+        run_local(cut + other)
+    with pytest.raises(ValueError, match="source 's' is at 0, got 2"):
+        run_local(cut[1:])
 
 
 def test_an_end_marker_closes_an_open_run_as_validate_would() -> None:
