@@ -281,6 +281,24 @@ class _Segment:
     def open(self) -> bool:
         return self.stages.ledger.current is not None
 
+    @property
+    def clean(self) -> bool:
+        """Whether the store holds what a store rebuilt from the closing snapshot would: the
+        segment took nothing, or its runs all finished with nothing left open and no error
+        reported (then the next segment may keep the store rather than rebuild it; after a
+        failed run, items it left open would behave otherwise than rebuilt closed ones)."""
+        if not self.events:
+            return True
+        verify = self.stages.verify
+        return (
+            verify is not None
+            and verify.run_state == "finished"
+            and all(record.status == "finished" for record in self.ended.values())
+            and not any(
+                kind == "report" and data.get("severity") == "error" for kind, data in self.out
+            )
+        )
+
     def take(self, envelope: Envelope) -> None:
         self.now = envelope.received
         where, source, seq = self.where, envelope.source, envelope.seq
@@ -397,6 +415,8 @@ class ThreadState:
             self._latest = changes.snapshot = snapshot
             for name, value in usage_fields(segment.ended.values()).items():
                 changes.usage[name] = changes.usage.get(name, 0) + value
+        if segment.clean:
+            self._store = segment.store  # the next segment goes on with it
 
     def take(self) -> Changes:
         """The changes since the last call (the caller commits them, all or nothing)."""
