@@ -284,8 +284,8 @@ class _Segment:
     @property
     def clean(self) -> bool:
         """Whether the store holds what a store rebuilt from the closing snapshot would: the
-        segment took nothing, or its runs all finished with nothing left open and no error
-        reported (then the next segment may keep the store rather than rebuild it; after a
+        segment took nothing, or its run ended with ``RUN_FINISHED`` (the verifier insists that
+        nothing is left open then) and no error was reported (then the next segment may keep the store rather than rebuild it; after a
         failed run, items it left open would behave otherwise than rebuilt closed ones)."""
         if not self.events:
             return True
@@ -293,7 +293,6 @@ class _Segment:
         return (
             verify is not None
             and verify.run_state == "finished"
-            and all(record.status == "finished" for record in self.ended.values())
             and not any(
                 kind == "report" and data.get("severity") == "error" for kind, data in self.out
             )
