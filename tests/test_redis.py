@@ -380,6 +380,12 @@ async def test_a_bad_entry_is_reported_and_acknowledged(client, namespace) -> No
     [report] = got["outputs"]
     assert report["key"].endswith(entry_id)
     assert json.loads(report["data"])["code"] == "bad-envelope"
+    [(_, parked)] = await client.xrange(keys.parked)  # kept, not dropped
+    assert parked == {
+        b"stream": keys.shard(0).encode(),
+        b"id": entry_id.encode(),
+        b"e": b"not msgpack",
+    }
 
 
 async def test_redis_thread_store_compare_and_set(client, namespace) -> None:

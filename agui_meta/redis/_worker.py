@@ -468,12 +468,13 @@ class Worker:
                 kind="report",
                 data={
                     "code": "bad-envelope",
-                    "message": f"entry {entry_id} of {stream} is not an envelope",
+                    "message": f"entry {entry_id} of {stream} is not an envelope; it is "
+                    f"parked in {self.keys.parked}",
                     "severity": "error",
                 },
             )
             wire, size = _wire(report)
-            units.append(_Unit(outputs=[wire], acks=[entry_id], size=size + 64))
+            units.append(_Unit(outputs=[wire], acks=[entry_id], park=[entry_id], size=size + 64))
         for payload in _pack_units(units, budget):
             if not await self._send(shard, payload):
                 return
