@@ -641,6 +641,19 @@ async def test_a_batch_too_big_for_one_commit_is_committed_in_steps(small, names
     assert_same(got, expected(run_local(ordered)))
 
 
+async def test_an_envelope_too_big_for_the_server_is_named(
+    small, small_server: RedisServer, namespace
+) -> None:
+    cut = list(envelopes(_big_run("t", "r", 4), thread="t", source="s", batch=8))
+    # The server answers "invalid bulk length", or closes the connection while it reads.
+    with pytest.raises(redis.exceptions.RedisError, match="source 's', envelope 1") as info:
+        await publish(small, cut, namespace=namespace, shards=1)
+    assert "--batch" in str(info.value)
+    again = redis.asyncio.Redis.from_url(small_server.url)  # the refused connection is gone
+    assert await again.exists(Keys(namespace).shard(0)) == 0
+    await again.aclose()
+
+
 async def test_a_thread_whose_one_result_is_too_big_is_quarantined(small, namespace) -> None:
     huge = list(envelopes(_big_run("huge", "r", 4), thread="huge", source="h", batch=1))
     fine = list(envelopes(_run("fine", "r", ["ok"]), thread="fine", source="f"))

@@ -100,6 +100,16 @@ async def publish(
             appended, retries = await scripts.call("INGEST", names, args)
         except redis.exceptions.ResponseError as exc:
             raise _refusal(str(exc), batch) from None
+        except redis.exceptions.ConnectionError as exc:
+            big = max(batch, key=lambda e: len(e.encode()))
+            size = len(big.encode())
+            if size < 1 << 20:  # no server refuses less (the least proto-max-bulk-len)
+                raise
+            raise redis.exceptions.ConnectionError(
+                f"{exc} (the call carried an envelope of {size} bytes, source {big.source!r}, "
+                f"envelope {big.seq}: a server closes the connection on an argument past its "
+                "proto-max-bulk-len; lower the events per envelope, --batch)"
+            ) from exc
         result.appended += int(appended)
         result.duplicates += int(retries)
         batch.clear()
@@ -135,6 +145,14 @@ def _refusal(reply: str, batch: list[Envelope]) -> Exception:
             source=name,
             seq=number,
             thread=env.thread,
+        )
+    if "invalid bulk length" in reply:
+        big = max(batch, key=lambda e: len(e.encode()))
+        return redis.exceptions.ResponseError(
+            f"{reply}: the server refused an argument as too long; the largest envelope of "
+            f"the call is {len(big.encode())} bytes (source {big.source!r}, envelope "
+            f"{big.seq}): lower the events per envelope (--batch), or raise the server's "
+            "proto-max-bulk-len"
         )
     return redis.exceptions.ResponseError(reply)
 
