@@ -8,6 +8,7 @@ redis-py's asyncio client runs on asyncio only, so these tests do too.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -754,3 +755,32 @@ async def test_a_worker_refuses_numbers_it_could_never_reach(client, namespace) 
     for idle in (float("nan"), float("inf"), -1.0):
         with pytest.raises(ValueError, match="exit_when_idle"):
             await worker.run(exit_when_idle=idle)
+
+
+@pytest.mark.parametrize("broken", ["usage-counter", "usage-key", "outputs-key", "quarantine-key"])
+async def test_a_broken_namespace_key_stops_the_worker_before_it_writes(
+    client, namespace, broken: str
+) -> None:
+    keys = Keys(namespace)
+    cut = list(envelopes(_run("t", "r", ["a"]), thread="t", source="s"))
+    await publish(client, cut, namespace=namespace, shards=1)
+    key = {
+        "usage-counter": keys.usage,
+        "usage-key": keys.usage,
+        "outputs-key": keys.out,
+        "quarantine-key": keys.quarantine,
+    }[broken]
+    if broken == "usage-counter":
+        await client.hset(keys.usage, "entries", "many")
+    else:
+        await client.set(key, "not what it should be")
+    with pytest.raises(redis.exceptions.ResponseError, match=re.escape(key)):
+        await Worker(client, namespace=namespace, lease=2).run(exit_when_idle=0.3)
+    # Nothing was written, nothing acknowledged: the entries wait for the key to be repaired.
+    assert await client.exists(keys.thread("t")) == 0
+    assert (await client.xpending(keys.shard(0), "agui-meta"))["pending"] == len(cut)
+    await client.delete(key)
+    await Worker(client, namespace=namespace, lease=2).run(exit_when_idle=0.3)
+    got = await committed(client, namespace)
+    assert got["pending"] == 0
+    assert_same(got, expected(run_local(cut)))

@@ -331,7 +331,7 @@ class Worker:
         replies = await pipe.execute(raise_on_error=False)
         marks = replies.pop()
         if isinstance(marks, Exception):
-            raise marks
+            raise redis.exceptions.ResponseError(f"{keys.quarantine}: {marks}")
         found: dict[str, _Problem] = {}
         for thread_id, fields, mark in zip(thread_ids, replies, marks, strict=True):
             if mark is not None:
@@ -514,9 +514,10 @@ class Worker:
                 logger.info("%s: shard %d: %s; reloading", self.name, shard.n, message)
                 await self._release(shard.n)
                 return False
-            self._drop(shard.n)
             if "invalid bulk length" in message or "Protocol error" in message:
+                self._drop(shard.n)  # the server closes this connection
                 raise CommitTooLarge(self._too_large(shard, len(data), message)) from None
+            await self._release(shard.n)  # nothing was written: let it go at once
             raise
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
             self._drop(shard.n)  # it may or may not have been applied: start again from Redis
