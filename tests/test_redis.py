@@ -735,6 +735,11 @@ def test_the_worker_says_what_it_does_and_refuses_bad_numbers(
     [quarantined] = [line for line in lines if "quarantined" in line]
     assert keys.thread("b") in quarantined and "'snap'" in quarantined
     assert len(lines) == len(commits) + 1
+    # Reading the broken thread is one line and exit 1; a malformed URL one line and exit 2.
+    _, err = _cli(capsys, "thread", *ns, "b", status=1)
+    assert err.count("\n") == 1
+    _, err = _cli(capsys, "thread", "--redis", "redis://127.0.0.1:99999/0", "b", status=2)
+    assert err.count("\n") == 1 and "--redis" in err
     # Without --verbose: only the warnings (none now).
     _cli(capsys, "ingest", *ns, "--thread", "a", "--source", "more", travel)
     _, err = _cli(capsys, "worker", *ns, "--exit-when-idle", "0.3", "--lease", "2")
