@@ -293,3 +293,11 @@ def test_usage_counters_keep_any_provider_and_model_apart() -> None:
 def test_a_counter_name_agui_meta_never_writes_is_named() -> None:
     with pytest.raises(ValueError, match=r"'tokens\|openai\|gpt\|inputTokens'"):
         _durable.usage_of({"tokens|openai|gpt|inputTokens": 3})
+
+
+def test_a_segment_runs_on_the_drivers_fused_fast_path() -> None:
+    state = ThreadState(ThreadSnapshot(thread_id="t"))
+    frames = read_frames(str(STREAMS / "travel.sse"))
+    state.apply("1-1", next(iter(envelopes(frames[:5], thread="t", source="s", end=False))))
+    segment = state._segment
+    assert segment is not None and segment.runner.fused >= 3

@@ -745,7 +745,7 @@ def _check_thread(thread_id: str, key: str, fields: Any) -> ThreadState | _Probl
         watermark = wm.decode()
     if snap is None:
         if v is not None:
-            return _Problem("v", f"{_show(v)}, but the hash holds no 'snap'")
+            return _Problem("snap", f"missing, while 'v' is {_show(v)}")
         return ThreadState(ThreadSnapshot(thread_id=thread_id), watermark)
     try:
         snapshot = ThreadSnapshot.from_json(snap)
