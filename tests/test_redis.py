@@ -735,7 +735,9 @@ def test_the_worker_says_what_it_does_and_refuses_bad_numbers(
     assert all(line.startswith("agui-meta: ") and " shard " in line for line in commits)
     [quarantined] = [line for line in lines if "quarantined" in line]
     assert keys.thread("b") in quarantined and "'snap'" in quarantined
-    assert len(lines) == len(commits) + 1
+    [stopping] = [line for line in lines if "stopping" in line]
+    assert f"{stats['commits']} commits" in stopping and "0 threads hold an open run" in stopping
+    assert len(lines) == len(commits) + 2
     # Reading the broken thread is one line and exit 1; a malformed URL one line and exit 2.
     _, err = _cli(capsys, "thread", *ns, "b", status=1)
     assert err.count("\n") == 1

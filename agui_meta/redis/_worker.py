@@ -189,6 +189,16 @@ class Worker:
                 if worked:
                     last_work = clock()
                 elif exit_when_idle is not None and clock() - last_work >= exit_when_idle:
+                    held = sum(len(s.threads) for s in self._held.values())
+                    logger.info(
+                        "%s: idle for %gs, stopping: %d entries processed, %d commits; "
+                        "%d threads hold an open run (their entries stay pending)",
+                        self.name,
+                        exit_when_idle,
+                        self.stats.entries,
+                        self.stats.commits,
+                        held,
+                    )
                     return
                 else:
                     await anyio.sleep(self.poll)
