@@ -529,7 +529,7 @@ class Worker:
                 raise CommitTooLarge(self._too_large(shard, len(data), message)) from None
             await self._release(shard.n)  # nothing was written: let it go at once
             raise
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+        except (redis.exceptions.ConnectionError, OSError):
             self._drop(shard.n)  # it may or may not have been applied: start again from Redis
             await self._suspect(shard, len(data))
             raise
