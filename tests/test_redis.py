@@ -97,6 +97,9 @@ async def test_a_sequence_gap_is_refused_and_names_the_source(client, namespace)
     with pytest.raises(SequenceGap, match="src-a is at 0, got 2") as info:
         await publish(client, cut[1:], namespace=namespace)
     assert not isinstance(info.value, SourceConflict)
+    for seq in (0, -1):
+        with pytest.raises(ValueError, match=f"start at 1, not {seq}"):
+            await publish(client, [msgspec.structs.replace(cut[0], seq=seq)], namespace=namespace)
     assert (await publish(client, cut, namespace=namespace)).appended == len(cut)
 
 

@@ -66,6 +66,7 @@ async def publish(
     :param pipeline: envelopes per script call (one round trip each).
     :raises SequenceGap: a source's ``seq`` jumps past the next expected number.
     :raises SourceConflict: a source's envelope at a number it took differs from the one taken.
+    :raises ValueError: an envelope numbered below 1.
     """
     if pipeline < 1:
         raise ValueError(f"pipeline must be at least 1, not {pipeline}")
@@ -115,6 +116,10 @@ async def publish(
         batch.clear()
 
     for envelope in envelopes:
+        if envelope.seq < 1:
+            raise ValueError(
+                f"source {envelope.source!r}: sequence numbers start at 1, not {envelope.seq}"
+            )
         batch.append(envelope)
         if len(batch) >= pipeline:
             await flush()
