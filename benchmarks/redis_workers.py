@@ -179,14 +179,14 @@ async def main_async(args: argparse.Namespace) -> None:
             rows: list[tuple[str, int, float]] = []
             order = workload(args.threads, args.copies, 64)
             n = events(order)
-            wall, spent = [], []
+            walls, cpus = [], []
             for _ in range(3):  # the best of three
                 start, cpu = time.perf_counter(), time.process_time()
                 run_local(order)
-                wall.append(time.perf_counter() - start)
-                spent.append(time.process_time() - cpu)
-            rows.append(("one process (run_local, no Redis)", n, min(wall)))
-            cpu_rows = [("one process (run_local, no Redis)", min(spent))]
+                walls.append(time.perf_counter() - start)
+                cpus.append(time.process_time() - cpu)
+            rows.append(("one process (run_local, no Redis)", n, min(walls)))
+            cpu_rows = [("one process (run_local, no Redis)", min(cpus))]
             for batch in (1, 16, 64, 256):
                 cut = workload(args.threads, args.copies, batch)
                 await _flush(url)
