@@ -223,6 +223,8 @@ class Lint(Transducer[Any, Any]):
         if max_closed_ids is not None and max_closed_ids < 0:
             raise ValueError(f"max_closed_ids must be >= 0 or None, got {max_closed_ids}")
         self._limit = max_closed_ids
+        #: How many events the stream had up to the last one this stage saw (by index).
+        self.events = 0
         self._ended_messages = _Seen(max_closed_ids)
         self._ended_calls = _Seen(max_closed_ids)
         self._known_messages = _Seen(max_closed_ids)
@@ -251,6 +253,7 @@ class Lint(Transducer[Any, Any]):
 
     def feed(self, item: Any) -> None:
         event: Event = item.event if type(item) is Update else item
+        self.events = self.ctx.index + 1
         handler = self._handlers.get(event.type)
         if handler is not None:
             handler(event)
