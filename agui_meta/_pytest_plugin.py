@@ -14,7 +14,9 @@ does, and fails the test with every finding listed when there is an error (or a 
 
 Keyword arguments: ``run_input`` (the agent's run input), ``rules`` (``{code: severity}``,
 ``"off"`` drops a code), ``strict``, ``headers``, ``path`` (an ASGI app's endpoint),
-``timeout``.
+``http_timeout``, ``keepalive_window``, ``buffered_after`` (see
+:func:`agui_meta._validate.validate_stream`). An agent's transport is checked too: its status,
+content type, a dropped connection, keepalives, buffering.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ keep-going mode with the end-of-stream check, then through :class:`~agui_meta._l
 The reference client's rules give errors; the hygiene rules warnings or information;
 ``rules`` changes a code's severity (``"off"`` drops it). An agent (a URL, or an ASGI app
 served in-process through httpx) is run once with ``run_input``; an error status, or a
-content type that is not an AG-UI stream's, is a finding too (codes ``http.status``,
-``http.content-type``).
+content type that is not an AG-UI stream's, a dropped connection, a silence longer than the
+keepalive window, a body that arrived in one piece late (buffered): the transport rules of
+:data:`TRANSPORT_RULES`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
+import anyio
+
 from ._defaults import DefaultStages
 from ._exceptions import DataError, Report, Severity, UsageError
-from ._lint import Lint
+from ._lint import Lint, Rule
 from ._pipeline import wrap
 from ._verify import Verify
 
-__all__ = ["DEFAULT_RUN_INPUT", "Findings", "validate_stream"]
+__all__ = ["DEFAULT_RUN_INPUT", "TRANSPORT_RULES", "Findings", "validate_stream"]
 
 #: The run input posted to an agent when none is given.
 DEFAULT_RUN_INPUT: Final[Mapping[str, Any]] = {
@@ -39,6 +42,30 @@ _STREAM_TYPES: Final = frozenset(
     ("text/event-stream", "application/jsonl", "application/x-ndjson", "application/json-lines")
 )
 _SEVERITIES: Final = ("error", "warning", "info", "off")
+
+#: The transport rules, checked when an agent is run (a URL or an ASGI app).
+TRANSPORT_RULES: Final[dict[str, Rule]] = {
+    rule.code: rule
+    for rule in (
+        Rule("http.status", "error", "the agent answered an error status"),
+        Rule(
+            "http.content-type",
+            "warning",
+            "the response's content type is not text/event-stream or JSON lines",
+        ),
+        Rule("http.dropped", "error", "the connection dropped before the body ended"),
+        Rule(
+            "http.no-keepalive",
+            "info",
+            "a silence longer than the keepalive window, with no event or keepalive line",
+        ),
+        Rule(
+            "http.buffered",
+            "info",
+            "the whole body arrived in one piece, late: buffered, not streamed",
+        ),
+    )
+}
 
 
 class Findings:
@@ -107,9 +134,11 @@ async def validate_stream(
     rules: Mapping[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
     path: str = "/",
-    timeout: float = 60.0,
+    http_timeout: float = 60.0,
     max_findings: int | None = 100,
     format: Literal["auto", "sse", "jsonl", "json-array"] = "auto",
+    keepalive_window: float | None = 15.0,
+    buffered_after: float | None = 1.0,
 ) -> Findings:
     """Lint a stream and return its :class:`Findings`.
 
@@ -118,6 +147,11 @@ async def validate_stream(
         application (called in-process through httpx, at ``path``). An agent is run once,
         with ``run_input`` (:data:`DEFAULT_RUN_INPUT` by default).
     :param rules: ``{code: "error" | "warning" | "info" | "off"}``.
+    :param http_timeout: httpx's timeout (connect, write, and each read), in seconds.
+    :param keepalive_window: for an agent, the longest silence (seconds) without an event or
+        a keepalive line before ``http.no-keepalive`` (``None``: not checked).
+    :param buffered_after: for an agent, ``http.buffered`` when the whole body (more than one
+        event) arrived in one piece more than this many seconds after the request.
     :raises UsageError: a source of another kind, or a bad severity in ``rules``.
     """
     overrides = _check_rules(rules)
@@ -132,11 +166,29 @@ async def validate_stream(
                 "bytes or as a Path"
             )
         return await _agent(
-            source, None, run_input, overrides, headers, timeout, max_findings, format
+            source,
+            None,
+            run_input,
+            overrides,
+            headers,
+            http_timeout,
+            max_findings,
+            format,
+            keepalive_window,
+            buffered_after,
         )
     if callable(source):  # an ASGI application
         return await _agent(
-            path, source, run_input, overrides, headers, timeout, max_findings, format
+            path,
+            source,
+            run_input,
+            overrides,
+            headers,
+            http_timeout,
+            max_findings,
+            format,
+            keepalive_window,
+            buffered_after,
         )
     if isinstance(source, Iterable) and not isinstance(source, Mapping):
         return await _lint(source, "events", overrides, max_findings, format)
@@ -178,52 +230,102 @@ async def _lint(
     return found
 
 
+class _Watch:
+    """The response body's chunks as they arrive: gaps, how many, and a dropped connection."""
+
+    def __init__(self, response: Any, keepalive_window: float | None) -> None:
+        self.response = response
+        self.window = keepalive_window
+        self.chunks = 0
+        self.bytes = 0
+        self.longest_gap = 0.0
+        self.first_after = 0.0  # seconds from the request to the first byte
+        self.dropped: str | None = None
+
+    async def body(self, started: float) -> AsyncIterator[bytes]:
+        import httpx
+
+        last = started
+        try:
+            async for chunk in self.response.aiter_bytes():
+                now = anyio.current_time()
+                if not self.chunks:
+                    self.first_after = now - started
+                else:
+                    self.longest_gap = max(self.longest_gap, now - last)
+                last = now
+                self.chunks += 1
+                self.bytes += len(chunk)
+                yield chunk
+        except httpx.TransportError as exc:  # the connection dropped, or a read timed out
+            self.dropped = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 async def _agent(
     url: str,
     app: Callable[..., Any] | None,
     run_input: Mapping[str, Any] | None,
     overrides: dict[str, str],
     headers: Mapping[str, str] | None,
-    timeout: float,
+    http_timeout: float,
     max_findings: int | None,
     format: Literal["auto", "sse", "jsonl", "json-array"],
+    keepalive_window: float | None,
+    buffered_after: float | None,
 ) -> Findings:
     import httpx
 
     found = Findings(url if app is None else f"ASGI app at {url}", max_findings)
+
+    def report(code: str, message: str) -> None:
+        severity = overrides.get(code, TRANSPORT_RULES[code].severity)
+        if severity != "off":
+            found.add(Report(code=code, message=message, severity=severity), severity)  # type: ignore[arg-type]
+
     transport = httpx.ASGITransport(app=app) if app is not None else None
     base = "http://agent.invalid" if app is not None else ""
     sent = {"Accept": "text/event-stream", **(headers or {})}
     body = dict(run_input if run_input is not None else DEFAULT_RUN_INPUT)
+    started = anyio.current_time()
     async with (
-        httpx.AsyncClient(transport=transport, base_url=base, timeout=timeout) as client,
+        httpx.AsyncClient(transport=transport, base_url=base, timeout=http_timeout) as client,
         client.stream("POST", url, json=body, headers=sent) as response,
     ):
         if response.status_code >= 300:
             excerpt = (await response.aread())[:300].decode("utf-8", "replace")
-            found.add(
-                Report(
-                    code="http.status",
-                    message=f"the agent answered HTTP {response.status_code}: {excerpt}",
-                    severity="error",
-                ),
-                "error",
-            )
+            report("http.status", f"the agent answered HTTP {response.status_code}: {excerpt}")
             return found
         media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media not in _STREAM_TYPES:
-            severity = overrides.get("http.content-type", "warning")
-            if severity != "off":
-                found.add(
-                    Report(
-                        code="http.content-type",
-                        message=f"the response's content type is {media or '(none)'!r}, not "
-                        "text/event-stream or JSON lines",
-                    ),
-                    severity,  # type: ignore[arg-type]
-                )
+            report(
+                "http.content-type",
+                f"the response's content type is {media or '(none)'!r}, not text/event-stream "
+                "or JSON lines",
+            )
         if format == "auto" and media == "text/event-stream":
             format = "sse"
-        return await _lint(
-            response.aiter_bytes(), found.source, overrides, max_findings, format, found
+        watch = _Watch(response, keepalive_window)
+        await _lint(watch.body(started), found.source, overrides, max_findings, format, found)
+    if watch.dropped is not None:
+        report(
+            "http.dropped",
+            f"the connection dropped after {watch.bytes} bytes ({watch.dropped})",
         )
+    if keepalive_window is not None and watch.longest_gap > keepalive_window:
+        report(
+            "http.no-keepalive",
+            f"{watch.longest_gap:.1f} s passed without an event or a keepalive line (the window "
+            f"is {keepalive_window:g} s): proxies may cut an idle connection",
+        )
+    if (
+        buffered_after is not None
+        and watch.chunks == 1
+        and found.events > 1
+        and watch.first_after > buffered_after
+    ):
+        report(
+            "http.buffered",
+            f"all {found.events} events arrived at once, {watch.first_after:.1f} s after the "
+            "request: the response looks buffered, not streamed",
+        )
+    return found

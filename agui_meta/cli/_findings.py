@@ -14,11 +14,13 @@ from typing import Any
 import msgspec
 
 from .._exceptions import Report
-from .._lint import RULES
+from .._lint import RULES as _HYGIENE
+from .._validate import TRANSPORT_RULES
 from ._render import escape_controls
 
 __all__ = ["FileFindings", "finding_json", "json_document", "junit_document", "sarif_document"]
 
+RULES = {**_HYGIENE, **TRANSPORT_RULES}
 _SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 _SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _encode = msgspec.json.Encoder().encode

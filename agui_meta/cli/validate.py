@@ -12,10 +12,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import msgspec
 
 from .._exceptions import Report
 from .._lint import RULES, Lint
+from .._validate import TRANSPORT_RULES, Findings
 from ._command import Commands
 from ._findings import FileFindings, json_document, junit_document, sarif_document
 from ._render import Style, escape_controls, format_report
@@ -23,6 +27,7 @@ from ._stream import (
     InputError,
     add_color_argument,
     plural,
+    run_async,
     run_stream,
     use_color,
     use_escapes,
@@ -38,9 +43,10 @@ _CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _rule_table() -> str:
-    width = max(len(code) for code in RULES)
+    rules = {**RULES, **TRANSPORT_RULES}
+    width = max(len(code) for code in rules)
     return "\n".join(
-        f"  {code:<{width}}  {rule.severity:<7}  {rule.summary}" for code, rule in RULES.items()
+        f"  {code:<{width}}  {rule.severity:<7}  {rule.summary}" for code, rule in rules.items()
     )
 
 
@@ -54,8 +60,8 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "specification and the reference client: framing, JSON, event and field types,\n"
             "null metadata, event order (runs, messages, tool calls, steps, subagents), what\n"
             "the reference strips or warns about: errors and warnings as the reference client\n"
-            "gives them. Then the hygiene rules, warnings or information (--rule changes\n"
-            "them):\n\n"
+            "gives them. Then the hygiene rules, warnings or information, and for an agent\n"
+            "(a URL) the transport rules (--rule changes them):\n\n"
             + _rule_table()
             + "\n\nBad events are skipped, so every problem is listed, one a line:\n\n"
             "  FILE:LINE:BYTE: event N: SEVERITY: [CODE] message (at JSON path)\n\n"
@@ -97,6 +103,44 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         default=[],
         help="report CODE as error, warning or info, or not at all (off); repeatable",
     )
+    agent = parser.add_argument_group(
+        "an agent (FILE is an http:// or https:// URL: the agent is run once, and its "
+        "transport checked too)"
+    )
+    agent.add_argument(
+        "--input",
+        metavar="RUN_INPUT.json",
+        help="the run input to POST (a JSON object; default: one user message 'Hello')",
+    )
+    agent.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a request header (repeatable)",
+    )
+    agent.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds to connect, and to wait for each read (default 60)",
+    )
+    agent.add_argument(
+        "--keepalive-window",
+        type=_seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="the longest silence without an event or a keepalive line (default 15)",
+    )
+    agent.add_argument(
+        "--buffered-after",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="a body that arrives in one piece later than this looks buffered (default 1)",
+    )
     add_color_argument(parser)
     parser.add_argument(
         "--strict", action="store_true", help="count warnings as errors (exit status 1)"
@@ -110,6 +154,16 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         "counted",
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return value
 
 
 def _rule(text: str) -> tuple[str, str]:
@@ -137,6 +191,12 @@ def run(args: argparse.Namespace) -> int:
         print("agui-meta: standard input ('-') can be read once only", file=sys.stderr)
         return 2
     overrides: dict[str, str] = dict(args.rule)
+    try:
+        args.run_input = _run_input(args.input)
+        args.headers = _headers(args.header)
+    except InputError as exc:
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
+        return 2
     text = args.format == "text"
     style = Style(use_color(args), use_escapes(args)) if text else Style(False, False)
     found = [_check(name, args, overrides, style if text else None) for name in args.files]
@@ -158,6 +218,31 @@ def run(args: argparse.Namespace) -> int:
     if any(f.unreadable is not None for f in found):
         return 2
     return 1 if any(f.failed(args.strict) for f in found) else 0
+
+
+def _run_input(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as file:
+            data = msgspec.json.decode(file.read())
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path} must hold a JSON object (a run input)")
+    return data
+
+
+def _headers(lines: list[str]) -> dict[str, str]:
+    headers = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise InputError(f"not a header 'NAME: VALUE': {line!r}")
+        headers[name.strip()] = value.strip()
+    return headers
 
 
 def _version() -> str:
@@ -192,6 +277,8 @@ def _check(
         else:
             found.findings.append((report, severity))
 
+    if name.startswith(("http://", "https://")):
+        return _check_agent(name, args, overrides, style, found, show)
     stream_args = argparse.Namespace(
         file=name, format=args.input_format, format_option="--input-format"
     )
@@ -207,21 +294,70 @@ def _check(
     if result.error is not None:  # a framing error, or input with no event at all
         show(result.error)
     found.events = result.events
-    if style is None:
-        return found
-    hidden = found.hidden
-    if hidden:
+    if style is not None:
+        _summary(name, found, style, limit)
+    return found
+
+
+def _summary(name: str, found: FileFindings, style: Style, limit: int) -> None:
+    """The lines after a file's findings: how many were not shown, and the verdict."""
+    out = sys.stdout
+    if found.hidden:
         out.write(
             style.dim(
-                f"{name}: {plural(hidden, 'more problem')} not shown "
+                f"{name}: {plural(found.hidden, 'more problem')} not shown "
                 f"(--max-errors {limit}; 0 shows all)"
             )
             + "\n"
         )
-    errors, warnings = counts["error"], counts["warning"]
+    errors, warnings = found.counts["error"], found.counts["warning"]
     verdict = style.severity("error", "invalid") if errors else style.paint("32", "valid")
     out.write(
-        f"{style.text(name)}: {verdict}: {plural(result.events, 'event')} checked, "
+        f"{style.text(name)}: {verdict}: {plural(found.events, 'event')} checked, "
         f"{plural(errors, 'error')}, {plural(warnings, 'warning')}\n"
     )
+
+
+def _check_agent(
+    url: str,
+    args: argparse.Namespace,
+    overrides: dict[str, str],
+    style: Style | None,
+    found: FileFindings,
+    show: Callable[[Report], None],
+) -> FileFindings:
+    """Run the agent at ``url`` once and lint its stream and transport."""
+    import httpx
+
+    from .._validate import validate_stream
+
+    result: list[Findings] = []
+
+    async def main() -> None:
+        result.append(
+            await validate_stream(
+                url,
+                run_input=args.run_input,
+                headers=args.headers,
+                http_timeout=args.timeout,
+                keepalive_window=args.keepalive_window,
+                buffered_after=args.buffered_after,
+                max_findings=None,
+                format=args.input_format,
+            )
+        )
+
+    try:
+        run_async(main)
+    except httpx.HTTPError as exc:
+        found.unreadable = f"cannot reach {url}: {type(exc).__name__}: {exc}"
+        if style is not None:
+            print(f"agui-meta: {escape_controls(found.unreadable)}", file=sys.stderr)
+        return found
+    (got,) = result
+    for report, _ in got.findings:  # severities as found: show() applies --rule
+        show(report)
+    found.events = got.events
+    if style is not None:
+        _summary(url, found, style, args.max_errors)
     return found
