@@ -273,7 +273,10 @@ async def _agent(
     keepalive_window: float | None,
     buffered_after: float | None,
 ) -> Findings:
-    import httpx
+    try:
+        import httpx
+    except ImportError:
+        raise UsageError("running an agent needs httpx: pip install 'agui-meta[httpx]'") from None
 
     found = Findings(url if app is None else f"ASGI app at {url}", max_findings)
 

@@ -193,10 +193,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"agui-meta: cannot read {escape_controls(args.file)}: no such file", file=sys.stderr)
         return 2
     try:
+        import starlette  # noqa: F401
         import uvicorn
     except ImportError:
         print(
-            "agui-meta: serve needs uvicorn and starlette: pip install uvicorn starlette",
+            "agui-meta: serve needs uvicorn and starlette: pip install 'agui-meta[serve]'",
             file=sys.stderr,
         )
         return 2
