@@ -34,7 +34,7 @@ from ._events import (
 )
 from ._exceptions import Severity
 from ._metadata import AGUI_METADATA_KEY, is_prefixed, iter_metadata, key_path
-from ._stage import Transducer
+from ._stage import CONTENT_DELTAS, Transducer
 
 __all__ = ["RULES", "Lint", "LintMetadataKeys", "Rule"]
 
@@ -171,6 +171,8 @@ RULES: Final[dict[str, Rule]] = {
 PROTOCOL_VERSION: Final = (1, 0)
 
 _NO_PARTS: Final[list[str]] = []
+#: The content deltas (exact classes): most of a stream, checked on a short path.
+_DELTAS: Final[frozenset[type]] = frozenset(CONTENT_DELTAS)
 
 
 class _Seen:
@@ -229,7 +231,8 @@ class Lint(Transducer[Any, Any]):
         self._ended_calls = _Seen(max_closed_ids)
         self._known_messages = _Seen(max_closed_ids)
         self._known_calls = _Seen(max_closed_ids)
-        self._keys = _Seen(max_closed_ids)  # unprefixed metadata keys reported
+        self._done_keys: dict[str, None] = {}  # metadata keys judged (prefixed or reported)
+        self._reserved_seen: set[str] = set()  # event types reported for the 'ag-ui' key
         self._open_calls: dict[str, list[str]] = {}
         self._run: tuple[str, str] | None = None  # (thread id, run id) of the run started
         self._state_seen = False
@@ -241,7 +244,6 @@ class Lint(Transducer[Any, Any]):
             "TEXT_MESSAGE_END": self._message_end,
             "REASONING_MESSAGE_END": self._message_end,
             "TOOL_CALL_START": self._call_start,
-            "TOOL_CALL_ARGS": self._call_args,
             "TOOL_CALL_END": self._call_end,
             "TOOL_CALL_RESULT": self._call_result,
             "MESSAGES_SNAPSHOT": self._messages_snapshot,
@@ -254,6 +256,17 @@ class Lint(Transducer[Any, Any]):
     def feed(self, item: Any) -> None:
         event: Event = item.event if type(item) is Update else item
         self.events = self.ctx.index + 1
+        cls = type(event)
+        if cls in _DELTAS:  # most events: a few lookups
+            if cls is ToolCallArgsEvent:
+                parts = self._open_calls.get(event.tool_call_id)  # type: ignore[attr-defined]
+                if parts is not None and event.delta:  # type: ignore[attr-defined]
+                    parts.append(event.delta)  # type: ignore[attr-defined]
+            metadata = event.metadata
+            if metadata is not UNSET:
+                self._keys_of(metadata, "$.metadata", event)
+            self.emit(item)
+            return
         handler = self._handlers.get(event.type)
         if handler is not None:
             handler(event)
@@ -371,11 +384,6 @@ class Lint(Transducer[Any, Any]):
             del open_calls[next(iter(open_calls))]
         self._known_calls.add(call_id, index)
 
-    def _call_args(self, event: ToolCallArgsEvent) -> None:
-        parts = self._open_calls.get(event.tool_call_id)
-        if parts is not None and event.delta:
-            parts.append(event.delta)
-
     def _call_end(self, event: ToolCallEndEvent) -> None:
         call_id = event.tool_call_id
         parts = self._open_calls.pop(call_id, _NO_PARTS)
@@ -450,27 +458,37 @@ class Lint(Transducer[Any, Any]):
     # Metadata
 
     def _metadata(self, event: Event) -> None:
-        keys = self._keys
-        index = self.ctx.index
         for path, metadata in iter_metadata(event):
-            for key in metadata:
-                if key == AGUI_METADATA_KEY:
-                    if not path.startswith("$.input."):  # the client's input, echoed
-                        self._report(
-                            "metadata.reserved-key",
-                            f"metadata key {AGUI_METADATA_KEY!r} is reserved for the protocol: "
-                            "a producer must not write it",
-                            event,
-                            key_path(path, key),
-                        )
-                elif not is_prefixed(key) and key not in keys.ids:
-                    keys.add(key, index)
-                    self._report(
-                        "unprefixed-metadata-key",
-                        _unprefixed(key),
-                        event,
-                        key_path(path, key),
-                    )
+            self._keys_of(metadata, path, event)
+
+    def _keys_of(self, metadata: dict[str, Any], path: str, event: Event) -> None:
+        """Judge each key once: prefixed, or reported (a bounded record: past ``max_closed_ids``
+        distinct keys it starts again, so a key may be reported once more)."""
+        done = self._done_keys
+        for key in metadata:
+            if key in done:
+                continue
+            if key == AGUI_METADATA_KEY:
+                # Once per event type; the client's input echoed in RUN_STARTED is not the
+                # producer's.
+                if path.startswith("$.input.") or event.type in self._reserved_seen:
+                    continue
+                self._reserved_seen.add(event.type)
+                self._report(
+                    "metadata.reserved-key",
+                    f"metadata key {AGUI_METADATA_KEY!r} is reserved for the protocol: a "
+                    f"producer must not write it (reported once per event type)",
+                    event,
+                    key_path(path, key),
+                )
+                continue
+            if self._limit is not None and len(done) >= self._limit:
+                done.clear()
+            done[key] = None
+            if not is_prefixed(key):
+                self._report(
+                    "unprefixed-metadata-key", _unprefixed(key), event, key_path(path, key)
+                )
 
 
 def _version(text: str) -> tuple[int, ...] | None:

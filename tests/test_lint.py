@@ -382,3 +382,26 @@ def test_help_lists_every_rule() -> None:
     done = cli("validate", "--help")
     for code, rule in RULES.items():
         assert code in done.stdout and rule.summary in " ".join(done.stdout.split())
+
+
+def test_the_reserved_key_once_per_event_type_and_keys_judged_once() -> None:
+    content = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "a"}
+    events = [
+        {"type": "RUN_STARTED", **RUN},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        *[{**content, "metadata": {"ag-ui": n, "k": n, "acme.n": n}} for n in range(5)],
+        {"type": "TEXT_MESSAGE_END", "messageId": "m", "metadata": {"ag-ui": 1, "k": 2}},
+    ]
+    reports = lint(events)
+    assert [(r.code, r.index, r.event_type) for r in reports] == [
+        ("metadata.reserved-key", 2, "TEXT_MESSAGE_CONTENT"),
+        ("unprefixed-metadata-key", 2, "TEXT_MESSAGE_CONTENT"),
+        ("metadata.reserved-key", 7, "TEXT_MESSAGE_END"),
+    ]
+    # The record of judged keys is bounded: past it, it starts again.
+    many = [{**content, "metadata": {f"k{n}": n}} for n in range(6)]
+    stage = Lint(max_closed_ids=4)
+    found: list[Report] = []
+    run_sync([stage], [*events[:2], *many, many[0]], on_report=found.append)
+    assert [r.path for r in found] == [f"$.metadata.k{n}" for n in range(6)] + ["$.metadata.k0"]
+    assert len(stage._done_keys) <= 4
