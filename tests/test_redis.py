@@ -762,6 +762,10 @@ async def test_a_worker_refuses_numbers_it_could_never_reach(client, namespace) 
     ):
         with pytest.raises(ValueError):
             Worker(client, namespace=namespace, **bad)
+    text_client = redis.asyncio.Redis.from_url("redis://127.0.0.1:1/0", decode_responses=True)
+    with pytest.raises(ValueError, match="decode_responses"):
+        Worker(text_client, namespace=namespace)
+    await text_client.aclose()
     worker = Worker(client, namespace=namespace)
     for idle in (float("nan"), float("inf"), -1.0):
         with pytest.raises(ValueError, match="exit_when_idle"):

@@ -127,6 +127,11 @@ class Worker:
             raise ValueError("idle_timeout must be positive and finite (or None)")
         if max_commit is not None and max_commit < 1:
             raise ValueError("max_commit must be at least 1 (or None)")
+        if client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ValueError(
+                "a worker reads entries and snapshots as bytes: give it a client without "
+                "decode_responses=True"
+            )
         client.set_retry(Retry(NoBackoff(), 0))
         self.client = client
         self.keys = Keys(namespace)
