@@ -182,7 +182,7 @@ def __getattr__(name: str) -> object:
     if name == "EventStreamResponse":
         from ._server import EventStreamResponse
 
-        EventStreamResponse.__module__ = __name__
+        _public_module(__name__, {name: EventStreamResponse}, [name])
         globals()[name] = EventStreamResponse
         return EventStreamResponse
     raise AttributeError(f"module 'agui_meta' has no attribute {name!r}")

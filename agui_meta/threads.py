@@ -8,6 +8,7 @@ compare-and-set on the version) and two implementations: :class:`MemoryThreadSto
 
 from __future__ import annotations
 
+from ._public import public_module as _public_module
 from ._threads import (
     LedgerSummary,
     MemoryThreadStore,
@@ -25,3 +26,9 @@ __all__ = (
     "ThreadStore",
     "VersionConflict",
 )
+
+_public_module(__name__, globals(), __all__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

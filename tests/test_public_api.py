@@ -11,8 +11,16 @@ import pytest
 import agui_meta
 import agui_meta.events
 import agui_meta.framing
+import agui_meta.redis
+import agui_meta.threads
 
-PUBLIC_MODULES = (agui_meta, agui_meta.events, agui_meta.framing)
+PUBLIC_MODULES = (
+    agui_meta,
+    agui_meta.events,
+    agui_meta.framing,
+    agui_meta.threads,
+    agui_meta.redis,
+)
 # Re-exported from msgspec in agui_meta.events (documented there): they keep msgspec's module.
 FOREIGN = {("agui_meta.events", "UNSET"), ("agui_meta.events", "UnsetType")}
 
@@ -122,3 +130,57 @@ def test_the_docstring_examples_of_the_public_objects_run(module: types.ModuleTy
     # __module__); each example imports what it uses from the public paths.
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, raise_on_error=True)
     assert result.attempted >= 2
+
+
+# Structs that are not wire types: msgspec describes their fields but cannot give them a JSON
+# type (an Update holds a live store item, one of two plain classes; a Frame may hold the
+# FramingError that describes it).
+NOT_JSON_TYPES = {"Update", "Frame"}
+
+
+def _exported_classes() -> list[tuple[str, type]]:
+    return [
+        (f"{module.__name__}.{name}", value)
+        for module in PUBLIC_MODULES
+        for name in module.__all__
+        if isinstance(value := getattr(module, name), type)
+        and (module.__name__, name) not in FOREIGN
+    ]
+
+
+@pytest.mark.parametrize(("path", "cls"), _exported_classes(), ids=lambda x: str(x))
+def test_every_exported_class_introspects(path: str, cls: type) -> None:
+    # Their __module__ names a public module that does not hold the names their annotations
+    # use (ClassVar, Any, private aliases): introspection must not need it to.
+    import typing
+
+    import msgspec
+
+    hints = typing.get_type_hints(cls, include_extras=True)
+    assert not [name for name, hint in hints.items() if isinstance(hint, str)], path
+    if not issubclass(cls, msgspec.Struct):
+        return
+    fields = msgspec.structs.fields(cls)
+    assert {field.name for field in fields} == set(cls.__struct_fields__)
+    if cls.__name__ in NOT_JSON_TYPES:
+        with pytest.raises(TypeError, match="not supported"):
+            msgspec.json.schema(cls)
+        return
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType)
+    assert [field.name for field in info.fields] == list(cls.__struct_fields__)
+    schema = msgspec.json.schema(cls)
+    assert "$defs" in schema or "properties" in schema
+
+
+def test_introspection_sees_the_wire_names_and_types() -> None:
+    import msgspec
+
+    content = agui_meta.events.TextMessageContentEvent
+    fields = {field.name: field for field in msgspec.structs.fields(content)}
+    assert fields["message_id"].encode_name == "messageId"
+    assert fields["delta"].type is str
+    schema = msgspec.json.schema(content)
+    definition = schema["$defs"]["TextMessageContentEvent"]
+    assert definition["properties"]["type"] == {"enum": ["TEXT_MESSAGE_CONTENT"]}
+    assert {"messageId", "delta"} <= set(definition["required"])

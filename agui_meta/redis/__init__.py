@@ -22,6 +22,7 @@ from .._durable import LocalResult as LocalResult
 from .._durable import Output as Output
 from .._durable import envelopes as envelopes
 from .._durable import run_local as run_local
+from .._public import public_module as _public_module
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
 from ._ingest import IngestResult as IngestResult
 from ._ingest import SequenceGap as SequenceGap
@@ -50,3 +51,9 @@ __all__ = (
     "read_frames",
     "run_local",
 )
+
+_public_module(__name__, globals(), __all__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
