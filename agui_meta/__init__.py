@@ -57,7 +57,6 @@ from ._ledger import RunStatus as RunStatus
 from ._ledger import RunSuccess as RunSuccess
 from ._ledger import StepRecord as StepRecord
 from ._ledger import SubagentRecord as SubagentRecord
-from ._ledger import aggregate_token_usage as aggregate_token_usage
 from ._lint import LintMetadataKeys as LintMetadataKeys
 from ._metadata import AGUI_METADATA_KEY as AGUI_METADATA_KEY
 from ._metadata import MergedMetadata as MergedMetadata
@@ -84,6 +83,8 @@ from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._tokens import Usage as Usage
+from ._tokens import aggregate_token_usage as aggregate_token_usage
 from ._usage import UsageMeter as UsageMeter
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
@@ -146,6 +147,7 @@ __all__ = (
     "Transducer",
     "TransportError",
     "Update",
+    "Usage",
     "UsageError",
     "UsageMeter",
     "Verify",

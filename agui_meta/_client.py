@@ -55,7 +55,6 @@ from ._events import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
-    TokenUsage,
 )
 from ._exceptions import AguiMetaError, DataError, Report, UsageError
 from ._framing import (
@@ -73,11 +72,11 @@ from ._middleware import middleware
 from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
+from ._threads import ThreadSnapshot, ThreadStore
+from ._tokens import Usage
 
 if TYPE_CHECKING:
     import httpx
-
-    from ._threads import ThreadSnapshot, ThreadStore
 
 __all__ = [
     "PROTOBUF_MEDIA_TYPE",
@@ -110,7 +109,7 @@ class RunFailed(AguiMetaError):
         self,
         message: str,
         code: str | None = None,
-        usage: Sequence[TokenUsage] = (),
+        usage: Sequence[Usage] = (),
         event: RunErrorEvent | None = None,
     ) -> None:
         self.message = message
@@ -161,7 +160,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
       official client gives it only for a success outcome);
     - ``outcome``: the ledger's outcome (:class:`~agui_meta.RunSuccess`,
       :class:`~agui_meta.RunInterrupted` or :class:`~agui_meta.RunCancelled`);
-    - ``usage``: the token usage entries of RUN_FINISHED, as sent;
+    - ``usage``: the token usage entries of RUN_FINISHED, as sent (:class:`~agui_meta.Usage`);
     - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
     - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
     - ``record``: the ledger's record of the run; ``reports``: what the run reported.
@@ -172,7 +171,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     new_messages: list[dict[str, Any]]
     result: Any
     outcome: RunOutcome | None
-    usage: list[TokenUsage]
+    usage: list[Usage]
     pending_interrupts: list[Interrupt]
     pending_tool_call_ids: list[str]
     record: RunRecord | None
@@ -205,7 +204,7 @@ class _Watch(Transducer[Update, Update]):
             raise RunFailed(
                 terminal.message,
                 None if terminal.code is UNSET else terminal.code,
-                [] if terminal.usage is UNSET else terminal.usage,
+                [] if terminal.usage is UNSET else [*map(Usage.from_wire, terminal.usage)],
                 terminal,
             )
         if terminal is None:
@@ -453,8 +452,6 @@ class HttpAgent:
         :raises ~agui_meta.UsageError: no thread store, a run in progress, or (first load) a
             message of the agent whose id the stored thread holds with other content.
         """
-        from ._threads import ThreadSnapshot
-
         threads = self._need_store("load")
         self._busy = True
         try:
@@ -761,7 +758,7 @@ class HttpAgent:
             new_messages=new,
             result=result,
             outcome=outcome,
-            usage=[] if finished.usage is UNSET else list(finished.usage),
+            usage=[] if finished.usage is UNSET else [*map(Usage.from_wire, finished.usage)],
             pending_interrupts=list(self.store.pending_interrupts),
             pending_tool_call_ids=self.store.pending_tool_call_ids,
             record=record,

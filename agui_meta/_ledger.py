@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
@@ -96,6 +96,7 @@ from ._events import (
 from ._metadata import enc_hook
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._tally import ToolCallTally
+from ._tokens import Usage, aggregate_token_usage
 
 __all__ = [
     "CustomRecord",
@@ -112,7 +113,6 @@ __all__ = [
     "SubagentRecord",
     "TimeSource",
     "ToolCallRecord",
-    "aggregate_token_usage",
 ]
 
 T = TypeVar("T")
@@ -128,53 +128,6 @@ SubagentStatus = Literal["running", "finished", "error", "incomplete"]
 ToolCallStatus = Literal["started", "ended", "answered", "incomplete"]
 #: Where a time comes from: the event's ``timestamp``, or the time the ledger received it.
 TimeSource = Literal["event", "receipt"]
-
-_COUNT_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-)
-
-
-def aggregate_token_usage(entries: Iterable[TokenUsage]) -> list[TokenUsage]:
-    """Sum usage entries into one entry per ``(provider, model)``, in order of first appearance.
-
-    The rules of the reference's ``aggregateTokenUsage``: an absent provider or model groups
-    with an empty one, and the group keeps the labels of its first entry; a count stays absent
-    when no entry of the group reported it, so "not reported" stays distinct from zero. (The
-    reference joins the two labels with a space to make its group key, so it would also merge
-    provider ``"a b"``/model ``"c"`` with provider ``"a"``/model ``"b c"``; here the pair is the
-    key, as its documentation says.) Sums are exact Python integers.
-
-    >>> import msgspec
-    >>> from agui_meta.events import TokenUsage
-    >>> entries = [TokenUsage(model="m", input_tokens=1),
-    ...            TokenUsage(model="m", input_tokens=2, output_tokens=5)]
-    >>> msgspec.json.encode(aggregate_token_usage(entries))
-    b'[{"model":"m","inputTokens":3,"outputTokens":5}]'
-    """
-    groups: dict[tuple[str, str], tuple[TokenUsage, dict[str, int]]] = {}
-    for entry in entries:
-        provider, model = entry.provider, entry.model
-        key = (
-            "" if isinstance(provider, UnsetType) else provider,
-            "" if isinstance(model, UnsetType) else model,
-        )
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = (entry, {})
-        sums = group[1]
-        for name in _COUNT_FIELDS:
-            value = getattr(entry, name)
-            if value is not UNSET:
-                sums[name] = sums.get(name, 0) + value
-    return [
-        TokenUsage(provider=first.provider, model=first.model, **sums)
-        for first, sums in groups.values()
-    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,7 +302,8 @@ class RunRecord(_Record, kw_only=True):
 
     ``thread_id``/``run_id`` are ``None`` on a record that no RUN_STARTED or RUN_FINISHED
     named (events outside a run). ``usage`` holds the entries of RUN_FINISHED and RUN_ERROR as
-    sent, ``aggregated_usage`` their sum per provider and model (:func:`aggregate_token_usage`).
+    sent (each a :class:`~agui_meta.Usage`: ``None`` for what was absent), ``aggregated_usage``
+    their sum per provider and model (:func:`~agui_meta.aggregate_token_usage`).
     ``event_counts`` counts the run's events by type, in order of first appearance.
     The input echoed by RUN_STARTED and the values of RAW and CUSTOM events are not kept.
     """
@@ -368,8 +322,8 @@ class RunRecord(_Record, kw_only=True):
     outcome: RunOutcome | None = None
     error_message: str | None = None
     error_code: str | None = None
-    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
-    aggregated_usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    usage: list[Usage] = msgspec.field(default_factory=_new_list)
+    aggregated_usage: list[Usage] = msgspec.field(default_factory=_new_list)
     steps: list[StepRecord] = msgspec.field(default_factory=_new_list)
     subagents: list[SubagentRecord] = msgspec.field(default_factory=_new_list)
     tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=_new_list)
@@ -685,7 +639,7 @@ class Ledger(Transducer[T, T]):
     def _add_usage(record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
         if isinstance(usage, UnsetType):
             return
-        record.usage = [*record.usage, *usage]
+        record.usage = [*record.usage, *map(Usage.from_wire, usage)]
         record.aggregated_usage = aggregate_token_usage(record.usage)
 
     def _run_started(self, event: RunStartedEvent) -> None:

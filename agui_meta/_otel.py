@@ -64,7 +64,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import (
     EVENT_TYPES,
@@ -411,7 +411,7 @@ class OTel(Transducer[T, T]):
         for entry in record.aggregated_usage:
             for field, name in _USAGE_ATTRIBUTES:
                 value = getattr(entry, field)
-                if value is not UNSET:
+                if value is not None:
                     sums[name] = sums.get(name, 0) + value
         attributes.update(sums)
         attributes.update(
@@ -437,21 +437,21 @@ class OTel(Transducer[T, T]):
             self._agent_duration.record(seconds, metric)
         for entry in record.aggregated_usage:
             labels: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
-            if isinstance(entry.provider, str) and entry.provider:
+            if entry.provider:
                 labels["gen_ai.provider.name"] = entry.provider
-            if isinstance(entry.model, str) and entry.model:
+            if entry.model:
                 labels["gen_ai.request.model"] = entry.model
             for field, token_type in (("input_tokens", "input"), ("output_tokens", "output")):
                 value = getattr(entry, field)
-                if value is not UNSET:
+                if value is not None:
                     self._token_usage.record(value, {**labels, "gen_ai.token.type": token_type})
         self._flush_counts()
 
     @staticmethod
     def _labels(record: RunRecord) -> tuple[str | None, str | None]:
         """The provider and the model, when the run's usage names exactly one of each."""
-        providers = {e.provider for e in record.aggregated_usage if isinstance(e.provider, str)}
-        models = {e.model for e in record.aggregated_usage if isinstance(e.model, str)}
+        providers = {e.provider for e in record.aggregated_usage if e.provider is not None}
+        models = {e.model for e in record.aggregated_usage if e.model is not None}
         provider = next(iter(providers)) if len(providers) == 1 else None
         model = next(iter(models)) if len(models) == 1 else None
         return provider or None, model or None

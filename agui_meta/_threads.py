@@ -27,11 +27,12 @@ import anyio.to_thread
 import msgspec
 
 from ._decode import decode_event
-from ._events import Event, Interrupt, TokenUsage
+from ._events import Event, Interrupt
 from ._exceptions import AguiMetaError
-from ._ledger import RunRecord, RunStatus, aggregate_token_usage
+from ._ledger import RunRecord, RunStatus
 from ._metadata import copy_json, enc_hook
 from ._store import Store
+from ._tokens import Usage, aggregate_token_usage
 
 __all__ = [
     "LedgerSummary",
@@ -72,7 +73,7 @@ class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=
     last_run_id: str | None = None
     last_status: RunStatus | None = None
     statuses: dict[str, int] = msgspec.field(default_factory=dict)
-    usage: list[TokenUsage] = msgspec.field(default_factory=list)
+    usage: list[Usage] = msgspec.field(default_factory=list)
 
     def add(self, records: Iterable[RunRecord]) -> LedgerSummary:
         """A new summary with the ended runs ``records`` counted in (this one is unchanged)."""

@@ -31,24 +31,17 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import TokenUsage
-from ._ledger import RunRecord, _new_list, aggregate_token_usage
+from ._ledger import RunRecord, _new_list
+from ._tokens import COUNTS, Usage, aggregate_token_usage
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 __all__ = ["RunUsage", "UsageMeter", "UsageSnapshot"]
 
-_COUNTS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-)
 #: The OpenTelemetry ``gen_ai.token.type`` of each count the counter publishes: the two
 #: well-known values of the GenAI semantic conventions (``input``, ``output``), and custom
 #: values for the parts AG-UI reports inside them.
@@ -67,7 +60,7 @@ class RunUsage(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True)
 
     thread_id: str | None = None
     run_id: str | None = None
-    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    usage: list[Usage] = msgspec.field(default_factory=_new_list)
 
 
 class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
@@ -79,17 +72,17 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     ``max_runs``), oldest first; ``recorded`` counts the records added, replays included.
     """
 
-    total: TokenUsage = msgspec.field(default_factory=TokenUsage)
-    threads: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    providers: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    models: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    provider_models: list[TokenUsage] = msgspec.field(default_factory=list)
+    total: Usage = msgspec.field(default_factory=Usage)
+    threads: dict[str, Usage] = msgspec.field(default_factory=dict)
+    providers: dict[str, Usage] = msgspec.field(default_factory=dict)
+    models: dict[str, Usage] = msgspec.field(default_factory=dict)
+    provider_models: list[Usage] = msgspec.field(default_factory=list)
     runs: list[RunUsage] = msgspec.field(default_factory=list)
     recorded: int = 0
 
 
-def _label(value: str | UnsetType | None) -> str:
-    return value if isinstance(value, str) else ""
+def _label(value: str | None) -> str:
+    return "" if value is None else value
 
 
 class _Sums:
@@ -100,17 +93,15 @@ class _Sums:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
 
-    def add(self, entry: TokenUsage, sign: int) -> None:
+    def add(self, entry: Usage, sign: int) -> None:
         counts = self.counts
-        for name in _COUNTS:
+        for name in COUNTS:
             value = getattr(entry, name)
-            if value is not UNSET:
+            if value is not None:
                 counts[name] = counts.get(name, 0) + sign * value
 
-    def usage(
-        self, provider: str | UnsetType = UNSET, model: str | UnsetType = UNSET
-    ) -> TokenUsage:
-        return TokenUsage(provider=provider, model=model, **self.counts)
+    def usage(self, provider: str | None = None, model: str | None = None) -> Usage:
+        return Usage(provider=provider, model=model, **self.counts)
 
 
 class UsageMeter:
@@ -126,7 +117,7 @@ class UsageMeter:
     >>> for _ in range(2):  # the same run, replayed: counted once
     ...     _ = run_sync([Ledger(on_run=meter.add_run)], stream)
     >>> meter.snapshot().total
-    TokenUsage(provider=UNSET, model=UNSET, input_tokens=10, output_tokens=3, total_tokens=UNSET, reasoning_tokens=UNSET, cached_input_tokens=UNSET, cache_write_input_tokens=UNSET)
+    Usage(provider=None, model=None, input_tokens=10, output_tokens=3, total_tokens=None, reasoning_tokens=None, cached_input_tokens=None, cache_write_input_tokens=None)
     """
 
     def __init__(self, *, max_runs: int = 100_000) -> None:
@@ -139,7 +130,7 @@ class UsageMeter:
         self._threads: dict[str, _Sums] = {}
         self._providers: dict[str, _Sums] = {}
         self._models: dict[str, _Sums] = {}
-        self._pairs: dict[tuple[str, str], tuple[TokenUsage, _Sums]] = {}
+        self._pairs: dict[tuple[str, str], tuple[Usage, _Sums]] = {}
         self._recorded = 0
 
     def add_run(self, record: RunRecord) -> None:
@@ -150,7 +141,7 @@ class UsageMeter:
         self,
         thread_id: str | UnsetType | None,
         run_id: str | UnsetType | None,
-        usage: Iterable[TokenUsage],
+        usage: Iterable[TokenUsage | Usage],
     ) -> None:
         """Count ``usage`` (entries of one run) for a thread and run, replacing what the same
         run added before. ``None``/``UNSET`` ids: a run that cannot be recognised again."""
@@ -235,12 +226,12 @@ class UsageMeter:
         out: list[Observation] = []
         for usage in self.snapshot().provider_models:
             base: dict[str, Any] = {}
-            if not isinstance(usage.provider, UnsetType) and usage.provider:
+            if usage.provider:
                 base["gen_ai.provider.name"] = usage.provider
-            if not isinstance(usage.model, UnsetType) and usage.model:
+            if usage.model:
                 base["gen_ai.request.model"] = usage.model
             for field, token_type in _TOKEN_TYPES.items():
                 value = getattr(usage, field)
-                if value is not UNSET:
+                if value is not None:
                     out.append(Observation(value, {**base, "gen_ai.token.type": token_type}))
         return out

@@ -131,7 +131,10 @@ async def test_run_result_has_outcome_usage_and_pending_tool_calls(
     agent.add_message({"id": "t", "role": "tool", "toolCallId": "a-call", "content": "rain"})
     second = await agent.run_agent(run_id="b")
     assert second.result == {"answered": True}
-    assert [u.input_tokens for u in second.usage] == [7]
+    assert second.usage == [
+        agui_meta.Usage(provider="srv", model="m-2", input_tokens=7, output_tokens=3)
+    ]
+    assert second.usage[0].total_tokens is None  # absent: None, not the wire's UNSET
     assert [m["id"] for m in second.new_messages] == ["b-a", "b-act"]
     assert second.pending_tool_call_ids == []
     assert [r.run_id for r in agent.ledger.runs] == ["a", "b"]
@@ -172,7 +175,8 @@ async def test_run_error_raises_with_code_message_and_usage(server: tuple[str, A
         await agent.run_agent(run_id="e")
     assert caught.value.code == "refusal"
     assert caught.value.message == "the model refused"
-    assert [u.input_tokens for u in caught.value.usage] == [5]
+    assert caught.value.usage == [agui_meta.Usage(provider="srv", input_tokens=5)]
+    assert caught.value.usage[0].model is None  # absent: None, not the wire's UNSET
     # What came before the error is kept, as the official client keeps it.
     assert agent.messages_wire() == [{"id": "e-1", "role": "assistant", "content": "Partial"}]
     assert agent.ledger.runs[-1].status == "error"
@@ -346,7 +350,7 @@ async def test_the_readme_client_example_runs(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("['assistant'] [")  # the frontend tool call left pending
     assert "TEXT_MESSAGE_END {'srv.model': 'm-2', 'srv.finish': 'stop'}" in lines
-    assert lines[-1].startswith("It is done. {'asked': 1, 'answers': 1} [TokenUsage(")
+    assert lines[-1].startswith("It is done. {'asked': 1, 'answers': 1} [Usage(")
 
 
 async def test_the_readme_server_example_serves() -> None:

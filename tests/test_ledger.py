@@ -28,8 +28,8 @@ from agui_meta._ledger import (
     RunInterrupted,
     RunRecord,
     RunSuccess,
-    aggregate_token_usage,
 )
+from agui_meta._tokens import Usage, aggregate_token_usage
 from agui_meta.events import decode_event
 
 # ---------------------------------------------------------------------------------------------
@@ -405,8 +405,9 @@ def test_multi_run_outcomes() -> None:
     assert (r6.error_message, r6.error_code) == ("model overloaded", "overloaded")
     assert r6.error_metadata == {"acme.retry": True}
     assert r6.started_metadata == {"acme.try": 2}
-    assert r6.usage == [TokenUsage(provider="openai", input_tokens=4)]
-    assert r6.aggregated_usage == [TokenUsage(provider="openai", input_tokens=4)]
+    assert r6.usage == [Usage(provider="openai", input_tokens=4)]
+    assert r6.aggregated_usage == [Usage(provider="openai", input_tokens=4)]
+    assert r6.usage[0].model is None  # absent: None, never the wire's UNSET
     assert r6.error_index == len(MULTI) - 1
     assert r6.finished_index is None
     # Counts per run partition the stream.
@@ -456,38 +457,42 @@ def test_tally_is_per_run() -> None:
 # Token usage
 
 
-def _usage(wire: list[dict[str, Any]]) -> list[TokenUsage]:
+def _wire_usage(wire: list[dict[str, Any]]) -> list[TokenUsage]:
     return msgspec.convert(wire, list[TokenUsage])
 
 
+def _usage(wire: list[dict[str, Any]]) -> list[Usage]:
+    return msgspec.convert(wire, list[Usage])
+
+
 def test_aggregate_like_the_reference() -> None:
-    result = aggregate_token_usage(_usage(AGGREGATE))
+    result = aggregate_token_usage(_wire_usage(AGGREGATE))
     assert msgspec.to_builtins(result) == REF_AGGREGATE
+    # Entries as agui-meta reports them sum the same.
+    assert aggregate_token_usage(_usage(AGGREGATE)) == result
 
 
 def test_aggregate_empty_and_zero() -> None:
     assert aggregate_token_usage([]) == []
     # Zero is reported, not absent; an entry with no counts yields a labels-only group.
     assert aggregate_token_usage(
-        _usage([{"provider": "p", "inputTokens": 0}, {"provider": "p"}])
-    ) == [TokenUsage(provider="p", input_tokens=0)]
+        _wire_usage([{"provider": "p", "inputTokens": 0}, {"provider": "p"}])
+    ) == [Usage(provider="p", input_tokens=0)]
 
 
 def test_aggregate_keys_on_the_pair() -> None:
     # Documented deviation: the reference's string key ("a b" + " " + "c") merges these two.
-    entries = _usage(
-        [
-            {"provider": "a b", "model": "c", "inputTokens": 1},
-            {"provider": "a", "model": "b c", "inputTokens": 2},
-        ]
-    )
-    assert aggregate_token_usage(entries) == entries
+    wire = [
+        {"provider": "a b", "model": "c", "inputTokens": 1},
+        {"provider": "a", "model": "b c", "inputTokens": 2},
+    ]
+    assert aggregate_token_usage(_wire_usage(wire)) == _usage(wire)
 
 
 def test_aggregate_is_exact_beyond_double_precision() -> None:
     n = 2**53 - 1
-    assert aggregate_token_usage(_usage([{"inputTokens": n}, {"inputTokens": n}])) == [
-        TokenUsage(input_tokens=2 * n)
+    assert aggregate_token_usage(_wire_usage([{"inputTokens": n}, {"inputTokens": n}])) == [
+        Usage(input_tokens=2 * n)
     ]
 
 
@@ -545,7 +550,7 @@ def test_run_error_after_run_finished_amends_the_run() -> None:
             {"provider": "p", "inputTokens": 2, "outputTokens": 3},
         ]
     )
-    assert r1.aggregated_usage == [TokenUsage(provider="p", input_tokens=3, output_tokens=3)]
+    assert r1.aggregated_usage == [Usage(provider="p", input_tokens=3, output_tokens=3)]
 
 
 def test_events_before_the_first_run_and_a_run_started_twice() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import types
+from typing import Any
 
 import pytest
 
@@ -184,3 +185,74 @@ def test_introspection_sees_the_wire_names_and_types() -> None:
     definition = schema["$defs"]["TextMessageContentEvent"]
     assert definition["properties"]["type"] == {"enum": ["TEXT_MESSAGE_CONTENT"]}
     assert {"messageId", "delta"} <= set(definition["required"])
+
+
+# Wire objects that results carry as they were sent (they go back on the wire as they are):
+# their absent members are UNSET, as agui_meta.events documents. Nothing else from the wire
+# model reaches a result: what agui-meta builds says None for absent.
+WIRE_CARRIED = {"Event", "Interrupt"}
+
+
+def _reached(hint: Any, seen: set[object]) -> set[object]:
+    """Every type that ``hint`` names, through unions, generics and the fields of classes."""
+    import typing
+
+    if isinstance(hint, list):  # a Callable's parameters
+        return set().union(*(_reached(arg, seen) for arg in hint))
+    if hint in seen:
+        return set()
+    seen.add(hint)
+    found: set[object] = {typing.get_origin(hint) or hint}
+    for arg in typing.get_args(hint):
+        found |= _reached(arg, seen)
+    if isinstance(hint, type) and hint.__module__.startswith("agui_meta"):
+        if hint.__module__ == "agui_meta.events":
+            return found  # the wire model: checked by the caller, not walked
+        for field in typing.get_type_hints(hint).values():
+            found |= _reached(field, seen)
+        for member_name, member in vars(hint).items():
+            if member_name.startswith("_") and member_name != "__init__":
+                continue
+            function = member.fget if isinstance(member, property) else member
+            function = getattr(function, "__func__", function)  # class and static methods
+            if callable(function) and hasattr(function, "__annotations__"):
+                # What it gives (a method's parameters may take wire values: UNSET included).
+                found |= _reached(_function_hints(function).get("return"), seen)
+    return found
+
+
+def _function_hints(function: Any) -> dict[str, Any]:
+    """A function's parameter and return types; names of optional dependencies left out."""
+    import typing
+
+    try:
+        return typing.get_type_hints(function)
+    except NameError as exc:  # a type checker's import of an optional dependency (httpx...)
+        assert exc.name in OPTIONAL_TYPES, f"{function.__qualname__}: {exc}"
+        return {}
+
+
+# Names imported for type checkers only: optional dependencies, never returned as results.
+OPTIONAL_TYPES = {"httpx", "Meter", "TracerProvider", "BaseModel", "Request", "Scope"}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [m for m in PUBLIC_MODULES if m is not agui_meta.events],
+    ids=lambda m: m.__name__,
+)
+def test_results_say_none_for_absent(module: types.ModuleType) -> None:
+    from msgspec import UnsetType
+
+    for name in module.__all__:
+        value = getattr(module, name)
+        if not isinstance(value, type):
+            continue
+        reached = _reached(value, set())
+        assert UnsetType not in reached, f"{module.__name__}.{name} can hold UNSET"
+        wire = {
+            t.__name__
+            for t in reached
+            if isinstance(t, type) and t.__module__ == "agui_meta.events" and t is not value
+        }
+        assert wire <= WIRE_CARRIED, f"{module.__name__}.{name} holds {wire - WIRE_CARRIED}"

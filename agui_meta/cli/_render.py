@@ -23,6 +23,7 @@ from msgspec import UNSET
 from .._exceptions import Report
 from .._ledger import RunCancelled, RunInterrupted, RunRecord, RunSuccess
 from .._store import ItemStore, MessageItem, ToolCallItem
+from .._tokens import Usage
 
 __all__ = [
     "Style",
@@ -326,14 +327,12 @@ _USAGE_FIELDS = (
 )
 
 
-def _usage_text(entry: Any) -> str:
-    provider = entry.provider if entry.provider is not UNSET else ""
-    model = entry.model if entry.model is not UNSET else ""
-    label = "/".join(x for x in (provider, model) if x) or "(unlabelled)"
+def _usage_text(entry: Usage) -> str:
+    label = "/".join(x for x in (entry.provider, entry.model) if x) or "(unlabelled)"
     counts = [
         f"{name} {getattr(entry, field)}"
         for field, name in _USAGE_FIELDS
-        if getattr(entry, field) is not UNSET
+        if getattr(entry, field) is not None
     ]
     return f"{label}: {', '.join(counts) or 'no counts'}"
 
