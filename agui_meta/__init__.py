@@ -17,11 +17,7 @@ from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._chunks import ExpandChunks as ExpandChunks
 from ._client import HttpAgent as HttpAgent
-from ._client import HttpStatusError as HttpStatusError
-from ._client import IncompleteStream as IncompleteStream
-from ._client import RunFailed as RunFailed
 from ._client import RunResult as RunResult
-from ._client import TransportError as TransportError
 from ._compact import compact_events as compact_events
 from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
@@ -35,10 +31,14 @@ from ._exceptions import ChunkError as ChunkError
 from ._exceptions import DataError as DataError
 from ._exceptions import DecodeError as DecodeError
 from ._exceptions import FramingError as FramingError
+from ._exceptions import HttpStatusError as HttpStatusError
+from ._exceptions import IncompleteStream as IncompleteStream
 from ._exceptions import MetadataError as MetadataError
 from ._exceptions import PipelineClosed as PipelineClosed
 from ._exceptions import PipelineConsumed as PipelineConsumed
 from ._exceptions import Report as Report
+from ._exceptions import ResponseError as ResponseError
+from ._exceptions import RunFailed as RunFailed
 from ._exceptions import StreamLost as StreamLost
 from ._exceptions import StrictError as StrictError
 from ._exceptions import UsageError as UsageError
@@ -129,6 +129,7 @@ __all__ = (
     "Replay",
     "ReplayBuffer",
     "Report",
+    "ResponseError",
     "RunCancelled",
     "RunFailed",
     "RunInterrupted",
@@ -145,7 +146,6 @@ __all__ = (
     "SubagentRecord",
     "ToolCallItem",
     "Transducer",
-    "TransportError",
     "Update",
     "Usage",
     "UsageError",

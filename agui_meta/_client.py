@@ -10,10 +10,12 @@ needs a ``resume`` that answers each of them (an expired one only by cancelling 
 input is validated (unknown members stripped with a report, malformed ones an error) before
 anything is sent.
 
-Errors a user can act on: :class:`RunFailed` (the run sent ``RUN_ERROR``: code, message,
-usage), :class:`IncompleteStream` (the body ended, or the connection dropped, before
-``RUN_FINISHED``/``RUN_ERROR``), :class:`HttpStatusError` (status and the body's first bytes),
-:class:`TransportError` (a media type that cannot be read, such as the protobuf one).
+Errors a user can act on (all in :mod:`agui_meta._exceptions`' tree): :class:`~agui_meta.RunFailed`
+(the run sent ``RUN_ERROR``: code, message, usage), :class:`~agui_meta.IncompleteStream` (the
+body ended, or the connection dropped, before ``RUN_FINISHED``/``RUN_ERROR``),
+:class:`~agui_meta.HttpStatusError` (status and the body's first bytes),
+:class:`~agui_meta.ResponseError` (their base; itself: a media type that cannot be read, such
+as the protobuf one).
 Connection errors and timeouts are httpx's own exceptions, raised as they are.
 
 Reconnecting (agui-meta's extension, off by default): with ``reconnect=n``, a stream that
@@ -56,7 +58,16 @@ from ._events import (
     RunFinishedEvent,
     RunStartedEvent,
 )
-from ._exceptions import AguiMetaError, DataError, Report, UsageError
+from ._exceptions import (
+    DataError,
+    HttpStatusError,
+    IncompleteStream,
+    Report,
+    ResponseError,
+    RunFailed,
+    UsageError,
+    VersionConflict,
+)
 from ._framing import (
     _JSONL_MEDIA_TYPES,
     DEFAULT_MAX_FRAME_SIZE,
@@ -83,11 +94,7 @@ __all__ = [
     "RESUMED_HEADER",
     "AgentRun",
     "HttpAgent",
-    "HttpStatusError",
-    "IncompleteStream",
-    "RunFailed",
     "RunResult",
-    "TransportError",
 ]
 
 #: The media type of AG-UI's protobuf encoding, which agui-meta does not decode.
@@ -96,58 +103,6 @@ PROTOBUF_MEDIA_TYPE = "application/vnd.ag-ui.event+proto"
 RESUMED_HEADER = "agui-meta-resumed"
 _ACCEPT = {"sse": "text/event-stream", "jsonl": "application/jsonl"}
 _BODY_PREVIEW = 512
-
-
-class RunFailed(AguiMetaError):
-    """The run ended with ``RUN_ERROR`` (or was aborted: ``code == "abort"``).
-
-    ``message`` and ``code`` (``None`` when absent) are the event's; ``usage`` its token usage
-    (empty when absent); ``event`` the event itself (``None`` for an abort).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        code: str | None = None,
-        usage: Sequence[Usage] = (),
-        event: RunErrorEvent | None = None,
-    ) -> None:
-        self.message = message
-        self.code = code
-        self.usage = list(usage)
-        self.event = event
-        where = f" [{code}]" if code is not None else ""
-        super().__init__(f"the run failed{where}: {message}")
-
-
-class TransportError(AguiMetaError):
-    """The response cannot be read as an AG-UI stream (base of the HTTP-level errors)."""
-
-
-class HttpStatusError(TransportError):
-    """The endpoint answered with an error status.
-
-    ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
-    ``url`` the URL requested.
-    """
-
-    def __init__(self, status: int, body: bytes, url: str) -> None:
-        self.status = status
-        self.body = body
-        self.url = url
-        text = body.decode("utf-8", "replace").strip()
-        super().__init__(f"HTTP {status} from {url}" + (f": {text}" if text else ""))
-
-
-class IncompleteStream(TransportError):
-    """The stream ended, or its connection dropped, before ``RUN_FINISHED`` or ``RUN_ERROR``.
-
-    ``events`` is the number of events received.
-    """
-
-    def __init__(self, message: str, events: int) -> None:
-        self.events = events
-        super().__init__(message)
 
 
 class RunResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -547,8 +502,6 @@ class HttpAgent:
         return snapshot
 
     def _check_saved(self) -> None:
-        from ._threads import VersionConflict
-
         error = self._save_error
         if error is None:
             return
@@ -781,7 +734,7 @@ class _Source:
         size = agent.max_frame_size
         invalid: InvalidUtf8 = "frame" if agent.mode == "keep_going" else "raise"
         if media == PROTOBUF_MEDIA_TYPE:
-            raise TransportError(
+            raise ResponseError(
                 f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
                 " which agui-meta does not decode; it asks for SSE or JSON lines "
                 "(HttpAgent(accept='sse' | 'jsonl'))"

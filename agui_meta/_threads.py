@@ -28,7 +28,7 @@ import msgspec
 
 from ._decode import decode_event
 from ._events import Event, Interrupt
-from ._exceptions import AguiMetaError
+from ._exceptions import VersionConflict
 from ._ledger import RunRecord, RunStatus
 from ._metadata import copy_json, enc_hook
 from ._store import Store
@@ -42,23 +42,6 @@ __all__ = [
     "ThreadStore",
     "VersionConflict",
 ]
-
-
-class VersionConflict(AguiMetaError):
-    """A save lost a compare-and-set: the stored version is not the one the writer read.
-
-    ``thread_id``, ``expected`` (the version the writer built on) and ``actual`` (the stored
-    version, ``0`` for a thread never saved) say which.
-    """
-
-    def __init__(self, thread_id: str, expected: int, actual: int) -> None:
-        super().__init__(
-            f"thread {thread_id!r}: version conflict: the save builds on version {expected}, "
-            f"the stored version is {actual}"
-        )
-        self.thread_id = thread_id
-        self.expected = expected
-        self.actual = actual
 
 
 class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):

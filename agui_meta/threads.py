@@ -8,6 +8,7 @@ compare-and-set on the version) and two implementations: :class:`MemoryThreadSto
 
 from __future__ import annotations
 
+from ._exceptions import VersionConflict
 from ._public import public_module as _public_module
 from ._threads import (
     LedgerSummary,
@@ -15,7 +16,6 @@ from ._threads import (
     SQLiteThreadStore,
     ThreadSnapshot,
     ThreadStore,
-    VersionConflict,
 )
 
 __all__ = (

@@ -227,7 +227,7 @@ async def test_a_server_that_cannot_resume_is_a_clear_error(server: tuple[str, A
 
 async def test_the_protobuf_media_type_is_refused(server: tuple[str, Any]) -> None:
     url, _ = server
-    with pytest.raises(agui_meta.TransportError, match="protobuf media type"):
+    with pytest.raises(agui_meta.ResponseError, match="protobuf media type"):
         await agui_meta.HttpAgent(url + "/protobuf").run_agent()
 
 

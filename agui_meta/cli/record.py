@@ -86,7 +86,8 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import HttpStatusError, _closing_bytes
+    from .._client import _closing_bytes
+    from .._exceptions import HttpStatusError
 
     try:
         agent, tools = build_agent(args)

@@ -22,10 +22,10 @@ from .._durable import LocalResult as LocalResult
 from .._durable import Output as Output
 from .._durable import envelopes as envelopes
 from .._durable import run_local as run_local
+from .._exceptions import SequenceGap as SequenceGap
 from .._public import public_module as _public_module
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
 from ._ingest import IngestResult as IngestResult
-from ._ingest import SequenceGap as SequenceGap
 from ._ingest import publish as publish
 from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys

@@ -15,10 +15,11 @@ import redis.asyncio
 import redis.exceptions
 
 from .._durable import Envelope
+from .._exceptions import SequenceGap
 from ._common import DEFAULT_SHARDS, Scripts, shard_count
 from ._keys import GROUP, Keys
 
-__all__ = ["IngestResult", "SequenceGap", "publish", "read_frames"]
+__all__ = ["IngestResult", "publish", "read_frames"]
 
 
 class IngestResult(msgspec.Struct, kw_only=True):
@@ -26,10 +27,6 @@ class IngestResult(msgspec.Struct, kw_only=True):
 
     appended: int = 0
     duplicates: int = 0
-
-
-class SequenceGap(Exception):
-    """An envelope's ``seq`` skips numbers its source never sent (an earlier one was lost)."""
 
 
 async def publish(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import redis.asyncio
 
-from .._threads import ThreadSnapshot, VersionConflict, _check_version
+from .._exceptions import VersionConflict
+from .._threads import ThreadSnapshot, _check_version
 from ._common import Scripts
 from ._keys import Keys
 
