@@ -303,9 +303,9 @@ class HttpAgent:
         save_timeout: float = 30.0,
     ) -> None:
         if accept not in _ACCEPT:
-            raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
+            raise UsageError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
         if reconnect < 0:
-            raise ValueError(f"reconnect must be >= 0, got {reconnect}")
+            raise UsageError(f"reconnect must be >= 0, got {reconnect}")
         self.url = url
         self.headers = dict(headers or {})
         self.http_client = http_client
@@ -323,7 +323,7 @@ class HttpAgent:
         self.max_frame_size = max_frame_size
         self.thread_store = thread_store
         if not save_timeout > 0:
-            raise ValueError(f"save_timeout must be > 0 seconds, got {save_timeout!r}")
+            raise UsageError(f"save_timeout must be > 0 seconds, got {save_timeout!r}")
         self.save_timeout = save_timeout
         self._scope: anyio.CancelScope | None = None
         self._aborted = False

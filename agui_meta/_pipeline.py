@@ -118,18 +118,20 @@ class Pipeline(Generic[T]):
         fuse: bool = True,
     ) -> None:
         if format not in ("auto", "sse", "jsonl", "json-array", "json"):
-            raise ValueError(
+            raise UsageError(
                 f"format must be 'auto', 'sse', 'jsonl', 'json-array' or 'json', got {format!r}"
             )
         if prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+            raise UsageError(f"prefetch must be >= 0, got {prefetch}")
         for stage in stages:
             if not isinstance(stage, Transducer) and not callable(stage):
-                raise TypeError(
+                raise UsageError(
                     f"a stage must be a Transducer or a callable taking an async iterator, "
                     f"got {stage!r}"
                 )
         self.context = Context(mode, on_report)
+        if isinstance(source, str):
+            _not_a_path(source)
         if isinstance(source, (bytes, bytearray, memoryview, str)):
             source = [source]  # one whole stream given at once
         elif isinstance(source, os.PathLike):
@@ -403,6 +405,15 @@ def _read_chunks(file: Any, chunk_size: int = 65536) -> Iterator[bytes | str]:
     read = file.read
     while chunk := read(chunk_size):
         yield chunk
+
+
+def _not_a_path(source: str) -> None:
+    """A ``str`` source is the stream's text: say so when it names a file instead."""
+    if len(source) < 4096 and "\n" not in source and os.path.isfile(source):
+        raise UsageError(
+            f"the source {source!r} is a str, which wrap() reads as the stream's own text, "
+            f"but it names a file: did you mean Path({source!r})? (from pathlib import Path)"
+        )
 
 
 async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:

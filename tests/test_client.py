@@ -396,3 +396,10 @@ async def test_user_stages_and_middleware_chain_in(server: tuple[str, Any]) -> N
     assert seen_inputs[1].thread_id == "mw" and len(seen_inputs[1].messages) == 2
     texts = [m.get("content") for m in agent.messages_wire()]
     assert texts == ["hi", "LET ME CHECK THE WEATHER.", "LET ME CHECK THE WEATHER."]
+
+
+def test_bad_arguments_are_usage_errors() -> None:
+    with pytest.raises(agui_meta.UsageError, match="accept must be 'sse' or 'jsonl'"):
+        agui_meta.HttpAgent("http://127.0.0.1:9/", accept="xml")  # type: ignore[arg-type]
+    with pytest.raises(agui_meta.UsageError, match="reconnect"):
+        agui_meta.HttpAgent("http://127.0.0.1:9/", reconnect=-1)
