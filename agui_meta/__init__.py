@@ -89,6 +89,9 @@ from ._usage import UsageMeter as UsageMeter
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
 
+#: The version of agui-meta (the package metadata's, read from here when the wheel is built).
+__version__ = "0.1.0"
+
 __all__ = (
     "AGUI_METADATA_KEY",
     "MAX_NESTING",
