@@ -79,6 +79,7 @@ from ._framing import (
 )
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
+from ._metadata import enc_hook
 from ._middleware import middleware
 from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
 from ._stage import Mode, ReportHandler, Transducer
@@ -105,7 +106,7 @@ _ACCEPT = {"sse": "text/event-stream", "jsonl": "application/jsonl"}
 _BODY_PREVIEW = 512
 
 
-class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What one run produced (see :meth:`HttpAgent.run_agent`).
 
     - ``thread_id``, ``run_id``: the ids of the run's input;
@@ -119,6 +120,9 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
     - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
     - ``record``: the ledger's record of the run; ``reports``: what the run reported.
+
+    :meth:`to_json` gives it as JSON ``bytes``, :meth:`to_builtins` as a ``dict`` for
+    ``json.dumps``.
     """
 
     thread_id: str
@@ -131,6 +135,20 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     pending_tool_call_ids: list[str]
     record: RunRecord | None
     reports: list[Report]
+
+    def to_json(self) -> bytes:
+        """The result as JSON, in ``bytes`` (UTF-8): camelCase names, the messages, outcome,
+        usage and record as their own ``to_json`` writes them."""
+        return _encode_json(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The result as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
+
+
+_encode_json = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
 
 class _Watch(Transducer[Update, Update]):

@@ -162,6 +162,17 @@ class _Record(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
     than ``null`` (the protocol's type; a ``null`` on the wire is read as absent).
     """
 
+    def to_json(self) -> bytes:
+        """This record as JSON, in ``bytes`` (UTF-8): camelCase, absent fields omitted,
+        metadata exactly as sent. ``msgspec.json.decode(data, type=...)`` reads it back."""
+        return _ENCODER.encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """This record as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
+
 
 class RunSuccess(_Record, tag_field="type", tag="success", kw_only=True):
     """The run finished with success (an absent outcome means success).
@@ -515,14 +526,15 @@ class Ledger(Transducer[T, T]):
         return LedgerSnapshot(runs=self.runs, dropped_runs=self.dropped_runs)
 
     def to_json(self) -> bytes:
-        """The ledger as JSON: ``{"runs": [...], "droppedRuns": n}``, camelCase, absent fields
-        omitted, metadata exactly as sent (``null`` values, integers of any size)."""
+        """The ledger as JSON, in ``bytes`` (UTF-8): ``{"runs": [...], "droppedRuns": n}``,
+        camelCase, absent fields omitted, metadata exactly as sent (``null`` values, integers
+        of any size). ``ledger.snapshot().to_json()`` is the same."""
         return _ENCODER.encode(self.snapshot())
 
     def to_builtins(self) -> dict[str, Any]:
-        """The ledger as plain dicts and lists, shaped like :meth:`to_json`."""
-        result: dict[str, Any] = msgspec.to_builtins(self.snapshot(), enc_hook=enc_hook)
-        return result
+        """The ledger as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        return self.snapshot().to_builtins()
 
     # -- the stage -------------------------------------------------------------------------
 

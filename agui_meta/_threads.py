@@ -149,10 +149,18 @@ class ThreadSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
         return events
 
     def to_json(self) -> bytes:
+        """The snapshot as JSON, in ``bytes`` (UTF-8): what the stores keep."""
         return _encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The snapshot as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
 
     @classmethod
     def from_json(cls, data: bytes | str) -> ThreadSnapshot:
+        """The snapshot :meth:`to_json` wrote (``bytes`` or ``str``)."""
         return _decode(data)
 
 

@@ -80,6 +80,16 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     runs: list[RunUsage] = msgspec.field(default_factory=list)
     recorded: int = 0
 
+    def to_json(self) -> bytes:
+        """The totals as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return msgspec.json.encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The totals as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self)
+        return result
+
 
 def _label(value: str | None) -> str:
     return "" if value is None else value
@@ -200,8 +210,12 @@ class UsageMeter:
             )
 
     def to_json(self) -> bytes:
-        """:meth:`snapshot` as JSON (camelCase, absent counts omitted)."""
-        return msgspec.json.encode(self.snapshot())
+        """:meth:`snapshot` as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return self.snapshot().to_json()
+
+    def to_builtins(self) -> dict[str, Any]:
+        """:meth:`snapshot` as a ``dict`` of JSON types (``json.dumps`` takes it)."""
+        return self.snapshot().to_builtins()
 
     def observe(self, meter: Meter, name: str = "agui_meta.token.usage") -> None:
         """Publish the totals through an OpenTelemetry ``meter`` as an observable gauge of sums.

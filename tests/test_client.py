@@ -139,6 +139,22 @@ async def test_run_result_has_outcome_usage_and_pending_tool_calls(
     assert second.pending_tool_call_ids == []
     assert [r.run_id for r in agent.ledger.runs] == ["a", "b"]
     assert agent.state == {"asked": 1, "answers": 1}
+    # The result serialises: to_json() bytes, to_builtins() for json.dumps, the same data.
+    data = second.to_builtins()
+    assert json.loads(json.dumps(data)) == data == json.loads(second.to_json())
+    assert isinstance(second.to_json(), bytes)
+    assert data["usage"] == [
+        {"provider": "srv", "model": "m-2", "inputTokens": 7, "outputTokens": 3}
+    ]
+    assert data["outcome"] == {
+        "type": "success",
+        "result": {"answered": True},
+        "pendingToolCallIds": [],
+        "pendingFrom": "stream",
+    }
+    assert second.record is not None
+    assert data["record"] == second.record.to_builtins()
+    assert [m["id"] for m in data["newMessages"]] == ["b-a", "b-act"]
 
 
 async def test_streaming_updates_arrive_while_the_run_is_going(server: tuple[str, Any]) -> None:

@@ -727,6 +727,13 @@ def test_json_round_trips_and_keeps_metadata_exactly() -> None:
     data = led.to_json()
     assert msgspec.json.decode(data, type=LedgerSnapshot) == led.snapshot()
     assert msgspec.json.decode(data) == led.to_builtins()
+    # The snapshot and each record serialise the same way: bytes, and dicts for json.dumps.
+    assert led.snapshot().to_json() == data
+    assert json.loads(json.dumps(led.snapshot().to_builtins())) == led.to_builtins()
+    for n, record in enumerate(led.runs):
+        assert isinstance(record.to_json(), bytes)
+        assert json.loads(record.to_json()) == json.loads(json.dumps(record.to_builtins()))
+        assert record.to_builtins() == led.to_builtins()["runs"][n]
     raw = json.loads(data)["runs"][0]["rawEvents"][0]["metadata"]
     assert raw == {"acme.big": BIG, "acme.f": 1.0}
     assert type(raw["acme.big"]) is int and type(raw["acme.f"]) is float

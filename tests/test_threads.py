@@ -58,6 +58,7 @@ async def test_a_snapshot_keeps_the_conversation_as_replay_shows_it(name: str) -
     expected = _replay(name)
     again = ThreadSnapshot.from_json(snap.to_json())
     assert again == snap
+    assert json.loads(json.dumps(snap.to_builtins())) == json.loads(snap.to_json())
     assert again.messages == expected["messages"]
     assert again.state == expected["state"]
     assert again.version == 1

@@ -185,3 +185,17 @@ def test_absent_labels_and_counts_are_none_everywhere() -> None:
     assert (total.provider, total.model, total.input_tokens) == (None, None, None)
     # JSON omits them, as the wire does.
     assert msgspec.json.encode(record.usage) == b'[{"model":"gpt-5","outputTokens":1}]'
+
+
+def test_the_totals_serialise() -> None:
+    import json
+
+    meter = UsageMeter()
+    _feed(meter, [*_run("t1", "r1", A, B), *_run("t2", "r2", C)])
+    data = meter.to_builtins()
+    assert json.loads(json.dumps(data)) == data == json.loads(meter.to_json())
+    assert isinstance(meter.to_json(), bytes)
+    assert meter.snapshot().to_json() == meter.to_json()
+    assert data["total"] == {"inputTokens": 17, "outputTokens": 3, "cachedInputTokens": 5}
+    assert data["providerModels"][2] == {"model": "gpt-5", "outputTokens": 1}
+    assert msgspec.json.decode(meter.to_json(), type=UsageSnapshot) == meter.snapshot()
