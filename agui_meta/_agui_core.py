@@ -23,6 +23,9 @@ from ._metadata import enc_hook
 from ._store import ItemStore, MessageItem, ToolCallItem
 
 if TYPE_CHECKING:
+    from ag_ui.core import Event as CoreEvent
+    from ag_ui.core import Message as CoreMessage
+    from ag_ui.core import ToolCall as CoreToolCall
     from pydantic import BaseModel, TypeAdapter
 
 __all__ = ["from_agui_core", "to_agui_core"]
@@ -72,14 +75,22 @@ def _is_message_model(model: Any) -> bool:
 
 
 @overload
-def to_agui_core(obj: ItemStore) -> list[BaseModel]: ...
+def to_agui_core(obj: ItemStore) -> list[CoreMessage]: ...
 @overload
-def to_agui_core(obj: Event | Message | MessageItem | ToolCallItem) -> BaseModel: ...
+def to_agui_core(obj: Event) -> CoreEvent: ...
+@overload
+def to_agui_core(obj: Message | MessageItem) -> CoreMessage: ...
+@overload
+def to_agui_core(obj: ToolCallItem) -> CoreToolCall: ...
 def to_agui_core(
     obj: Event | Message | MessageItem | ToolCallItem | ItemStore,
-) -> BaseModel | list[BaseModel]:
+) -> Any:
     """The ``ag_ui.core`` model of an agui-meta event, message or store item; for a store,
     the conversation: its messages as ``ag_ui.core`` messages, in order.
+
+    Typed as what it gives: ``list[ag_ui.core.Message]`` for a store, ``ag_ui.core.Event``
+    for an event, ``ag_ui.core.Message`` for a message or message item, ``ag_ui.core.ToolCall``
+    for a tool-call item.
 
     A store item (a :class:`~agui_meta.MessageItem` or :class:`~agui_meta.ToolCallItem`)
     converts as it is now (:meth:`~agui_meta.MessageItem.to_wire`), merged metadata included.

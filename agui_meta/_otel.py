@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from msgspec import UnsetType
 
@@ -656,6 +656,17 @@ class OTel(Transducer[T, T]):
         span.end(end_time=end)
 
 
+if TYPE_CHECKING:
+
+    class OTelStage(OTel[Any]):
+        """For type checkers only: what :func:`otel` gives, an :class:`OTel` of any items.
+
+        A type without parameters, so that :func:`~agui_meta.wrap`'s overloads can read
+        ``wrap(source, *stages, otel())`` as ``Pipeline[Update]`` (a pass-through stage after
+        the default stages); ``OTel[Any]`` would make the call ambiguous, hence ``Any``.
+        """
+
+
 def otel(
     *,
     tracer_provider: TracerProvider | None = None,
@@ -665,7 +676,7 @@ def otel(
     capture_content: bool = False,
     usage: UsageMeter | None = None,
     clock: Callable[[], float] | None = None,
-) -> OTel[Any]:
+) -> OTelStage:
     """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
 
     :param tracer_provider: where spans go (the global provider by default).
@@ -682,7 +693,7 @@ def otel(
     Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
     :mod:`agui_meta._otel` for the spans, attributes and metrics.
     """
-    return OTel(
+    stage: OTel[Any] = OTel(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         agent_name=agent_name,
@@ -691,3 +702,4 @@ def otel(
         usage=usage,
         clock=clock,
     )
+    return cast("OTelStage", stage)

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._accumulate import Update
     from ._defaults import InDefaultStages
     from ._events import Event
+    from ._otel import OTelStage
 
 __all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
 
@@ -579,6 +580,18 @@ def wrap(
     s2: Stage,
     /,
     *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+    fuse: bool = True,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: InDefaultStages | OTelStage,
     mode: Mode = "default",
     on_report: ReportHandler | None = None,
     format: str = "auto",
