@@ -81,7 +81,7 @@ from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
 from ._metadata import enc_hook
 from ._middleware import middleware
-from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
+from ._pipeline import Pipeline, Stage, uninterrupted, wrap
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
 from ._threads import ThreadSnapshot, ThreadStore
@@ -189,7 +189,7 @@ class _Watch(Transducer[Update, Update]):
             )
 
 
-def _closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
+def closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
     """The body's chunks, closed when the block exits (httpx's are async generators)."""
     return contextlib.aclosing(cast("AsyncGenerator[bytes, None]", response.aiter_bytes()))
 
@@ -500,7 +500,7 @@ class HttpAgent:
         failed: list[BaseException] = []
 
         async def attempt() -> None:
-            # Runs to its end whatever cancellation arrives (see _uninterrupted); what it
+            # Runs to its end whatever cancellation arrives (see uninterrupted); what it
             # learns is recorded here, before any cancellation is raised to the caller.
             try:
                 with anyio.fail_after(self.save_timeout):
@@ -513,7 +513,7 @@ class HttpAgent:
                 self._saved_runs = count
                 self._save_error = None
 
-        await _uninterrupted(attempt)
+        await uninterrupted(attempt)
         await anyio.lowlevel.checkpoint_if_cancelled()
         if failed:
             raise failed[0]
@@ -766,7 +766,7 @@ class _Source:
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
         if response.status_code >= 400:
             preview = b""
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     preview += chunk
                     if len(preview) >= _BODY_PREVIEW:
@@ -806,7 +806,7 @@ class _Source:
                     await self._check(response, last_id)
                     decoder = self._decoder(response)
                     try:
-                        async with _closing_bytes(response) as chunks:
+                        async with closing_bytes(response) as chunks:
                             async for chunk in chunks:
                                 received += len(chunk)
                                 for frame in decoder.feed(chunk):

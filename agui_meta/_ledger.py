@@ -145,12 +145,12 @@ def _encoded(value: _V) -> _V:
     return msgspec.field(default_factory=lambda: value)
 
 
-def _new_list() -> list[Any]:
+def new_list() -> list[Any]:
     """An empty list default that is still encoded (see :func:`_encoded`)."""
     return []
 
 
-def _new_dict() -> dict[str, Any]:
+def new_dict() -> dict[str, Any]:
     """An empty dict default that is still encoded (see :func:`_encoded`)."""
     return {}
 
@@ -185,7 +185,7 @@ class RunSuccess(_Record, tag_field="type", tag="success", kw_only=True):
 
     type: ClassVar[str] = "success"
     result: JsonValue | None = None
-    pending_tool_call_ids: list[str] = msgspec.field(default_factory=_new_list)
+    pending_tool_call_ids: list[str] = msgspec.field(default_factory=new_list)
     pending_from: Literal["outcome", "stream"] = _encoded("stream")
 
 
@@ -194,7 +194,7 @@ class RunInterrupted(_Record, tag_field="type", tag="interrupt", kw_only=True):
 
     type: ClassVar[str] = "interrupt"
     result: JsonValue | None = None
-    interrupts: list[Interrupt] = msgspec.field(default_factory=_new_list)
+    interrupts: list[Interrupt] = msgspec.field(default_factory=new_list)
 
 
 class RunCancelled(_Record, tag_field="type", tag="cancelled", kw_only=True):
@@ -333,14 +333,14 @@ class RunRecord(_Record, kw_only=True):
     outcome: RunOutcome | None = None
     error_message: str | None = None
     error_code: str | None = None
-    usage: list[Usage] = msgspec.field(default_factory=_new_list)
-    aggregated_usage: list[Usage] = msgspec.field(default_factory=_new_list)
-    steps: list[StepRecord] = msgspec.field(default_factory=_new_list)
-    subagents: list[SubagentRecord] = msgspec.field(default_factory=_new_list)
-    tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=_new_list)
-    raw_events: list[RawRecord] = msgspec.field(default_factory=_new_list)
-    custom_events: list[CustomRecord] = msgspec.field(default_factory=_new_list)
-    event_counts: dict[str, int] = msgspec.field(default_factory=_new_dict)
+    usage: list[Usage] = msgspec.field(default_factory=new_list)
+    aggregated_usage: list[Usage] = msgspec.field(default_factory=new_list)
+    steps: list[StepRecord] = msgspec.field(default_factory=new_list)
+    subagents: list[SubagentRecord] = msgspec.field(default_factory=new_list)
+    tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=new_list)
+    raw_events: list[RawRecord] = msgspec.field(default_factory=new_list)
+    custom_events: list[CustomRecord] = msgspec.field(default_factory=new_list)
+    event_counts: dict[str, int] = msgspec.field(default_factory=new_dict)
     dropped_entries: int = _encoded(0)
     started_at: float | None = None
     started_clock: TimeSource | None = None
@@ -354,7 +354,7 @@ class LedgerSnapshot(_Record, kw_only=True):
     ``msgspec.json.decode(ledger.to_json(), type=LedgerSnapshot)`` reads it back.
     """
 
-    runs: list[RunRecord] = msgspec.field(default_factory=_new_list)
+    runs: list[RunRecord] = msgspec.field(default_factory=new_list)
     dropped_runs: int = _encoded(0)
 
 

@@ -16,7 +16,7 @@ before the first stage sees it.
 Lifecycle. ``wrap()`` returns a single-use :class:`Pipeline`, to be iterated inside its
 ``async with`` block. When the block exits (normally, by ``break``, an exception or
 cancellation) every iterator of the chain, from the consumer's end back to the source, is
-closed, shielded from cancellation (asyncio's own included: see :func:`_uninterrupted`), before
+closed, shielded from cancellation (asyncio's own included: see :func:`uninterrupted`), before
 ``__aexit__`` returns; a source interrupted inside an ``await`` (the prefetch task stopped while
 it waits for its next item) sees the cancellation there, as any awaiting code does. Without
 ``prefetch`` no task is spawned at all: the chain is pulled by the consumer, so a slow consumer
@@ -228,7 +228,7 @@ class Pipeline(Generic[T]):
         finally:
             if self._send is not None:
                 self._send.close()
-            await _uninterrupted(self._close_chain)
+            await uninterrupted(self._close_chain)
             self.context.finish()
         return None
 
@@ -449,7 +449,7 @@ def _unwrap(group: BaseExceptionGroup[BaseException], body: BaseException | None
     return first
 
 
-async def _uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
+async def uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
     """Run ``close`` to its end whatever cancellation arrives meanwhile, then let that through.
 
     A shielded cancel scope holds back anyio's and trio's cancellations. asyncio's own

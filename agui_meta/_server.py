@@ -45,7 +45,7 @@ from ._exceptions import AguiMetaError, DataError, StreamLost
 from ._framing import _JSONL_MEDIA_TYPES, encode_jsonl, encode_sse
 from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
-from ._resume import _Stream
+from ._resume import BufferedStream
 from ._stage import Mode, ReportHandler
 
 __all__ = ["EventStreamResponse"]
@@ -180,7 +180,7 @@ class EventStreamResponse(Response):
         opened: AbstractAsyncContextManager[ReplayLog]
         if replay is None:
             key = "" if jsonl else uuid.uuid4().hex
-            opened = contextlib.nullcontext(_Stream(key, self.buffer, ring=False))
+            opened = contextlib.nullcontext(BufferedStream(key, self.buffer, ring=False))
         else:
             opened = replay.open()
         async with opened as log, anyio.create_task_group() as tg:

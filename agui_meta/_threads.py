@@ -183,7 +183,7 @@ class ThreadStore(Protocol):
         ...
 
 
-def _check_version(snapshot: ThreadSnapshot) -> None:
+def check_version(snapshot: ThreadSnapshot) -> None:
     if snapshot.version < 1:
         raise ValueError(
             f"thread {snapshot.thread_id!r}: a saved snapshot has version 1 or more, "
@@ -217,7 +217,7 @@ class MemoryThreadStore:
         return None if found is None else ThreadSnapshot.from_json(found[1])
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
+        check_version(snapshot)
         found = self._data.get(snapshot.thread_id)
         actual = 0 if found is None else found[0]
         if actual != snapshot.version - 1:
@@ -299,6 +299,6 @@ class SQLiteThreadStore:
         return None if data is None else ThreadSnapshot.from_json(data)
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
+        check_version(snapshot)
         data = snapshot.to_json()
         await anyio.to_thread.run_sync(self._save, snapshot.thread_id, snapshot.version, data)

@@ -34,7 +34,7 @@ import msgspec
 from msgspec import UnsetType
 
 from ._events import TokenUsage
-from ._ledger import RunRecord, _new_list
+from ._ledger import RunRecord, new_list
 from ._tokens import COUNTS, Usage, aggregate_token_usage
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class RunUsage(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True)
 
     thread_id: str | None = None
     run_id: str | None = None
-    usage: list[Usage] = msgspec.field(default_factory=_new_list)
+    usage: list[Usage] = msgspec.field(default_factory=new_list)
 
 
 class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):

@@ -86,7 +86,7 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import _closing_bytes
+    from .._client import closing_bytes
     from .._exceptions import HttpStatusError
 
     try:
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             if response.status_code >= 400:
                 text = (await response.aread())[:512]
                 raise HttpStatusError(response.status_code, text, args.url)
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     out.write(chunk)
                     out.flush()

@@ -36,7 +36,7 @@ import redis.exceptions
 
 from .._exceptions import StreamLost
 from .._replay import Replay, parse_event_id
-from .._resume import _Stream, _StreamReader
+from .._resume import BufferedStream, BufferedStreamReader
 from ._common import text
 from ._keys import Keys
 
@@ -178,7 +178,7 @@ class _RedisLog:
         self.stream = replay.keys.replay(key)
         self.alive = replay.keys.replay_alive(key)
         self.readers = replay.keys.replay_reader(key)
-        self.local = _Stream(key, replay.buffer, ring=True, linger=replay.linger)
+        self.local = BufferedStream(key, replay.buffer, ring=True, linger=replay.linger)
         self.ended = False
 
     def _add(self, pipe: Any, fields: dict[str, Any], index: int) -> None:
@@ -220,7 +220,7 @@ class _RedisLog:
         finally:
             await self.local.end(complete=complete)
 
-    def reader(self) -> _StreamReader:
+    def reader(self) -> BufferedStreamReader:
         return self.local.reader(0)
 
     async def heartbeat(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis.asyncio
 
 from .._exceptions import VersionConflict
-from .._threads import ThreadSnapshot, _check_version
+from .._threads import ThreadSnapshot, check_version
 from ._common import Scripts
 from ._keys import Keys
 
@@ -33,7 +33,7 @@ class RedisThreadStore:
         return None if data is None else ThreadSnapshot.from_json(data)
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
+        check_version(snapshot)
         result = await self._scripts.call(
             "SAVE_THREAD",
             [self.keys.thread(snapshot.thread_id)],
