@@ -16,6 +16,7 @@ from ._accumulate import Update as Update
 from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._chunks import ExpandChunks as ExpandChunks
+from ._client import AgentRun as AgentRun
 from ._client import HttpAgent as HttpAgent
 from ._client import RunResult as RunResult
 from ._compact import compact_events as compact_events
@@ -57,6 +58,7 @@ from ._ledger import RunStatus as RunStatus
 from ._ledger import RunSuccess as RunSuccess
 from ._ledger import StepRecord as StepRecord
 from ._ledger import SubagentRecord as SubagentRecord
+from ._ledger import ToolCallRecord as ToolCallRecord
 from ._lint import LintMetadataKeys as LintMetadataKeys
 from ._metadata import AGUI_METADATA_KEY as AGUI_METADATA_KEY
 from ._metadata import MergedMetadata as MergedMetadata
@@ -75,6 +77,8 @@ from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
 from ._public import public_module as _public_module
 from ._replay import Replay as Replay
+from ._replay import ReplayLog as ReplayLog
+from ._replay import ReplayReader as ReplayReader
 from ._resume import ReplayBuffer as ReplayBuffer
 from ._stage import Context as Context
 from ._stage import Mode as Mode
@@ -85,7 +89,9 @@ from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
 from ._tokens import Usage as Usage
 from ._tokens import aggregate_token_usage as aggregate_token_usage
+from ._usage import RunUsage as RunUsage
 from ._usage import UsageMeter as UsageMeter
+from ._usage import UsageSnapshot as UsageSnapshot
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
 
@@ -97,6 +103,7 @@ __all__ = (
     "MAX_NESTING",
     "Accumulate",
     "Agent",
+    "AgentRun",
     "AguiMetaError",
     "AguiWarning",
     "ApplyError",
@@ -131,6 +138,8 @@ __all__ = (
     "RawRecord",
     "Replay",
     "ReplayBuffer",
+    "ReplayLog",
+    "ReplayReader",
     "Report",
     "ResponseError",
     "RunCancelled",
@@ -141,6 +150,7 @@ __all__ = (
     "RunResult",
     "RunStatus",
     "RunSuccess",
+    "RunUsage",
     "Stage",
     "StepRecord",
     "Store",
@@ -148,11 +158,13 @@ __all__ = (
     "StrictError",
     "SubagentRecord",
     "ToolCallItem",
+    "ToolCallRecord",
     "Transducer",
     "Update",
     "Usage",
     "UsageError",
     "UsageMeter",
+    "UsageSnapshot",
     "Verify",
     "VerifyError",
     "aggregate_token_usage",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from ._exceptions import StreamLost
-from ._replay import Replay, parse_event_id
+from ._replay import Replay, ReplayLog, ReplayReader, parse_event_id
 
 __all__ = ["ReplayBuffer"]
 
@@ -211,7 +211,7 @@ class ReplayBuffer:
         return stream
 
     @contextlib.asynccontextmanager
-    async def open(self) -> AsyncIterator[BufferedStream]:
+    async def open(self) -> AsyncIterator[ReplayLog]:
         """A new stream (the :class:`~agui_meta._replay.Replay` protocol)."""
         stream = self._open()
         try:
@@ -219,7 +219,7 @@ class ReplayBuffer:
         finally:
             stream.finish()
 
-    async def resume(self, last_event_id: str) -> BufferedStreamReader | str:
+    async def resume(self, last_event_id: str) -> ReplayReader | str:
         """A reader of the events after ``last_event_id``, or why they cannot be resumed."""
         found = self._find(last_event_id)
         if isinstance(found, str):
