@@ -48,6 +48,15 @@ def test_all_lists_every_public_name_once_and_sorted(module: types.ModuleType) -
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_the_public_modules_are_built_alike(module: types.ModuleType) -> None:
+    # A sorted __all__ (test above), __module__ rewritten (test below), a docstring, and for
+    # the submodules a __dir__ that shows their names only (msgspec's), as tab completion does.
+    assert module.__doc__ and len(module.__doc__) > 100
+    if module is not agui_meta:  # the top level also shows its submodules
+        assert dir(module) == sorted(module.__all__)
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
 def test_every_name_resolves(module: types.ModuleType) -> None:
     for name in module.__all__:
         assert getattr(module, name) is not None, name
