@@ -10,8 +10,7 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta import Usage, UsageMeter
-from agui_meta._usage import UsageSnapshot
+from agui_meta import Usage, UsageMeter, UsageSnapshot
 from agui_meta.events import TokenUsage
 
 
