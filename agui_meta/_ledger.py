@@ -93,6 +93,7 @@ from ._events import (
     ToolCallStartEvent,
     protocol_class,
 )
+from ._exceptions import UsageError
 from ._metadata import enc_hook
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._tally import ToolCallTally
@@ -450,9 +451,9 @@ class Ledger(Transducer[T, T]):
         clock: Callable[[], float] | None = None,
     ) -> None:
         if max_runs < 0:
-            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+            raise UsageError(f"max_runs must be >= 0, got {max_runs}")
         if max_entries is not None and max_entries < 0:
-            raise ValueError(f"max_entries must be >= 0 or None, got {max_entries}")
+            raise UsageError(f"max_entries must be >= 0 or None, got {max_entries}")
         self.on_run = on_run
         self.max_runs = max_runs
         self.max_entries = max_entries

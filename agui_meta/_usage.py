@@ -34,6 +34,7 @@ import msgspec
 from msgspec import UnsetType
 
 from ._events import TokenUsage
+from ._exceptions import UsageError
 from ._ledger import RunRecord, new_list
 from ._tokens import COUNTS, Usage, aggregate_token_usage
 
@@ -132,7 +133,7 @@ class UsageMeter:
 
     def __init__(self, *, max_runs: int = 100_000) -> None:
         if max_runs < 0:
-            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+            raise UsageError(f"max_runs must be >= 0, got {max_runs}")
         self.max_runs = max_runs
         self._lock = threading.Lock()
         self._runs: OrderedDict[tuple[str, str], RunUsage] = OrderedDict()

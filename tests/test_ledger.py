@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from agui_meta import Usage, UsageError, aggregate_token_usage
 from agui_meta._driver import run_sync
 from agui_meta._events import AnyEvent, Event, Interrupt, TokenUsage
 from agui_meta._ledger import (
@@ -29,7 +30,6 @@ from agui_meta._ledger import (
     RunRecord,
     RunSuccess,
 )
-from agui_meta._tokens import Usage, aggregate_token_usage
 from agui_meta.events import decode_event
 
 # ---------------------------------------------------------------------------------------------
@@ -795,7 +795,7 @@ def test_max_entries_bounds_per_run_lists() -> None:
 
 @pytest.mark.parametrize("kw", [{"max_runs": -1}, {"max_entries": -1}])
 def test_bad_bounds(kw: dict[str, int]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="must be >= 0"):
         Ledger(**kw)
 
 

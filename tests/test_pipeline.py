@@ -252,9 +252,9 @@ async def test_filter_forgets_an_id_after_its_first_result() -> None:
 
 
 def test_filter_needs_exactly_one_list() -> None:
-    with pytest.raises(ValueError, match="both"):
+    with pytest.raises(UsageError, match="both"):
         agui_meta.FilterToolCalls(allowed=["a"], disallowed=["b"])
-    with pytest.raises(ValueError, match="either"):
+    with pytest.raises(UsageError, match="either"):
         agui_meta.FilterToolCalls()
 
 

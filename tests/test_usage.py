@@ -84,7 +84,7 @@ def test_runs_without_ids_are_added_each_time_and_the_bound() -> None:
     meter.add("t", "a", [TokenUsage(input_tokens=100)])  # forgotten: counted again
     meter.add("t", "c", [TokenUsage(input_tokens=100)])  # recognised: replaced
     assert meter.snapshot().total.input_tokens == 2 + 400
-    with pytest.raises(ValueError, match="max_runs"):
+    with pytest.raises(agui_meta.UsageError, match="max_runs"):
         UsageMeter(max_runs=-1)
 
 
