@@ -19,6 +19,7 @@ import msgspec
 
 from ._decode import decode_event, decode_message, encode_event
 from ._events import MESSAGE_TYPES, Event, Message
+from ._exceptions import UsageError
 from ._metadata import enc_hook
 from ._store import ItemStore, MessageItem, ToolCallItem
 
@@ -60,12 +61,12 @@ def from_agui_core(model: Any) -> Any:
     """
     dump = getattr(model, "model_dump_json", None)
     if not callable(dump):
-        raise TypeError(f"expected an ag_ui.core model, got {type(model).__name__}")
+        raise UsageError(f"expected an ag_ui.core model, got {type(model).__name__}")
     if _is_message_model(model):
         return decode_message(dump(by_alias=True))
     event = decode_event(model)
     if event is None:  # pragma: no cover - every ag_ui.core event type is a 1.0 event type
-        raise TypeError(f"{type(model).__name__} is not an AG-UI 1.0 event")
+        raise UsageError(f"{type(model).__name__} is not an AG-UI 1.0 event")
     return event
 
 
@@ -124,7 +125,7 @@ def to_agui_core(
     if callable(messages):
         adapter = _adapter("message")
         return [adapter.validate_json(_encode(m.to_wire())) for m in messages()]
-    raise TypeError(
+    raise UsageError(
         "expected an agui-meta event, message, store item or store, got "
         f"{type(obj).__module__}.{type(obj).__qualname__}"
     )

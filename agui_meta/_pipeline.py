@@ -349,7 +349,7 @@ class Pipeline(Generic[T]):
         items = self._track(self._items(upstream))
         produced = stage(items)
         if not hasattr(produced, "__anext__"):
-            raise TypeError(f"stage {stage!r} must return an async iterator, got {produced!r}")
+            raise UsageError(f"stage {stage!r} must return an async iterator, got {produced!r}")
         self._track(produced)
         return self._rebatch(produced)
 

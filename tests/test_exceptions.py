@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +113,45 @@ def test_the_moved_errors_keep_their_messages_and_fields() -> None:
     conflict = agui_meta.threads.VersionConflict("t", 1, 2)
     assert (conflict.expected, conflict.actual) == (1, 2)
     assert "version 1" in str(conflict)
+
+
+PACKAGE = Path(agui_meta.__file__).parent
+# Builtin errors that are not a user's to catch as agui-meta's, each with why.
+BUILTIN_RAISES_ALLOWED = {
+    "_events.py": "msgspec validation hooks must raise ValueError (it becomes a DecodeError)",
+    "_patch.py": "JavaScript's TypeErrors, inside the patcher, caught and reported",
+    "_schema.py": "a self-check of the wire model at import time",
+}
+# Files being reworked by others in this round (framing, server and replay, threads, Redis,
+# the command line), whose argument checks still raise ValueError: to be moved into the tree.
+BUILTIN_RAISES_PENDING = (
+    "_framing.py",
+    "_driver.py",
+    "_server.py",
+    "_resume.py",
+    "_threads.py",
+    "_durable.py",
+    "redis/",
+    "cli/",
+)
+
+
+def test_the_package_raises_no_bare_value_type_or_runtime_error() -> None:
+    # What the package raises on purpose is in the tree: a bad argument is a UsageError, bad
+    # data a DataError. (Python's protocols keep their own: KeyError from a mapping,
+    # AttributeError from __getattr__, ImportError for a missing extra.)
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name in BUILTIN_RAISES_ALLOWED or name.startswith(BUILTIN_RAISES_PENDING):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                if isinstance(exc, ast.Name) and exc.id in {
+                    "ValueError",
+                    "TypeError",
+                    "RuntimeError",
+                }:
+                    found.append(f"{name}:{node.lineno} raises {exc.id}")
+    assert found == []

@@ -482,3 +482,12 @@ async def test_a_path_is_read_as_a_file(tmp_path: Any) -> None:
     # a plain str is data, not a path: one that names a file is a mistake, said so
     with pytest.raises(UsageError, match="did you mean Path"):
         await collect(str(path))
+
+
+async def test_a_stage_that_gives_no_async_iterator_is_a_usage_error() -> None:
+    def not_a_stage(items: AsyncIterator[Any]) -> list[Any]:
+        return []
+
+    with pytest.raises(UsageError, match="must return an async iterator, got \\[\\]"):
+        async with agui_meta.wrap(STREAM, not_a_stage) as stream:  # type: ignore[arg-type]
+            await stream.drain()
