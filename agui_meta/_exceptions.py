@@ -11,7 +11,7 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     │   ├── VerifyError                   an event out of order (the reference's verifyEvents)
     │   ├── ApplyError                    an event the accumulator cannot apply (a raw chunk)
     │   └── StrictError                   a report that strict mode turned into an error
-    ├── UsageError (RuntimeError)         the library used the wrong way
+    ├── UsageError (RuntimeError)         the library used the wrong way (a bad argument too)
     │   ├── PipelineConsumed              a pipeline iterated a second time
     │   └── PipelineClosed                a pipeline used after it was closed
     ├── StreamLost                        a resumed stream whose rest cannot be delivered
