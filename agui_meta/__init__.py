@@ -37,6 +37,7 @@ from ._exceptions import IncompleteStream as IncompleteStream
 from ._exceptions import MetadataError as MetadataError
 from ._exceptions import PipelineClosed as PipelineClosed
 from ._exceptions import PipelineConsumed as PipelineConsumed
+from ._exceptions import ReplayFull as ReplayFull
 from ._exceptions import Report as Report
 from ._exceptions import ResponseError as ResponseError
 from ._exceptions import RunFailed as RunFailed
@@ -138,6 +139,7 @@ __all__ = (
     "RawRecord",
     "Replay",
     "ReplayBuffer",
+    "ReplayFull",
     "ReplayLog",
     "ReplayReader",
     "Report",

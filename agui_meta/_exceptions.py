@@ -15,16 +15,19 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     │   ├── PipelineConsumed              a pipeline iterated a second time
     │   └── PipelineClosed                a pipeline used after it was closed
     ├── StreamLost                        a resumed stream whose rest cannot be delivered
+    ├── ReplayFull                        a replay store with no room for another stream
     ├── RunFailed                         HttpAgent: the run ended with RUN_ERROR (or was aborted)
     ├── ResponseError                     HttpAgent: a response that is not a readable AG-UI stream
     │   ├── HttpStatusError               an error status
     │   └── IncompleteStream              the stream ended before RUN_FINISHED or RUN_ERROR
     ├── VersionConflict                   a thread's save lost its compare-and-set (threads)
+    ├── ThreadStoreError                  a thread store that cannot load, save or be opened
     └── SequenceGap                       a source's envelope numbers skip one (redis ingest)
 
-Each is exported by the public module of what raises it: the pipeline's and the client's by
-``agui_meta``, :class:`VersionConflict` by ``agui_meta.threads``, :class:`SequenceGap` by
-``agui_meta.redis``. Connection errors and timeouts of an HTTP client are httpx's own.
+Each is exported by the public module of what raises it: the pipeline's, the client's and the
+replay stores' by ``agui_meta``, :class:`VersionConflict` and :class:`ThreadStoreError` by
+``agui_meta.threads``, :class:`SequenceGap` by ``agui_meta.redis``. Connection errors and
+timeouts of an HTTP client are httpx's own.
 
 Problems that the reference client only warns about are not exceptions: they are
 :class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
@@ -54,12 +57,14 @@ __all__ = [
     "MetadataError",
     "PipelineClosed",
     "PipelineConsumed",
+    "ReplayFull",
     "Report",
     "ResponseError",
     "RunFailed",
     "SequenceGap",
     "StreamLost",
     "StrictError",
+    "ThreadStoreError",
     "UsageError",
     "VerifyError",
     "VersionConflict",
@@ -338,3 +343,32 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     def __str__(self) -> str:
         where = _where(self.index, self.line, self.offset, self.path, self.message)
         return f"[{self.code}] {self.message}{where}"
+
+
+class ReplayFull(AguiMetaError):
+    """A replay store has no room for another stream (:class:`~agui_meta.ReplayBuffer`'s
+    ``max_streams`` streams are all running).
+
+    ``retry_after`` is the number of seconds after which room may have been made (the store's
+    ``linger``, rounded up, at least 1): :class:`~agui_meta.EventStreamResponse` answers the
+    request ``503 Service Unavailable`` with that ``Retry-After`` and runs nothing.
+    """
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ThreadStoreError(AguiMetaError):
+    """A thread store could not load or save a thread, or cannot be opened.
+
+    The message names the store (its kind and where: a file, a Redis key) and the thread;
+    ``store`` and ``thread_id`` (``None`` for an error of the store itself, such as a file
+    that cannot be opened) say the same; the error underneath is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, store: str, thread_id: str | None = None) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        where = f"thread {thread_id!r} in the {store}" if thread_id is not None else store
+        super().__init__(f"{where}: {message}")
