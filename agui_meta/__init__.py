@@ -95,9 +95,7 @@ from ._usage import UsageMeter as UsageMeter
 from ._usage import UsageSnapshot as UsageSnapshot
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
-
-#: The version of agui-meta (the package metadata's, read from here when the wheel is built).
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = (
     "AGUI_METADATA_KEY",
