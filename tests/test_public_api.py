@@ -204,47 +204,28 @@ def test_introspection_sees_the_wire_names_and_types() -> None:
 WIRE_CARRIED = {"Event", "Interrupt"}
 
 
-def _reached(hint: Any, seen: set[object]) -> set[object]:
-    """Every type that ``hint`` names, through unions, generics and the fields of classes."""
+def _reached(hint: Any, seen: set[object], names: dict[str, Any]) -> set[object]:
+    """Every type that ``hint`` names or gives: through unions and generics, the fields of
+    the package's classes and what their public methods and properties return."""
     import typing
 
     if isinstance(hint, list):  # a Callable's parameters
-        return set().union(*(_reached(arg, seen) for arg in hint))
+        return set().union(*(_reached(arg, seen, names) for arg in hint))
     if hint in seen:
         return set()
     seen.add(hint)
     found: set[object] = {typing.get_origin(hint) or hint}
     for arg in typing.get_args(hint):
-        found |= _reached(arg, seen)
+        found |= _reached(arg, seen, names)
     if isinstance(hint, type) and hint.__module__.startswith("agui_meta"):
         if hint.__module__ == "agui_meta.events":
             return found  # the wire model: checked by the caller, not walked
-        for field in typing.get_type_hints(hint).values():
-            found |= _reached(field, seen)
-        for member_name, member in vars(hint).items():
-            if member_name.startswith("_") and member_name != "__init__":
-                continue
-            function = member.fget if isinstance(member, property) else member
-            function = getattr(function, "__func__", function)  # class and static methods
-            if callable(function) and hasattr(function, "__annotations__"):
-                # What it gives (a method's parameters may take wire values: UNSET included).
-                found |= _reached(_function_hints(function).get("return"), seen)
+        for field in _hints(hint, names).values():
+            found |= _reached(field, seen, names)
+        for function in _public_functions(hint):
+            # What it gives (a method's parameters may take wire values: UNSET included).
+            found |= _reached(_hints(function, names).get("return"), seen, names)
     return found
-
-
-def _function_hints(function: Any) -> dict[str, Any]:
-    """A function's parameter and return types; names of optional dependencies left out."""
-    import typing
-
-    try:
-        return typing.get_type_hints(function)
-    except NameError as exc:  # a type checker's import of an optional dependency (httpx...)
-        assert exc.name in OPTIONAL_TYPES, f"{function.__qualname__}: {exc}"
-        return {}
-
-
-# Names imported for type checkers only: optional dependencies, never returned as results.
-OPTIONAL_TYPES = {"httpx", "Meter", "TracerProvider", "BaseModel", "Request", "Scope"}
 
 
 @pytest.mark.parametrize(
@@ -259,7 +240,7 @@ def test_results_say_none_for_absent(module: types.ModuleType) -> None:
         value = getattr(module, name)
         if not isinstance(value, type):
             continue
-        reached = _reached(value, set())
+        reached = _reached(value, set(), _namespace())
         assert UnsetType not in reached, f"{module.__name__}.{name} can hold UNSET"
         wire = {
             t.__name__
@@ -337,17 +318,26 @@ def _reachable(value: Any, names: dict[str, Any], found: set[type], seen: dict[i
         return  # the wire model: its own module's test covers it
     for hint in _hints(value, names).values():
         _reachable(hint, names, found, seen)
+    for function in _public_functions(value):
+        _reachable(function, names, found, seen)
+
+
+def _public_functions(cls: type) -> list[types.FunctionType]:
+    """The functions behind a class's public methods and properties (its constructor too),
+    the package's inherited ones included."""
     members: dict[str, Any] = {}
-    for klass in reversed(value.__mro__):  # inherited members too (a subclass's win)
+    for klass in reversed(cls.__mro__):  # a subclass's own win
         if klass.__module__.startswith("agui_meta"):
             members.update(vars(klass))
+    functions = []
     for member_name, member in members.items():
         if member_name.startswith("_") and member_name != "__init__":
             continue
         function = member.fget if isinstance(member, property) else member
-        function = getattr(function, "__func__", function)
+        function = getattr(function, "__func__", function)  # class and static methods
         if isinstance(function, types.FunctionType):
-            _reachable(function, names, found, seen)
+            functions.append(function)
+    return functions
 
 
 def test_every_reachable_type_is_exported() -> None:
