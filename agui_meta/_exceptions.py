@@ -22,12 +22,15 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     │   └── IncompleteStream              the stream ended before RUN_FINISHED or RUN_ERROR
     ├── VersionConflict                   a thread's save lost its compare-and-set (threads)
     ├── ThreadStoreError                  a thread store that cannot load, save or be opened
-    └── SequenceGap                       a source's envelope numbers skip one (redis ingest)
+    ├── SequenceGap                       a source's envelope numbers skip one (redis ingest)
+    │   └── SourceConflict                a source's number taken again by another envelope
+    └── CommitTooLarge                    a worker's commit the Redis server refuses for its size
 
 Each is exported by the public module of what raises it: the pipeline's, the client's and the
-replay stores' by ``agui_meta``, :class:`VersionConflict` and :class:`ThreadStoreError` by
-``agui_meta.threads``, :class:`SequenceGap` by ``agui_meta.redis``. Connection errors and
-timeouts of an HTTP client are httpx's own.
+replay stores' by ``agui_meta``; :class:`VersionConflict` and :class:`ThreadStoreError` by
+``agui_meta.threads``; :class:`SequenceGap`, :class:`SourceConflict` and
+:class:`CommitTooLarge` by ``agui_meta.redis``. Connection errors and timeouts of an HTTP
+client are httpx's own.
 
 Problems that the reference client only warns about are not exceptions: they are
 :class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
@@ -49,6 +52,7 @@ __all__ = [
     "AguiWarning",
     "ApplyError",
     "ChunkError",
+    "CommitTooLarge",
     "DataError",
     "DecodeError",
     "FramingError",
@@ -62,6 +66,7 @@ __all__ = [
     "ResponseError",
     "RunFailed",
     "SequenceGap",
+    "SourceConflict",
     "StreamLost",
     "StrictError",
     "ThreadStoreError",
@@ -313,6 +318,27 @@ class VersionConflict(AguiMetaError):
 
 class SequenceGap(AguiMetaError):
     """An envelope's ``seq`` skips numbers its source never sent (an earlier one was lost)."""
+
+
+class CommitTooLarge(AguiMetaError):
+    """A commit the Redis server refuses for its size: it answered that an argument is longer
+    than its ``proto-max-bulk-len``, or closed the connection twice in a row on a large commit
+    while it still answers (``client-query-buffer-limit``). Raised by ``Worker.run``."""
+
+
+class SourceConflict(SequenceGap):
+    """A source sends, at a sequence number it already took, an envelope that differs from the
+    one taken there: a different stream under a reused source name (or one cut differently).
+
+    ``source``, ``seq`` and ``thread`` name the first such envelope. Nothing of the script call
+    that met it was written (envelopes of earlier calls were).
+    """
+
+    def __init__(self, message: str, *, source: str, seq: int, thread: str) -> None:
+        super().__init__(message)
+        self.source = source
+        self.seq = seq
+        self.thread = thread
 
 
 class AguiWarning(UserWarning):

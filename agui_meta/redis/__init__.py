@@ -3,7 +3,8 @@
 Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or later).
 
 - :func:`publish` appends a producer's envelopes (:func:`envelopes` cuts frames into them) to
-  the shard streams, idempotently per source sequence number;
+  the shard streams, idempotently per source sequence number (a retry is recognised by its
+  content; a different envelope at a taken number is refused);
 - :class:`Worker` owns shards through fenced leases and commits each batch atomically:
   outputs with stable keys, watermark, snapshots at run ends, usage, acknowledgements;
 - :class:`RedisThreadStore` reads (and writes, with compare-and-set) the threads' snapshots;
@@ -22,7 +23,9 @@ from .._durable import LocalResult as LocalResult
 from .._durable import Output as Output
 from .._durable import envelopes as envelopes
 from .._durable import run_local as run_local
+from .._exceptions import CommitTooLarge as CommitTooLarge
 from .._exceptions import SequenceGap as SequenceGap
+from .._exceptions import SourceConflict as SourceConflict
 from .._public import public_module as _public_module
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
 from ._ingest import IngestResult as IngestResult
@@ -36,6 +39,7 @@ from ._worker import WorkerStats as WorkerStats
 
 __all__ = (
     "DEFAULT_SHARDS",
+    "CommitTooLarge",
     "Envelope",
     "IngestResult",
     "Keys",
@@ -44,6 +48,7 @@ __all__ = (
     "RedisReplay",
     "RedisThreadStore",
     "SequenceGap",
+    "SourceConflict",
     "Worker",
     "WorkerStats",
     "envelopes",
