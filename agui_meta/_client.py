@@ -59,13 +59,16 @@ from ._events import (
 )
 from ._exceptions import AguiMetaError, DataError, Report, UsageError
 from ._framing import (
-    _JSONL_MEDIA_TYPES,
+    ACCEPT,
     DEFAULT_MAX_FRAME_SIZE,
+    PROTOBUF_MEDIA_TYPE,
     AutoDecoder,
     Frame,
     InvalidUtf8,
     JsonLinesDecoder,
     SSEDecoder,
+    media_format,
+    media_type,
 )
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
@@ -91,11 +94,8 @@ __all__ = [
     "TransportError",
 ]
 
-#: The media type of AG-UI's protobuf encoding, which agui-meta does not decode.
-PROTOBUF_MEDIA_TYPE = "application/vnd.ag-ui.event+proto"
 #: The response header by which a server says it resumed a stream after ``Last-Event-ID``.
 RESUMED_HEADER = "agui-meta-resumed"
-_ACCEPT = {"sse": "text/event-stream", "jsonl": "application/jsonl"}
 _BODY_PREVIEW = 512
 
 
@@ -348,7 +348,7 @@ class HttpAgent:
         thread_store: ThreadStore | None = None,
         save_timeout: float = 30.0,
     ) -> None:
-        if accept not in _ACCEPT:
+        if accept not in ACCEPT:
             raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
         if reconnect < 0:
             raise ValueError(f"reconnect must be >= 0, got {reconnect}")
@@ -780,18 +780,19 @@ class _Source:
 
     def _decoder(self, response: httpx.Response) -> SSEDecoder | JsonLinesDecoder | AutoDecoder:
         agent = self.agent
-        media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        content_type = response.headers.get("content-type")
         size = agent.max_frame_size
         invalid: InvalidUtf8 = "frame" if agent.mode == "keep_going" else "raise"
-        if media == PROTOBUF_MEDIA_TYPE:
+        if media_type(content_type) == PROTOBUF_MEDIA_TYPE:
             raise TransportError(
                 f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
                 " which agui-meta does not decode; it asks for SSE or JSON lines "
                 "(HttpAgent(accept='sse' | 'jsonl'))"
             )
-        if media == "text/event-stream":
+        fmt = media_format(content_type)
+        if fmt == "sse":
             return SSEDecoder(max_frame_size=size, invalid_utf8=invalid)
-        if media in _JSONL_MEDIA_TYPES:
+        if fmt == "jsonl":
             return JsonLinesDecoder(max_frame_size=size, invalid_utf8=invalid)
         return AutoDecoder(max_frame_size=size, invalid_utf8=invalid)
 
@@ -819,7 +820,7 @@ class _Source:
         headers = {
             **agent.headers,
             "Content-Type": "application/json",
-            "Accept": _ACCEPT[agent.accept],
+            "Accept": ACCEPT[agent.accept],
         }
         last_id: str | None = None
         retry_ms: int | None = None

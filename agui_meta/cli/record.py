@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from .._exceptions import FramingError
-from .._framing import AutoDecoder
+from .._framing import ACCEPT, AutoDecoder
 from ._command import Commands
 from ._stream import isatty
 from .run import ArgumentProblem, add_agent_arguments, build_agent
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     body = msgspec.json.encode(wire)
     headers = {**agent.headers, "Content-Type": "application/json"}
-    headers["Accept"] = "text/event-stream" if args.accept == "sse" else "application/jsonl"
+    headers["Accept"] = ACCEPT[args.accept]
     progress = _Progress(sys.stderr, args.url)
     counts = {"bytes": 0, "events": 0}
     counter: AutoDecoder | None = AutoDecoder()
