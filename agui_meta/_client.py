@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -60,13 +60,13 @@ from ._events import (
 from ._exceptions import AguiMetaError, DataError, Report, UsageError
 from ._framing import (
     ACCEPT,
+    ACCEPT_ENCODING,
     DEFAULT_MAX_FRAME_SIZE,
     PROTOBUF_MEDIA_TYPE,
-    AutoDecoder,
     Frame,
-    InvalidUtf8,
-    JsonLinesDecoder,
+    Framer,
     SSEDecoder,
+    aiter_body,
     media_format,
     media_type,
 )
@@ -218,8 +218,9 @@ class _Watch(Transducer[Update, Update]):
 
 
 def _closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
-    """The body's chunks, closed when the block exits (httpx's are async generators)."""
-    return contextlib.aclosing(cast("AsyncGenerator[bytes, None]", response.aiter_bytes()))
+    """The body's chunks, content encoding undone in bounded steps (see ``aiter_body``),
+    closed when the block exits."""
+    return contextlib.aclosing(aiter_body(response))
 
 
 def _require_httpx() -> Any:
@@ -778,23 +779,20 @@ class _Source:
         self.body = body
         self.watch = watch
 
-    def _decoder(self, response: httpx.Response) -> SSEDecoder | JsonLinesDecoder | AutoDecoder:
+    def _framer(self, response: httpx.Response) -> Framer:
         agent = self.agent
         content_type = response.headers.get("content-type")
-        size = agent.max_frame_size
-        invalid: InvalidUtf8 = "frame" if agent.mode == "keep_going" else "raise"
         if media_type(content_type) == PROTOBUF_MEDIA_TYPE:
             raise TransportError(
                 f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
                 " which agui-meta does not decode; it asks for SSE or JSON lines "
                 "(HttpAgent(accept='sse' | 'jsonl'))"
             )
-        fmt = media_format(content_type)
-        if fmt == "sse":
-            return SSEDecoder(max_frame_size=size, invalid_utf8=invalid)
-        if fmt == "jsonl":
-            return JsonLinesDecoder(max_frame_size=size, invalid_utf8=invalid)
-        return AutoDecoder(max_frame_size=size, invalid_utf8=invalid)
+        return Framer(
+            media_format(content_type) or "auto",
+            max_frame_size=agent.max_frame_size,
+            invalid_utf8="frame" if agent.mode == "keep_going" else "raise",
+        )
 
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
         if response.status_code >= 400:
@@ -818,6 +816,7 @@ class _Source:
         http = _require_httpx()
         agent = self.agent
         headers = {
+            "Accept-Encoding": ACCEPT_ENCODING,  # what the body reader inflates, in bounds
             **agent.headers,
             "Content-Type": "application/json",
             "Accept": ACCEPT[agent.accept],
@@ -837,16 +836,18 @@ class _Source:
                     "POST", agent.url, content=self.body, headers=request_headers
                 ) as response:
                     await self._check(response, last_id)
-                    decoder = self._decoder(response)
+                    framer = self._framer(response)
+                    decoder = framer.decoder
                     try:
                         async with _closing_bytes(response) as chunks:
                             async for chunk in chunks:
                                 received += len(chunk)
-                                for frame in decoder.feed(chunk):
-                                    if frame.id is not None:
-                                        last_id = frame.id
-                                    self.watch.events += 1
-                                    yield frame
+                                for piece in framer.slices(chunk):
+                                    for frame in framer.feed(piece):
+                                        if frame.id is not None:
+                                            last_id = frame.id
+                                        self.watch.events += 1
+                                        yield frame
                                 if isinstance(decoder, SSEDecoder) and decoder.retry is not None:
                                     retry_ms = decoder.retry
                     except (http.RemoteProtocolError, http.ReadError) as exc:
@@ -854,7 +855,7 @@ class _Source:
                         partial = decoder.buffered
                     else:
                         if not agent.reconnect or self.watch.terminal is not None:
-                            for frame in decoder.close():
+                            for frame in framer.close():
                                 self.watch.events += 1
                                 yield frame
                             return

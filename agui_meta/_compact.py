@@ -62,7 +62,6 @@ from ._events import (
     ToolCallStartEvent,
     protocol_class,
 )
-from ._framing import make_decoder
 from ._metadata import copy_json, merge_wire
 from ._patch import PatchError, apply_patch
 from ._stage import Context, Mode, ReportHandler, Transducer
@@ -280,15 +279,15 @@ def compact_events(
     ...                b'{"type":"TEXT_MESSAGE_END","messageId":"m"}\\n')[1].delta
     'Hi!'
     """
-    items: Iterable[Any]
-    if isinstance(events, (bytes, bytearray, memoryview, str)):
-        data = events.encode() if isinstance(events, str) else bytes(events)
-        decoder = make_decoder("auto")
-        items = [*decoder.feed(data), *decoder.close()]
-    else:
-        items = events
     ctx = Context(mode, on_report)
-    runner = Runner([_Decode(), Compact()], ctx)
+    if isinstance(events, (bytes, bytearray, memoryview, str)):
+        # A whole stream: framed by the driver, a slice at a time, as wrap() frames it (a
+        # stream cut off inside a frame is an error in every mode, as there).
+        runner = Runner([_Decode(), Compact()], ctx, framing="auto", close_errors="raise")
+        items: Iterable[Any] = (events,)
+    else:
+        runner = Runner([_Decode(), Compact()], ctx)
+        items = events
     try:
         for item in items:
             runner.feed(item)

@@ -35,13 +35,15 @@ Policies shared by the decoders (``max_frame_size`` and ``unterminated`` are key
 
 A file per piece: ``_common`` (the frame, the options and limits the decoders share), ``_sse``,
 ``_jsonl``, ``_array`` (a decoder and an encoder per format), ``_detect`` (the format of a stream
-from its first bytes or its media type), ``_aio`` (async sources).
+from its first bytes or its media type), ``_framer`` (chunks to frames, for every source),
+``_body`` (an HTTP body's content encoding undone in bounded steps), ``_aio`` (async sources).
 """
 
 from __future__ import annotations
 
 from ._aio import aiter_file_frames, aiter_frames, aiter_httpx_frames
 from ._array import JsonArrayDecoder
+from ._body import ACCEPT_ENCODING, aiter_body
 from ._common import (
     DEFAULT_MAX_FRAME_SIZE,
     Format,
@@ -64,21 +66,25 @@ from ._detect import (
     media_format,
     media_type,
 )
+from ._framer import SLICE, Framer
 from ._jsonl import JsonLinesDecoder, encode_jsonl
 from ._sse import RETRY_MAX, SSEDecoder, encode_sse, ignored_report
 
 __all__ = [
     "ACCEPT",
+    "ACCEPT_ENCODING",
     "DEFAULT_MAX_FRAME_SIZE",
     "JSONL_MEDIA_TYPE",
     "JSONL_MEDIA_TYPES",
     "PROTOBUF_MEDIA_TYPE",
     "RETRY_MAX",
+    "SLICE",
     "SSE_MEDIA_TYPE",
     "AutoDecoder",
     "Format",
     "Frame",
     "FrameDecoder",
+    "Framer",
     "Ignored",
     "InvalidUtf8",
     "JsonArrayDecoder",
@@ -86,6 +92,7 @@ __all__ = [
     "PayloadRun",
     "SSEDecoder",
     "Unterminated",
+    "aiter_body",
     "aiter_file_frames",
     "aiter_frames",
     "aiter_httpx_frames",

@@ -8,10 +8,12 @@ from collections.abc import AsyncGenerator, AsyncIterable
 from typing import TYPE_CHECKING, Literal
 
 import anyio
+from anyio.lowlevel import checkpoint
 
-from .._exceptions import FramingError
+from ._body import aiter_body
 from ._common import DEFAULT_MAX_FRAME_SIZE, Format, Frame, Unterminated
-from ._detect import make_decoder, media_format
+from ._detect import media_format
+from ._framer import SLICE, Framer
 
 if TYPE_CHECKING:
     import httpx
@@ -28,7 +30,8 @@ async def aiter_frames(
 ) -> AsyncGenerator[Frame, None]:
     """Decode the frames of an async byte (or text) stream.
 
-    ``str`` chunks are encoded as UTF-8; offsets then count bytes of that encoding. The
+    ``str`` chunks are encoded as UTF-8; offsets then count bytes of that encoding (a lone
+    surrogate in one is refused as the bytes it would be are: a line that is not UTF-8). The
     iterator of ``source`` is closed (``aclose()``, when it has one) when this generator ends,
     fails or is closed. Use it with :func:`contextlib.aclosing` to close it promptly.
 
@@ -36,24 +39,17 @@ async def aiter_frames(
         ``"json-array"``.
     :raises ~agui_meta.FramingError: see the decoders.
     """
-    decoder = make_decoder(format, max_frame_size=max_frame_size, unterminated=unterminated)
+    framer = Framer(format, max_frame_size=max_frame_size, unterminated=unterminated)
     chunks = aiter(source)
-    fed = 0
     try:
         async for chunk in chunks:
-            if isinstance(chunk, str):
-                text = chunk
-                try:
-                    chunk = text.encode()
-                except UnicodeEncodeError as exc:
-                    raise FramingError(
-                        "a text chunk is not encodable as UTF-8 (it holds a lone surrogate)",
-                        offset=fed + len(text[: exc.start].encode()),
-                    ) from None
-            fed += len(chunk)
-            for frame in decoder.feed(chunk):
-                yield frame
-        for frame in decoder.close():
+            long = len(chunk) > SLICE
+            for piece in framer.slices(chunk):
+                for frame in framer.feed(piece):
+                    yield frame
+                if long:  # a long chunk yields to cancellation between its slices
+                    await checkpoint()
+        for frame in framer.close():
             yield frame
     finally:
         aclose = getattr(chunks, "aclose", None)
@@ -74,16 +70,20 @@ async def aiter_file_frames(
 
     The file is closed when this generator ends, fails or is closed.
     """
-    decoder = make_decoder(format, max_frame_size=max_frame_size, unterminated=unterminated)
+    framer = Framer(format, max_frame_size=max_frame_size, unterminated=unterminated)
     file = await anyio.open_file(path, "rb")
     try:
         while chunk := await file.read(chunk_size):
-            for frame in decoder.feed(chunk):
-                yield frame
+            long = len(chunk) > SLICE
+            for piece in framer.slices(chunk):
+                for frame in framer.feed(piece):
+                    yield frame
+                if long:
+                    await checkpoint()
     finally:
         with anyio.CancelScope(shield=True):  # closing runs in a thread: not cancellable
             await file.aclose()
-    for frame in decoder.close():
+    for frame in framer.close():
         yield frame
 
 
@@ -98,14 +98,17 @@ async def aiter_httpx_frames(
 
     With ``format="auto"``, a ``text/event-stream`` content type means SSE and a JSON-lines
     one (``application/jsonl``, ``application/x-ndjson``, ...) means JSON lines; otherwise
-    the format is detected from the body. The body is read with ``response.aiter_bytes()``
-    (content encodings undone). Closing the response stays the caller's job.
+    the format is detected from the body. The body is read raw and its ``gzip`` or ``deflate``
+    content encoding undone here, a slice at a time, so that memory stays bounded whatever
+    the compression ratio; another encoding (``br``, ``zstd``) raises
+    :class:`~agui_meta.FramingError`: ask for ``Accept-Encoding: gzip, deflate``. Closing the
+    response stays the caller's job.
     """
     if format == "auto":
         format = media_format(response.headers.get("content-type")) or "auto"
     async with contextlib.aclosing(
         aiter_frames(
-            response.aiter_bytes(),
+            aiter_body(response),
             format=format,
             max_frame_size=max_frame_size,
             unterminated=unterminated,

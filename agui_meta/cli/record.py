@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from .._exceptions import FramingError
-from .._framing import ACCEPT, AutoDecoder
+from .._framing import ACCEPT, ACCEPT_ENCODING, Framer
 from ._command import Commands
 from ._stream import isatty
 from .run import ArgumentProblem, add_agent_arguments, build_agent
@@ -95,11 +95,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     body = msgspec.json.encode(wire)
-    headers = {**agent.headers, "Content-Type": "application/json"}
+    headers = {
+        "Accept-Encoding": ACCEPT_ENCODING,
+        **agent.headers,
+        "Content-Type": "application/json",
+    }
     headers["Accept"] = ACCEPT[args.accept]
     progress = _Progress(sys.stderr, args.url)
     counts = {"bytes": 0, "events": 0}
-    counter: AutoDecoder | None = AutoDecoder()
+    counter: Framer | None = Framer()
 
     async def save(out: IO[bytes]) -> None:
         nonlocal counter
@@ -117,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
                     counts["bytes"] += len(chunk)
                     if counter is not None:
                         try:
-                            counts["events"] += len(counter.feed(chunk))
+                            for piece in counter.slices(chunk):
+                                counts["events"] += len(counter.feed(piece))
                         except FramingError:
                             counter = None  # not a stream we can count: still saved as it is
                     progress.update(counts["bytes"], counts["events"])
