@@ -9,6 +9,8 @@ from ._common import JSON_WS, Frame, LineDecoder, not_utf8
 
 __all__ = ["JsonLinesDecoder", "encode_jsonl"]
 
+_BLANK = (b"\n", b"\r", b" ", b"\t")
+
 
 class JsonLinesDecoder(LineDecoder):
     """Incremental JSON-lines decoder: one JSON value per line.
@@ -60,6 +62,15 @@ class JsonLinesDecoder(LineDecoder):
                 pending.clear()
                 chunk = chunk[end + 1 :]
                 self._run((head,), frames, True)
+            if chunk[:1] in _BLANK:
+                # Blank lines lead: skipped at once, only counted (when none of them can be
+                # over the limit, which _run would report).
+                ws = len(chunk) - len(chunk.lstrip(JSON_WS))
+                skip = chunk.rfind(b"\n", 0, ws) + 1
+                if 0 < skip <= self._limit:
+                    self._lineno += chunk.count(b"\n", 0, skip)
+                    self._pos += skip
+                    chunk = chunk[skip:]
             lines = chunk.split(b"\n")
             tail = lines.pop()
             self._run(lines, frames, b"\r" in chunk)

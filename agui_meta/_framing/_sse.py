@@ -22,6 +22,7 @@ from ._common import (
 __all__ = ["RETRY_MAX", "SSE_FIELDS", "SSEDecoder", "encode_sse", "ignored_report"]
 
 SSE_FIELDS = (b"data", b"event", b"id", b"retry")
+_LINE_ENDS = (10, 13)
 
 #: The largest reconnection time kept exactly (ms, about 31.7 million years); a longer
 #: ``retry`` value saturates to it. ``int()`` of producer text is never given more digits than
@@ -196,8 +197,19 @@ class SSEDecoder(LineDecoder):
                     if sep == 1 and cr >= 0:
                         self._cr = True
                     return frames
-            # The chunk now starts at a line start. Fast path for runs of blocks of exactly one
-            # "data: <payload>" line (see _run_simple), taken between events.
+            # The chunk now starts at a line start. Between events, blank lines dispatch
+            # nothing: a run of them is skipped at once, only counted.
+            if self._start_pos < 0 and chunk[0] in _LINE_ENDS:
+                rest = chunk.lstrip(b"\r\n")
+                blank = chunk[: len(chunk) - len(rest)]
+                self._pos += len(blank)
+                self._lineno += blank.count(b"\n") + blank.count(b"\r") - blank.count(b"\r\n")
+                if not rest:
+                    self._cr = blank[-1] == 13  # its LF may open the next chunk
+                    return frames
+                chunk = rest
+            # Fast path for runs of blocks of exactly one "data: <payload>" line (see
+            # _run_simple), taken between events.
             if b"\r" not in chunk:
                 if self._start_pos >= 0 or not chunk.startswith(b"data: "):
                     # An event (or comments) in progress: finish it line by line up to its
