@@ -190,7 +190,7 @@ class JsonArrayDecoder:
                     byte = chunk[i]
                     if state == _DONE:
                         raise self._fail(
-                            f"unexpected {chunk[i : i + 16]!r} after the JSON array's closing "
+                            f"unexpected {chunk[i : i + 1]!r} after the JSON array's closing "
                             "']' (one array is the whole stream)",
                             i,
                             chunk,
@@ -199,7 +199,7 @@ class JsonArrayDecoder:
                         if byte != 0x5B:
                             raise self._fail(
                                 f"a JSON array stream must begin with '[', not "
-                                f"{chunk[i : i + 16]!r}",
+                                f"{chunk[i : i + 1]!r}",
                                 i,
                                 chunk,
                             )
@@ -214,7 +214,7 @@ class JsonArrayDecoder:
                         else:
                             raise self._fail(
                                 f"expected ',' or ']' after element {self._count - 1} of the "
-                                f"JSON array, not {chunk[i : i + 16]!r}",
+                                f"JSON array, not {chunk[i : i + 1]!r}",
                                 i,
                                 chunk,
                             )

@@ -69,14 +69,26 @@ def _sniff(buf: bytes, begin: int) -> tuple[Format | None, int]:
                 return "sse", begin
         elif name.startswith(text):
             return None, begin
+    # Quoted: the bytes that decided it (the same however the stream is chunked).
+    decided = 1 + max(_common(text, name) for name in SSE_FIELDS)
     raise FramingError(
         "cannot tell the stream's format: it starts with "
-        f"{text[:16]!r}, which begins neither a JSON line ('{{'), a JSON array ('[') nor an "
+        f"{text[:decided]!r}, which begins neither a JSON line ('{{'), a JSON array ('[') nor an "
         "SSE line "
         "(':' or a data, event, id or retry field)",
         offset=begin,
         line=line_at(buf, begin),
     )
+
+
+def _common(text: bytes, name: bytes) -> int:
+    """How many first bytes ``text`` and ``name`` share."""
+    n = 0
+    for a, b in zip(text, name, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
 
 
 def detect_format(prefix: bytes) -> Format | None:
