@@ -257,6 +257,22 @@ class Runner:
                 else:
                     self._run_frames([part])
 
+    def feed_batch(self, items: Sequence[bytes]) -> None:
+        """A batch of events, each the JSON text of one event, from no byte stream (a Redis
+        worker's envelope): as a chunk's frames go, through the fast path in one loop.
+
+        Each is numbered and its data error located (by its index: it has no byte offset or
+        line) and skipped in keep-going mode, else raised, as :meth:`feed` does one at a time;
+        the outputs are the same. The chain must begin with a stage that decodes bytes
+        (:class:`~agui_meta.Enforce`).
+        """
+        fast = self._fast
+        if fast is None or fast.decode is None:
+            for item in items:
+                self._one(item)
+        else:
+            self._run_batch(items, items)
+
     def _run_noted(self, frames: list[Frame], ignored: list[Ignored]) -> None:
         """``frames`` with a report for each line the framer ignored, in stream order."""
         notes = list(ignored)
@@ -374,10 +390,13 @@ class Runner:
         """A run of simple SSE blocks, as one batch: a Frame only when one is asked for."""
         self._run_batch(run.payloads, _RunFrames(run))
 
-    def _run_batch(self, payloads: Sequence[bytes | None], frames: Sequence[Frame]) -> None:
+    def _run_batch(
+        self, payloads: Sequence[bytes | None], frames: Sequence[Frame] | Sequence[bytes]
+    ) -> None:
         """One batch of frames: the fast path inline, the rest through the stages.
 
-        ``payloads[k]`` is the data of ``frames[k]`` (``None``: a frame that is not UTF-8).
+        ``payloads[k]`` is the data of ``frames[k]`` (``None``: a frame that is not UTF-8);
+        ``frames`` is ``payloads`` itself for events that come from no byte stream.
         The loop touches ``frames`` only for an event that leaves the fast path's decoder,
         fails, or is reported: its place in the stream.
         """
@@ -426,15 +445,16 @@ class Runner:
                         self._tally(passed)
                     if event is not None:
                         after_decode(event)
-                    elif data is None:
-                        self._bad_frame(frames[index - 1 - start])
+                    elif data is None:  # only a frame of a byte stream has no data
+                        self._bad_frame(frames[index - 1 - start])  # type: ignore[arg-type]
                     else:  # the decoding stage says what is wrong, and where
                         self._head(frames[index - 1 - start])
                 except DataError as exc:
                     if passed:
                         self._tally(passed)
                     frame = frames[index - 1 - start]
-                    exc.locate(offset=frame.offset, line=frame.line)
+                    if isinstance(frame, Frame):  # from a byte stream: its place in it
+                        exc.locate(offset=frame.offset, line=frame.line)
                     ctx.skip(exc)
                 fast.refresh()
                 note = passed.append if fast.tallies else None
