@@ -1,10 +1,12 @@
 """The driver: connects a chain of transducers, runs a stream through it and closes it.
 
 :class:`Runner` is the one loop every way of running stages goes through (``wrap()``'s
-segments, :func:`run_sync`, ``transduce``, the conformance runner, the tests): it frames byte
-chunks when asked to, numbers the events (``ctx.index``), attaches where a data error happened
-(event index; byte offset and line for a frame), skips it in keep-going mode, and closes the
-chain at the end.
+segments, the one-call runners of ``_runners``: ``run_sync``, ``transduce``,
+``compact_events``, the conformance runner; the tests): it frames byte chunks when asked to
+(with the framing's one owner, ``_framing.Framer``, a slice at a time), numbers the events
+(``ctx.index``), attaches where a data error happened (event index; byte offset and line for
+a frame), skips it in keep-going mode, and closes the chain at the end. Events from no byte
+stream come one at a time (:meth:`Runner.feed`) or in batches (:meth:`Runner.feed_batch`).
 
 It also runs the fast path the stages describe (see ``_stage``): when the chain begins with a
 run of stages that offer one, a content delta of an open item that every one of them lets pass
@@ -21,7 +23,6 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ._decode import Enforce
 from ._events import ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._framing import (
@@ -32,9 +33,9 @@ from ._framing import (
     PayloadRun,
     ignored_report,
 )
-from ._stage import CONTENT_DELTAS, Context, Mode, ReportHandler, Transducer
+from ._stage import CONTENT_DELTAS, Context, Transducer
 
-__all__ = ["Runner", "close_chain", "connect_chain", "run_sync"]
+__all__ = ["Runner", "close_chain", "connect_chain"]
 
 
 def connect_chain(
@@ -494,62 +495,3 @@ class Runner:
         assert error is not None
         # Report a fresh copy: the frame's own is never raised.
         raise FramingError(error.reason, offset=error.offset, line=error.line)
-
-
-def run_sync(
-    transducers: Iterable[Transducer[Any, Any]],
-    items: Iterable[Any],
-    *,
-    mode: Mode = "default",
-    on_report: ReportHandler | None = None,
-    ctx: Context | None = None,
-    fuse: bool = True,
-) -> list[Any]:
-    """Run items through transducers synchronously and return every output (for tests, CLIs).
-
-    Each item is one event. When the first stage takes events
-    (:attr:`~agui_meta.Transducer.takes_events`: every built-in event stage), items in an
-    event's wire form (a dict, the JSON of one event as ``bytes``/``str``, an ``ag_ui.core``
-    model, a frame) are decoded first, with the reports and errors of
-    :class:`~agui_meta.Enforce`, as ``wrap()`` does; anything else (events, updates, your own
-    items) passes as it is. ``fuse=False`` runs every stage's ``feed`` (no fast path).
-
-    >>> import agui_meta
-    >>> stages = agui_meta.DefaultStages()
-    >>> _ = run_sync(stages, [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
-    >>> stages.ledger.runs[0].run_id
-    'r'
-    """
-    transducers = list(transducers)
-    if transducers and transducers[0].takes_events:
-        transducers.insert(0, _DecodeWire())
-    ctx = ctx or Context(mode, on_report)
-    try:
-        return Runner(transducers, ctx, fuse=fuse).feed_all(items)
-    finally:
-        ctx.finish()
-
-
-#: What run_sync() decodes before a stage that takes events (and pydantic models).
-_WIRE_FORMS = (Mapping, bytes, bytearray, memoryview, str, Frame)
-
-
-class _DecodeWire(Transducer[Any, Any]):
-    """run_sync()'s entry: decodes wire forms with an Enforce, passes everything else."""
-
-    def __init__(self) -> None:
-        self._enforce = Enforce()
-
-    def connect(self, emit: Callable[[Any], None], ctx: Context) -> Callable[[Any], None]:
-        decode = self._enforce.connect(emit, ctx)
-
-        def feed(item: Any) -> None:
-            if isinstance(item, _WIRE_FORMS) or hasattr(item, "model_dump"):
-                decode(item)
-            else:
-                emit(item)
-
-        self.emit = emit
-        self.ctx = ctx
-        self.feed = feed  # type: ignore[method-assign]
-        return feed

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agui_meta._driver import run_sync
+from agui_meta import run_sync
 from agui_meta._events import AnyEvent, Event, Interrupt, TokenUsage
 from agui_meta._ledger import (
     Ledger,
