@@ -46,7 +46,7 @@ import contextlib
 import math
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -75,13 +75,16 @@ from ._exceptions import (
     VersionConflict,
 )
 from ._framing import (
-    _JSONL_MEDIA_TYPES,
+    ACCEPT,
+    ACCEPT_ENCODING,
     DEFAULT_MAX_FRAME_SIZE,
-    AutoDecoder,
+    PROTOBUF_MEDIA_TYPE,
     Frame,
-    InvalidUtf8,
-    JsonLinesDecoder,
+    Framer,
     SSEDecoder,
+    aiter_body,
+    media_format,
+    media_type,
 )
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
@@ -104,11 +107,8 @@ __all__ = [
     "RunResult",
 ]
 
-#: The media type of AG-UI's protobuf encoding, which agui-meta does not decode.
-PROTOBUF_MEDIA_TYPE = "application/vnd.ag-ui.event+proto"
 #: The response header by which a server says it resumed a stream after ``Last-Event-ID``.
 RESUMED_HEADER = "agui-meta-resumed"
-_ACCEPT = {"sse": "text/event-stream", "jsonl": "application/jsonl"}
 _BODY_PREVIEW = 512
 #: The least wait before a second or later reconnection of a run (``retry: 0`` included).
 MIN_BACKOFF = 0.1
@@ -198,8 +198,9 @@ class _Watch(Transducer[Update, Update]):
 
 
 def closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
-    """The body's chunks, closed when the block exits (httpx's are async generators)."""
-    return contextlib.aclosing(cast("AsyncGenerator[bytes, None]", response.aiter_bytes()))
+    """The body's chunks, content encoding undone in bounded steps (see ``aiter_body``),
+    closed when the block exits."""
+    return contextlib.aclosing(aiter_body(response))
 
 
 def _require_httpx() -> Any:
@@ -335,7 +336,7 @@ class HttpAgent:
         thread_store: ThreadStore | None = None,
         save_timeout: float = 30.0,
     ) -> None:
-        if accept not in _ACCEPT:
+        if accept not in ACCEPT:
             raise UsageError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
         if reconnect < 0:
             raise UsageError(f"reconnect must be >= 0, got {reconnect}")
@@ -778,22 +779,20 @@ class _Source:
         self.body = body
         self.watch = watch
 
-    def _decoder(self, response: httpx.Response) -> SSEDecoder | JsonLinesDecoder | AutoDecoder:
+    def _framer(self, response: httpx.Response) -> Framer:
         agent = self.agent
-        media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-        size = agent.max_frame_size
-        invalid: InvalidUtf8 = "frame" if agent.mode == "keep_going" else "raise"
-        if media == PROTOBUF_MEDIA_TYPE:
+        content_type = response.headers.get("content-type")
+        if media_type(content_type) == PROTOBUF_MEDIA_TYPE:
             raise ResponseError(
                 f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
                 " which agui-meta does not decode; it asks for SSE or JSON lines "
                 "(HttpAgent(accept='sse' | 'jsonl'))"
             )
-        if media == "text/event-stream":
-            return SSEDecoder(max_frame_size=size, invalid_utf8=invalid)
-        if media in _JSONL_MEDIA_TYPES:
-            return JsonLinesDecoder(max_frame_size=size, invalid_utf8=invalid)
-        return AutoDecoder(max_frame_size=size, invalid_utf8=invalid)
+        return Framer(
+            media_format(content_type) or "auto",
+            max_frame_size=agent.max_frame_size,
+            invalid_utf8="frame" if agent.mode == "keep_going" else "raise",
+        )
 
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
         if response.status_code >= 400:
@@ -838,9 +837,10 @@ class _Source:
         http = _require_httpx()
         agent = self.agent
         headers = {
+            "Accept-Encoding": ACCEPT_ENCODING,  # what the body reader inflates, in bounds
             **agent.headers,
             "Content-Type": "application/json",
-            "Accept": _ACCEPT[agent.accept],
+            "Accept": ACCEPT[agent.accept],
         }
         last_id: str | None = None
         unnamed = 0  # frames received since the last id, without one of their own
@@ -863,19 +863,21 @@ class _Source:
                     if outage is not None:
                         spent += anyio.current_time() - outage
                         outage = None
-                    decoder = self._decoder(response)
+                    framer = self._framer(response)
+                    decoder = framer.decoder
                     try:
                         async with closing_bytes(response) as chunks:
                             async for chunk in chunks:
                                 received += len(chunk)
-                                for frame in decoder.feed(chunk):
-                                    if frame.id is not None and frame.id != last_id:
-                                        last_id = frame.id
-                                        unnamed = 0
-                                    else:
-                                        unnamed += 1
-                                    self.watch.events += 1
-                                    yield frame
+                                for piece in framer.slices(chunk):
+                                    for frame in framer.feed(piece):
+                                        if frame.id is not None and frame.id != last_id:
+                                            last_id = frame.id
+                                            unnamed = 0
+                                        else:
+                                            unnamed += 1
+                                        self.watch.events += 1
+                                        yield frame
                                 if isinstance(decoder, SSEDecoder) and decoder.retry is not None:
                                     retry_ms = decoder.retry
                     except (http.RemoteProtocolError, http.ReadError) as exc:
@@ -883,7 +885,7 @@ class _Source:
                         partial = decoder.buffered
                     else:
                         if not agent.reconnect or self.watch.terminal is not None:
-                            for frame in decoder.close():
+                            for frame in framer.close():
                                 self.watch.events += 1
                                 yield frame
                             return
