@@ -1,0 +1,144 @@
+"""The prelude of a ``connect`` stream: what brings a fresh client to where a thread is now.
+
+A client that connects to a thread gets, before any live event, the thread as the gateway's
+keyed store holds it, in events the official client's verifier accepts:
+
+- no run active: ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT``, ``RUN_FINISHED``
+  (a complete run of its own, which changes nothing but the client's messages and state);
+- a run active: that run's ``RUN_STARTED``, then ``MESSAGES_SNAPSHOT`` of the messages as they
+  are now *without* the items still streaming, ``STATE_SNAPSHOT``, and the open items
+  re-opened in the order the verifier wants them closed later: steps (``STEP_STARTED``),
+  reasoning spans (``REASONING_START``), reasoning messages (``REASONING_MESSAGE_START`` and
+  one ``REASONING_MESSAGE_CONTENT`` with the text so far), text messages
+  (``TEXT_MESSAGE_START`` and one ``TEXT_MESSAGE_CONTENT``), tool calls (``TOOL_CALL_START``
+  under their message and one ``TOOL_CALL_ARGS``). The live events that follow (their
+  deltas, their ENDs, ``RUN_FINISHED``) then apply as they do for a client that saw the run
+  from its start. Open subagents are not re-opened (a limit: their events are not attributed).
+
+The prelude's events carry no SSE ``id``: a resumption names an event of the run itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._framing import encode_sse
+from ._store import Store
+from ._verify import OpenItems
+
+__all__ = ["join_prelude", "thread_prelude"]
+
+_encode = msgspec.json.encode
+
+
+def _frames(events: list[dict[str, Any]]) -> list[bytes]:
+    return [encode_sse(_encode(event)) for event in events]
+
+
+def thread_prelude(
+    thread_id: str, run_id: str, messages: list[dict[str, Any]], state: Any
+) -> list[bytes]:
+    """A complete run that leaves a client with ``messages`` and ``state`` (SSE frames)."""
+    return _frames(
+        [
+            {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id},
+            {"type": "MESSAGES_SNAPSHOT", "messages": messages},
+            {"type": "STATE_SNAPSHOT", "snapshot": state},
+            {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id},
+        ]
+    )
+
+
+def _with_metadata(event: dict[str, Any], wire: dict[str, Any]) -> dict[str, Any]:
+    metadata = wire.get("metadata")
+    if metadata is not None:
+        event["metadata"] = metadata
+    return event
+
+
+def join_prelude(thread_id: str, run_id: str, store: Store, open_items: OpenItems) -> list[bytes]:
+    """The events that join the run ``run_id`` in progress, from ``store`` and what is open
+    (call it with the store and the verifier exactly at a boundary between two events)."""
+    streaming_messages = {*open_items.text_messages, *open_items.reasoning_messages}
+    streaming_calls = set(open_items.tool_calls)
+    snapshot: list[dict[str, Any]] = []
+    held: dict[str, dict[str, Any]] = {}
+    calls: dict[str, tuple[dict[str, Any], str]] = {}
+    for item in store.messages():
+        wire = item.to_wire()
+        if item.id in streaming_messages and item.id not in held:
+            held[item.id] = wire
+            continue
+        tool_calls = wire.get("toolCalls")
+        if streaming_calls and isinstance(tool_calls, list):
+            kept = []
+            for call in tool_calls:
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if call_id in streaming_calls and call_id not in calls:
+                    calls[call_id] = (call, wire["id"])
+                else:
+                    kept.append(call)
+            wire["toolCalls"] = kept
+        snapshot.append(wire)
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id},
+        {"type": "MESSAGES_SNAPSHOT", "messages": snapshot},
+        {"type": "STATE_SNAPSHOT", "snapshot": store.state},
+    ]
+    for name, owner in open_items.steps:
+        step: dict[str, Any] = {"type": "STEP_STARTED", "stepName": name}
+        if owner is not None:
+            step["subagentRunId"] = owner
+        events.append(step)
+    for message_id in open_items.reasoning_spans:
+        events.append({"type": "REASONING_START", "messageId": message_id})
+    for message_id in open_items.reasoning_messages:
+        wire = held.get(message_id, {})
+        events.append(
+            _with_metadata(
+                {"type": "REASONING_MESSAGE_START", "messageId": message_id, "role": "reasoning"},
+                wire,
+            )
+        )
+        content = wire.get("content")
+        if isinstance(content, str) and content:
+            events.append(
+                {"type": "REASONING_MESSAGE_CONTENT", "messageId": message_id, "delta": content}
+            )
+    for message_id in open_items.text_messages:
+        wire = held.get(message_id, {})
+        start: dict[str, Any] = {"type": "TEXT_MESSAGE_START", "messageId": message_id}
+        if wire.get("role") in ("developer", "system", "assistant", "user"):
+            start["role"] = wire["role"]
+        if isinstance(wire.get("name"), str):
+            start["name"] = wire["name"]
+        events.append(_with_metadata(start, wire))
+        content = wire.get("content")
+        if isinstance(content, str) and content:
+            events.append(
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": content}
+            )
+    for call_id in open_items.tool_calls:
+        found = calls.get(call_id)
+        if found is None:
+            continue  # not in the store (evicted): nothing to re-open
+        call, owner_id = found
+        found_function = call.get("function")
+        function: dict[str, Any] = found_function if isinstance(found_function, dict) else {}
+        events.append(
+            _with_metadata(
+                {
+                    "type": "TOOL_CALL_START",
+                    "toolCallId": call_id,
+                    "toolCallName": function.get("name") or "",
+                    "parentMessageId": owner_id,
+                },
+                call,
+            )
+        )
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            events.append({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments})
+    return _frames(events)

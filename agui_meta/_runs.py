@@ -1,0 +1,496 @@
+"""Gateway runs: one agent run detached from the requests that read it, and the registry of runs.
+
+A :class:`Run` belongs to its thread, not to a request. It runs in the gateway's task group:
+the agent's output goes through :class:`_Guard` (a ``RUN_STARTED`` first if the agent sends
+none; at the end, whatever the run needs to be a complete run) and the default stages
+(expand chunks, verify, accumulate into the thread's store, ledger), and each event is
+encoded as SSE with the id ``<run key>:<n>`` into the run's :class:`~agui_meta._runlog.RunLog`,
+which every connection reads at its own pace. The run never waits for its readers.
+
+How a run ends:
+
+- the agent's stream ends with ``RUN_FINISHED`` or ``RUN_ERROR`` (passed on as sent);
+- the agent's stream ends without one: ``RUN_ERROR`` code ``"incomplete"``; the agent raises:
+  ``RUN_ERROR`` code ``"agent_error"``;
+- :meth:`Run.stop` (the stop route, or a run superseding it): the agent is cancelled, every
+  open item is closed (``…_END``, ``STEP_FINISHED``) and the run ends with ``RUN_FINISHED``
+  outcome ``cancelled``;
+- no reader for ``linger`` seconds: the agent is cancelled, ``RUN_ERROR`` code ``"abandoned"``;
+  past ``max_run_time``: ``RUN_ERROR`` code ``"run_timeout"``; the gateway shutting down:
+  ``RUN_ERROR`` code ``"gateway_shutdown"``;
+- the agent's events break the AG-UI rules (the verifier refuses one): ``RUN_ERROR`` code
+  ``"server_error"``, after the events that passed.
+
+Then, whatever the ending, the thread is saved once with compare-and-set, the catalog notes the
+run as ended, and :attr:`Run.ended` is set. :class:`RunRegistry` holds the runs of the process:
+the active one of each thread, and ended ones for a while (``keep`` seconds, at most
+``max_kept``), so that a client coming back late still gets the whole run.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import anyio.abc
+
+from ._accumulate import Update
+from ._decode import encode_event
+from ._defaults import DefaultStages
+from ._events import (
+    Event,
+    ReasoningEndEvent,
+    ReasoningMessageEndEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StepFinishedEvent,
+    TextMessageEndEvent,
+    ToolCallEndEvent,
+)
+from ._exceptions import AguiMetaError, DataError
+from ._framing import encode_sse
+from ._join import join_prelude
+from ._ledger import Ledger
+from ._pipeline import wrap
+from ._runlog import MemoryRunLog, RunLog
+from ._stage import Transducer
+from ._store import Store
+from ._threads import ThreadSnapshot, ThreadStore, VersionConflict
+
+if TYPE_CHECKING:
+    from ._agents import GatewayAgent
+    from ._catalog import Catalog
+    from ._replay import ReplayReader
+
+__all__ = ["Run", "RunRegistry", "StopReason"]
+
+logger = logging.getLogger("agui_meta.gateway")
+
+#: How many items the agent may produce ahead of the run's pipeline.
+_AHEAD = 64
+
+StopReason = Literal["stopped", "superseded", "abandoned", "run_timeout", "gateway_shutdown"]
+
+_ERRORS: dict[str, str] = {
+    "abandoned": "the run was cancelled: no client read it for {linger:g} s",
+    "run_timeout": "the run was cancelled: it ran longer than {max_run_time:g} s",
+    "gateway_shutdown": "the run was cancelled: the gateway shut down",
+}
+
+
+class _Guard(Transducer[Event, Event]):
+    """First stage of a run: RUN_STARTED first; at the end, whatever completes the run."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.started = False
+        self.terminal = False
+
+    def feed(self, item: Event) -> None:
+        kind = type(item)
+        if not self.started:
+            self.started = True
+            if kind is not RunStartedEvent:
+                self.emit(self.run.started_event())
+        if kind is RunFinishedEvent or kind is RunErrorEvent:
+            self.terminal = True
+        elif kind is RunStartedEvent:
+            self.terminal = False
+        self.emit(item)
+
+    def close(self) -> None:
+        if self.terminal:
+            return
+        if not self.started:
+            self.started = True
+            self.emit(self.run.started_event())
+        for event in self.run.closing_events():
+            self.emit(event)
+        self.terminal = True
+
+
+class Run:
+    """One gateway run: its agent, its thread's store, its log, its readers."""
+
+    def __init__(
+        self,
+        registry: RunRegistry,
+        *,
+        scope: str,
+        agent_name: str,
+        agent: GatewayAgent,
+        input: RunAgentInput,
+        store: Store,
+        base: ThreadSnapshot,
+    ) -> None:
+        self.registry = registry
+        self.key = uuid.uuid4().hex
+        self.scope = scope
+        self.agent_name = agent_name
+        self.agent = agent
+        self.input = input
+        self.thread_id = input.thread_id
+        self.run_id = input.run_id
+        self.base = base
+        self.stages = DefaultStages(store, ledger=Ledger())
+        self.log: RunLog = MemoryRunLog(self.key, registry.max_events)
+        self.readers = 0
+        self.reason: StopReason | None = None
+        self.failure: BaseException | None = None
+        self.saved: ThreadSnapshot | None = None
+        self.agent_scope = anyio.CancelScope(deadline=anyio.current_time() + registry.max_run_time)
+        self.ended = anyio.Event()
+        self.ended_at: float | None = None
+        self._readers_changed = anyio.Event()
+
+    @property
+    def store(self) -> Store:
+        return self.stages.store
+
+    @property
+    def active(self) -> bool:
+        return not self.ended.is_set()
+
+    # -- readers -----------------------------------------------------------------------------
+
+    def reader(self, start: int) -> ReplayReader:
+        """A reader from event ``start`` on; counted as a reader of the run until closed."""
+        return _CountedReader(self, self.log.reader(start))
+
+    def _reader_count(self, delta: int) -> None:
+        self.readers += delta
+        self._readers_changed.set()
+        self._readers_changed = anyio.Event()
+
+    def join(self) -> tuple[list[bytes], ReplayReader]:
+        """The prelude that joins this run now, and a reader of the events after it."""
+        position = self.log.next_seq  # taken with the store at the same boundary (no await)
+        verify = self.stages.verify
+        assert verify is not None
+        prelude = join_prelude(self.thread_id, self.run_id, self.store, verify.open_items())
+        # The run's own RUN_STARTED is the prelude's first event: never sent twice.
+        return prelude, self.reader(max(position, 1) if not self.log.ended else position)
+
+    # -- ending ------------------------------------------------------------------------------
+
+    def stop(self, reason: StopReason) -> bool:
+        """Cancel the agent; the run ends as ``reason`` says. Whether it was still running."""
+        if self.ended.is_set() or self.agent_scope.cancel_called:
+            return False
+        self.reason = reason
+        self.agent_scope.cancel()
+        return True
+
+    def started_event(self) -> RunStartedEvent:
+        return RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
+
+    def closing_events(self) -> list[Event]:
+        """What ends the run when the agent's stream ended without a terminal event."""
+        reason = self.reason
+        if reason in ("stopped", "superseded"):
+            verify = self.stages.verify
+            assert verify is not None
+            items = verify.open_items()
+            events: list[Event] = [ToolCallEndEvent(tool_call_id=i) for i in items.tool_calls]
+            events += [TextMessageEndEvent(message_id=i) for i in items.text_messages]
+            events += [ReasoningMessageEndEvent(message_id=i) for i in items.reasoning_messages]
+            events += [ReasoningEndEvent(message_id=i) for i in items.reasoning_spans]
+            events += [
+                StepFinishedEvent(step_name=name)
+                if owner is None
+                else StepFinishedEvent(step_name=name, subagent_run_id=owner)
+                for name, owner in reversed(items.steps)
+            ]
+            events.append(
+                RunFinishedEvent(
+                    thread_id=self.thread_id,
+                    run_id=self.run_id,
+                    outcome=RunFinishedCancelledOutcome(),
+                )
+            )
+            return events
+        if reason is not None:
+            message = _ERRORS[reason].format(
+                linger=self.registry.linger, max_run_time=self.registry.max_run_time
+            )
+            return [RunErrorEvent(message=message, code=reason)]
+        if self.failure is not None:
+            failure = self.failure
+            detail = str(failure) if isinstance(failure, AguiMetaError) else type(failure).__name__
+            return [RunErrorEvent(message=f"the agent failed: {detail}", code="agent_error")]
+        return [
+            RunErrorEvent(
+                message="the agent's stream ended without RUN_FINISHED or RUN_ERROR",
+                code="incomplete",
+            )
+        ]
+
+    # -- running -----------------------------------------------------------------------------
+
+    def _frame(self, seq: int, event: Event) -> bytes:
+        return encode_sse(encode_event(event), id=f"{self.key}:{seq}")
+
+    async def execute(self) -> None:
+        """Run the agent to the end of the run, then save the thread (in the gateway's tasks)."""
+        registry = self.registry
+        try:
+            await registry.catalog.run_started(self.thread_id, self.run_id)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_readers)
+                await self._stream()
+                tg.cancel_scope.cancel()
+        except Exception:  # never into the gateway's task group: it holds every other run
+            logger.exception("run %s of thread %s failed", self.run_id, self.thread_id)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(registry.save_timeout):
+                await self._finish()
+
+    async def _stream(self) -> None:
+        send, receive = anyio.create_memory_object_stream[Any](_AHEAD)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._pump, send)
+            try:
+                async with receive, wrap(receive, _Guard(self), *self.stages) as updates:
+                    async for batch in updates.batches():
+                        seq = self.log.next_seq
+                        frames = []
+                        for update in batch:
+                            event = update.event if isinstance(update, Update) else update
+                            frames.append(self._frame(seq, event))
+                            seq += 1
+                        await self.log.append(frames)
+            except Exception as exc:
+                # The agent's events broke the rules (or a stage failed): what passed stays,
+                # the run ends here.
+                self.agent_scope.cancel()
+                if isinstance(exc, (AguiMetaError, DataError)):
+                    logger.warning("run %s of thread %s: %s", self.run_id, self.thread_id, exc)
+                    detail = str(exc)
+                else:
+                    logger.exception("run %s of thread %s failed", self.run_id, self.thread_id)
+                    detail = type(exc).__name__
+                error = RunErrorEvent(
+                    message=f"the agent's events were refused: {detail}", code="server_error"
+                )
+                await self.log.append([self._frame(self.log.next_seq, error)])
+
+    async def _pump(self, send: anyio.abc.ObjectSendStream[Any]) -> None:
+        async with send:
+            with self.agent_scope:
+                try:
+                    await self.agent(self.input, send.send)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass  # the run's pipeline stopped reading: it has ended already
+                except Exception as exc:
+                    logger.exception("the agent of run %s failed", self.run_id)
+                    self.failure = exc
+            if self.agent_scope.cancelled_caught and self.reason is None:
+                self.reason = "run_timeout"
+
+    async def _watch_readers(self) -> None:
+        """Stop the run when it has had no reader for the registry's ``linger``."""
+        while True:
+            changed = self._readers_changed
+            if self.readers:
+                await changed.wait()
+                continue
+            with anyio.move_on_after(self.registry.linger):
+                await changed.wait()
+            if not self.readers and not changed.is_set():
+                self.stop("abandoned")
+                return
+
+    async def _finish(self) -> None:
+        registry = self.registry
+        try:
+            await self.log.end()
+            ledger = self.stages.ledger
+            ledger.close()
+            snapshot = self.base.advance(self.store, ledger.runs)
+            try:
+                await registry.threads.save(snapshot)
+                self.saved = snapshot
+            except VersionConflict:
+                logger.exception("run %s: its thread could not be saved", self.run_id)
+            await registry.catalog.run_ended(self.thread_id, self.run_id)
+        finally:
+            self.ended_at = anyio.current_time()
+            registry._ended(self)
+            self.ended.set()
+
+
+class _CountedReader:
+    """A reader of a run that counts as one of the run's readers until closed."""
+
+    def __init__(self, run: Run, reader: ReplayReader) -> None:
+        self.run = run
+        self.inner = reader
+        self._open = True
+        run._reader_count(1)
+
+    async def read(self, wait: float) -> list[bytes] | None:
+        return await self.inner.read(wait)
+
+    async def aclose(self) -> None:
+        if self._open:
+            self._open = False
+            self.run._reader_count(-1)
+            await self.inner.aclose()
+
+
+class RunRegistry:
+    """The runs of this process: the active run of each thread, and recently ended ones.
+
+    :param threads: where threads are loaded from and saved to.
+    :param catalog: thread ownership and the journal of runs in flight.
+    :param max_runs: the most runs active at once.
+    :param linger: seconds a run goes on with no reader before it is cancelled.
+    :param max_run_time: seconds a run may take before it is cancelled.
+    :param max_events: events a run's log keeps (a reader further behind loses the stream).
+    :param keep: seconds an ended run is kept for clients that come back.
+    :param max_kept: the most ended runs kept.
+    """
+
+    def __init__(
+        self,
+        threads: ThreadStore,
+        catalog: Catalog,
+        *,
+        max_runs: int = 100,
+        linger: float = 30.0,
+        max_run_time: float = 3600.0,
+        max_events: int = 10_000,
+        keep: float = 60.0,
+        max_kept: int = 1000,
+        save_timeout: float = 30.0,
+    ) -> None:
+        for name, value in (("max_runs", max_runs), ("max_events", max_events)):
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        for name, number in (
+            ("linger", linger),
+            ("max_run_time", max_run_time),
+            ("keep", keep),
+            ("save_timeout", save_timeout),
+        ):
+            if not number >= 0:
+                raise ValueError(f"{name} must be >= 0, got {number}")
+        if max_kept < 0:
+            raise ValueError(f"max_kept must be >= 0, got {max_kept}")
+        self.threads = threads
+        self.catalog = catalog
+        self.max_runs = max_runs
+        self.linger = linger
+        self.max_run_time = max_run_time
+        self.max_events = max_events
+        self.keep = keep
+        self.max_kept = max_kept
+        self.save_timeout = save_timeout
+        self._active: dict[str, Run] = {}
+        self._by_key: dict[str, Run] = {}
+        self._by_ids: dict[tuple[str, str], Run] = {}
+        self._kept: OrderedDict[str, Run] = OrderedDict()
+        #: thread id -> (the ordinal of its latest run, that run, set when the next one starts)
+        self._latest: dict[str, tuple[int, Run | None, anyio.Event]] = {}
+        self._ordinal = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    def __len__(self) -> int:
+        """How many runs are active."""
+        return len(self._active)
+
+    def active(self, thread_id: str) -> Run | None:
+        return self._active.get(thread_id)
+
+    def runs(self) -> list[Run]:
+        return list(self._active.values())
+
+    def by_key(self, key: str) -> Run | None:
+        self._purge()
+        return self._by_key.get(key)
+
+    def by_ids(self, thread_id: str, run_id: str) -> Run | None:
+        self._purge()
+        return self._by_ids.get((thread_id, run_id))
+
+    def start(self, run: Run, task_group: anyio.abc.TaskGroup) -> None:
+        """Register ``run`` as its thread's active run and start it in ``task_group``.
+
+        The caller has checked, with no ``await`` since, that the thread has no active run and
+        that there is room."""
+        assert run.thread_id not in self._active and len(self._active) < self.max_runs
+        self._purge()
+        self._active[run.thread_id] = run
+        self._by_key[run.key] = run
+        self._by_ids[run.thread_id, run.run_id] = run
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
+        self._ordinal += 1
+        found = self._latest.get(run.thread_id)
+        self._latest[run.thread_id] = (self._ordinal, run, anyio.Event())
+        if found is not None:
+            found[2].set()
+        task_group.start_soon(run.execute)
+
+    def runs_started(self, thread_id: str) -> tuple[int, anyio.Event]:
+        """The ordinal of the latest run started on ``thread_id`` (0: none held; ordinals
+        grow over the whole registry), and an event set when the next one starts."""
+        found = self._latest.get(thread_id)
+        if found is None:
+            found = self._latest[thread_id] = (0, None, anyio.Event())
+        return found[0], found[2]
+
+    def latest(self, thread_id: str) -> Run | None:
+        """The run started last on ``thread_id``, while it is held."""
+        found = self._latest.get(thread_id)
+        return None if found is None else found[1]
+
+    def forget_thread(self, thread_id: str) -> None:
+        for key, run in list(self._kept.items()):
+            if run.thread_id == thread_id:
+                self._drop(key)
+        found = self._latest.pop(thread_id, None)
+        if found is not None:
+            found[2].set()
+
+    def _ended(self, run: Run) -> None:
+        if self._active.get(run.thread_id) is run:
+            del self._active[run.thread_id]
+        if not self._active:
+            self._idle.set()
+        if self.max_kept and self.keep > 0:
+            self._kept[run.key] = run
+        else:
+            self._drop(run.key, run)
+        self._purge()
+
+    def _drop(self, key: str, run: Run | None = None) -> None:
+        run = self._kept.pop(key, None) or run
+        if run is not None:
+            self._by_key.pop(key, None)
+            if self._by_ids.get((run.thread_id, run.run_id)) is run:
+                del self._by_ids[run.thread_id, run.run_id]
+            found = self._latest.get(run.thread_id)
+            if found is not None and found[1] is run:
+                del self._latest[run.thread_id]
+                found[2].set()
+
+    def _purge(self) -> None:
+        now = anyio.current_time()
+        while self._kept:
+            key, run = next(iter(self._kept.items()))
+            ended = run.ended_at if run.ended_at is not None else now
+            if len(self._kept) > self.max_kept or now - ended >= self.keep:
+                self._drop(key)
+            else:
+                break
+
+    async def wait_idle(self) -> None:
+        """Return once no run is active."""
+        await self._idle.wait()
