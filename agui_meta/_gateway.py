@@ -402,6 +402,7 @@ class Gateway:
         return await self._handle(request, self._run_route)
 
     async def _run_route(self, request: Request) -> Response:
+        tg = self._task_group()
         scope = await self._scope(request)
         name, agent = self._agent(request)
         last_id = request.headers.get("last-event-id")
@@ -439,7 +440,6 @@ class Gateway:
             store=store,
             base=base,
         )
-        tg = self._task_group()
         self._check_room(thread_id)  # again: no await from here to the start
         registry.start(run, tg)
         return self._respond(run.reader(0))
