@@ -55,7 +55,7 @@ from ._events import (
 )
 from ._exceptions import AguiMetaError, DataError
 from ._framing import encode_sse
-from ._join import join_prelude
+from ._join import join_prelude, thread_prelude
 from ._ledger import Ledger
 from ._pipeline import wrap
 from ._runlog import MemoryRunLog, RunLog
@@ -173,9 +173,17 @@ class Run:
         position = self.log.next_seq  # taken with the store at the same boundary (no await)
         verify = self.stages.verify
         assert verify is not None
-        prelude = join_prelude(self.thread_id, self.run_id, self.store, verify.open_items())
+        items = verify.open_items()
+        if self.log.ended or items.run in ("finished", "errored"):
+            # Over (its thread being saved): the thread as the run left it, as a complete run.
+            store = self.store
+            prelude = thread_prelude(
+                self.thread_id, self.run_id, store.messages_wire(), store.state
+            )
+            return prelude, self.reader(position)
+        prelude = join_prelude(self.thread_id, self.run_id, self.store, items)
         # The run's own RUN_STARTED is the prelude's first event: never sent twice.
-        return prelude, self.reader(max(position, 1) if not self.log.ended else position)
+        return prelude, self.reader(max(position, 1))
 
     # -- ending ------------------------------------------------------------------------------
 
