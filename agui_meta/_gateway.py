@@ -424,8 +424,10 @@ class Gateway:
             _refuse(409, f"run {input.run_id!r} of thread {thread_id!r} has ended already")
         store = base.to_store()
         sent = [msgspec.to_builtins(m) for m in input.messages]
-        for message in _new_messages(thread_id, base.messages, sent):
+        new = _new_messages(thread_id, base.messages, sent)
+        for message in new:
             store.append(MessageItem.from_wire(message))
+        new_ids = {message.get("id") for message in new}
         if input.state is not UNSET and input.state != {}:
             store.state = input.state
         whole = msgspec.to_builtins(input)
@@ -439,6 +441,7 @@ class Gateway:
             input=_decode_input(whole),
             store=store,
             base=base,
+            new_messages=[m for m in input.messages if m.id in new_ids],
         )
         self._check_room(thread_id)  # again: no await from here to the start
         registry.start(run, tg)

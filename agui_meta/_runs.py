@@ -36,12 +36,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
+import msgspec
+from msgspec import UNSET
 
 from ._accumulate import Update
 from ._decode import encode_event
 from ._defaults import DefaultStages
 from ._events import (
     Event,
+    Message,
     ReasoningEndEvent,
     ReasoningMessageEndEvent,
     RunAgentInput,
@@ -98,6 +101,11 @@ class _Guard(Transducer[Event, Event]):
             self.started = True
             if kind is not RunStartedEvent:
                 self.emit(self.run.started_event())
+            elif (
+                isinstance(item, RunStartedEvent) and item.input is UNSET and self.run.new_messages
+            ):
+                # The run's new messages, for the clients that did not send them.
+                item = msgspec.structs.replace(item, input=self.run.echoed_input())
         if kind is RunFinishedEvent or kind is RunErrorEvent:
             self.terminal = True
         elif kind is RunStartedEvent:
@@ -128,6 +136,7 @@ class Run:
         input: RunAgentInput,
         store: Store,
         base: ThreadSnapshot,
+        new_messages: list[Message] | None = None,
     ) -> None:
         self.registry = registry
         self.key = uuid.uuid4().hex
@@ -138,6 +147,7 @@ class Run:
         self.thread_id = input.thread_id
         self.run_id = input.run_id
         self.base = base
+        self.new_messages = new_messages or []
         self.stages = DefaultStages(store, ledger=Ledger())
         self.log: RunLog = MemoryRunLog(self.key, registry.max_events)
         self.readers = 0
@@ -195,8 +205,18 @@ class Run:
         self.agent_scope.cancel()
         return True
 
+    def echoed_input(self) -> RunAgentInput:
+        """What RUN_STARTED echoes of the input: the messages this run added to the thread."""
+        return RunAgentInput(
+            thread_id=self.thread_id, run_id=self.run_id, messages=self.new_messages
+        )
+
     def started_event(self) -> RunStartedEvent:
-        return RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
+        if not self.new_messages:
+            return RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
+        return RunStartedEvent(
+            thread_id=self.thread_id, run_id=self.run_id, input=self.echoed_input()
+        )
 
     def closing_events(self) -> list[Event]:
         """What ends the run when the agent's stream ended without a terminal event."""

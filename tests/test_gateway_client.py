@@ -1,0 +1,105 @@
+"""agui-meta's ``HttpAgent`` with a gateway: only new messages, stop, connect and follow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import agui_meta
+from agui_meta.gateway import Gateway
+from tests.gateway_agents import await_until, endless, scripted
+from tests.servers import serve
+
+pytestmark = pytest.mark.anyio
+
+USER = {"id": "u1", "role": "user", "content": "hi"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def gateway() -> Gateway:
+    return Gateway({"scripted": scripted, "endless": endless})
+
+
+@pytest.fixture
+def url(gateway: Gateway) -> Iterator[str]:
+    with serve(gateway, lifespan="on") as base:
+        yield base
+
+
+def stored(url: str, thread_id: str) -> dict[str, Any]:
+    return httpx.get(f"{url}/threads/{thread_id}", timeout=30).json()  # type: ignore[no-any-return]
+
+
+async def test_send_messages_new_sends_only_what_the_gateway_does_not_hold(url: str) -> None:
+    agent = agui_meta.HttpAgent(
+        f"{url}/agents/scripted/run", thread_id="t", messages=[USER], send_messages="new"
+    )
+    async with agent.run(run_id="r1") as run:
+        async for _ in run.batches():
+            pass
+    assert [m["id"] for m in run.input["messages"]] == ["u1"]  # unknown yet: everything
+    agent.add_message({"id": "u2", "role": "user", "content": "more"})
+    async with agent.run(run_id="r2") as run:
+        async for _ in run.batches():
+            pass
+    assert [m["id"] for m in run.input["messages"]] == ["u2"]
+    assert "lo: 4 messages, last 'more'" in agent.messages_wire()[-2]["content"]
+    assert stored(url, "t")["messages"] == agent.messages_wire()
+
+
+async def test_stop_from_another_client_ends_the_run_cancelled(gateway: Gateway, url: str) -> None:
+    running = agui_meta.HttpAgent(f"{url}/agents/endless/run", thread_id="t", messages=[USER])
+    stopper = agui_meta.HttpAgent(f"{url}/agents/endless/run", thread_id="t")
+    results: list[agui_meta.RunResult] = []
+
+    async def run() -> None:
+        results.append(await running.run_agent(run_id="r1"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await await_until(lambda: gateway.registry.active("t") is not None, "the run to start")
+        answer = await stopper.stop()
+    assert answer == {"threadId": "t", "runId": "r1", "ended": True}
+    [result] = results
+    assert isinstance(result.outcome, agui_meta.RunCancelled)
+    assert running.messages_wire() == stored(url, "t")["messages"]
+    with pytest.raises(agui_meta.HttpStatusError) as raised:
+        await stopper.stop()
+    assert raised.value.status == 404
+
+
+async def test_connect_follow_streams_later_runs_into_the_agent(url: str) -> None:
+    writer = agui_meta.HttpAgent(f"{url}/agents/scripted/run", thread_id="t", messages=[USER])
+    await writer.run_agent(run_id="r1")
+    reader = agui_meta.HttpAgent(f"{url}/agents/scripted/run", thread_id="t")
+    runs_seen: list[str] = []
+    async with reader.connect(follow=True) as stream:
+        async for update in stream:
+            event = update.event
+            if isinstance(event, agui_meta.events.RunFinishedEvent):
+                runs_seen.append(event.run_id)
+                if len(runs_seen) == 1:  # the prelude: now two runs by another client
+                    for run_id in ("r2", "r3"):
+                        writer.add_message({"id": f"u-{run_id}", "role": "user", "content": "x"})
+                        await writer.run_agent(run_id=run_id)
+                if len(runs_seen) == 3:
+                    break
+    assert runs_seen[1:] == ["r2", "r3"]
+    assert reader.messages_wire() == writer.messages_wire() == stored(url, "t")["messages"]
+    assert reader.state == {"turns": 3}
+
+
+async def test_connect_needs_a_gateway_url() -> None:
+    agent = agui_meta.HttpAgent("http://127.0.0.1:9/agent")
+    with pytest.raises(agui_meta.UsageError, match="agents/NAME/run"):
+        async with agent.connect():
+            pass
