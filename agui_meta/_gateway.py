@@ -78,8 +78,10 @@ def _refuse(status: int, message: str, headers: Mapping[str, str] | None = None)
     raise _Refused(status, message, headers)
 
 
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(msgspec.json.encode(data), status_code=status, media_type=_JSON)
+def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(
+        msgspec.json.encode(data), status_code=status, media_type=_JSON, headers=headers
+    )
 
 
 def _ignore(report: Report) -> None:
@@ -308,8 +310,8 @@ class Gateway:
                 tg.cancel_scope.cancel()
 
     async def _recover(self) -> None:
+        """Record the runs a crash left in flight as ended with an error (each thread once)."""
         for thread_id, run_id in await self.catalog.in_flight():
-            snapshot = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
             record = RunRecord(
                 thread_id=thread_id,
                 run_id=run_id,
@@ -317,9 +319,15 @@ class Gateway:
                 error_message="the gateway stopped while the run was in flight",
                 error_code="gateway_restart",
             )
-            await self.threads.save(snapshot.advance(snapshot.to_store(), [record]))
-            await self.catalog.run_ended(thread_id, run_id)
-            logger.warning("run %s of thread %s was in flight at a crash", run_id, thread_id)
+            try:
+                found = await self.threads.load(thread_id)
+                snapshot = found or ThreadSnapshot(thread_id=thread_id)
+                await self.threads.save(snapshot.advance(snapshot.to_store(), [record]))
+                await self.catalog.run_ended(thread_id, run_id)
+            except Exception:  # one bad thread does not keep the gateway from starting
+                logger.exception("run %s of thread %s could not be closed", run_id, thread_id)
+            else:
+                logger.warning("run %s of thread %s was in flight at a crash", run_id, thread_id)
 
     # -- request helpers ---------------------------------------------------------------------
 
@@ -385,16 +393,7 @@ class Gateway:
         try:
             return await route(request)
         except _Refused as refused:
-            return (
-                _json({"error": refused.message}, refused.status)
-                if not refused.headers
-                else Response(
-                    msgspec.json.encode({"error": refused.message}),
-                    status_code=refused.status,
-                    media_type=_JSON,
-                    headers=refused.headers,
-                )
-            )
+            return _json({"error": refused.message}, refused.status, refused.headers)
 
     # -- POST /agents/{name}/run ---------------------------------------------------------------
 
@@ -488,6 +487,9 @@ class Gateway:
     async def _connect_route(self, request: Request) -> Response:
         scope = await self._scope(request)
         self._agent(request)
+        last_id = request.headers.get("last-event-id")
+        if last_id:
+            return self._resume(scope, last_id)  # the live part of a connect: the run's events
         data = await self._body(request)
         thread_id = self._thread_id(data)
         follow = data.get("follow", False)
@@ -533,13 +535,8 @@ class Gateway:
             _refuse(400, "runId is a string")
         run = self.registry.active(thread_id)
         if run is None or run.scope != scope or (run_id is not None and run.run_id != run_id):
-            what = f"run {run_id!r}" if run_id is not None else "no run"
-            _refuse(
-                404,
-                f"{what} is not active on thread {thread_id!r}"
-                if run_id
-                else f"no run is active on thread {thread_id!r}",
-            )
+            what = f"run {run_id!r} is not active" if run_id is not None else "no run is active"
+            _refuse(404, f"{what} on thread {thread_id!r}")
         run.stop("stopped")
         with anyio.move_on_after(self.stop_timeout):
             await run.ended.wait()

@@ -451,3 +451,18 @@ def test_the_gateway_needs_its_lifespan() -> None:
     with serve(gateway, lifespan="off") as url:
         answer = post(url, "/agents/scripted/run", run_body("t", "r1"))
         assert answer.status_code == 503 and "lifespan" in answer.json()["error"]
+
+
+def test_run_logs_are_bounded_and_a_reader_too_far_behind_is_told() -> None:
+    gateway = Gateway({"scripted": scripted}, max_events=4, max_kept=2)
+    with served(gateway) as url:
+        post(url, "/agents/scripted/run", run_body("t", "r1", [USER]))
+        late = post(url, "/agents/scripted/run", run_body("t", "r1"))  # joins from the start
+        last = [e for _, e in frames(late.content)][-1]
+        assert last["type"] == "RUN_ERROR" and last["code"] == "stream_lost"
+        assert "the run log keeps the last 4 events" in last["message"]
+        for n in range(2, 6):
+            post(url, "/agents/scripted/run", run_body("t", f"r{n}"))
+        assert len(gateway.registry._kept) == 2  # the ended runs kept for late clients
+        assert ("t", "r1") not in gateway.registry._by_ids
+        assert ("t", "r5") in gateway.registry._by_ids
