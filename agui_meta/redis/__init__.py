@@ -12,7 +12,7 @@ Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or
 - :func:`run_local` is the same processing in one process, without Redis: the reference the
   workers' results equal.
 
-The guarantees, and what they rest on, are in the README's "Durable threads and workers".
+The guarantees, and what they rest on, are in docs/durable.md ("Guarantees").
 """
 
 from __future__ import annotations
