@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.doc_blocks import shell_lines
 from tests.oracle import REPO_ROOT
 
 TIMEOUT = 30.0
@@ -85,9 +87,22 @@ def gateway(*options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
 DEMO = ("--agent", "demo=agui_meta.demo:agent")
 
 
-def test_the_two_command_demo_and_attach_and_stop(tmp_path: Path) -> None:
-    with gateway(*DEMO, "--threads", f"sqlite:{tmp_path / 'threads.db'}") as (url, _):
-        done = cli("run", f"{url}/agents/demo/run", "-m", "hello there", "--thread-id", "t1")
+def _documented(start: str) -> list[str]:
+    """The arguments of the first command of docs/gateway.md that starts with ``start``."""
+    [line, *_] = [
+        c for w, c in shell_lines() if w.startswith("docs/gateway.md") and c.startswith(start)
+    ]
+    return shlex.split(line)[1:]
+
+
+def test_the_documented_two_command_demo_then_attach_and_stop(tmp_path: Path) -> None:
+    serve_args = _documented("agui-meta gateway")
+    port = serve_args.index("--port")
+    del serve_args[port : port + 2]  # a free port instead of 8000
+    run_args = _documented("agui-meta run")
+    with gateway(*serve_args[1:], "--threads", f"sqlite:{tmp_path / 'threads.db'}") as (url, _):
+        run_args[1] = run_args[1].replace("http://127.0.0.1:8000", url)
+        done = cli(*run_args)
         assert done.returncode == 0, done.stderr
         assert "You said: hello there" in done.stdout
         shown = cli("attach", f"{url}/agents/demo", "--thread", "t1", "--no-color")
