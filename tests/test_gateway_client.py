@@ -103,3 +103,29 @@ async def test_connect_needs_a_gateway_url() -> None:
     with pytest.raises(agui_meta.UsageError, match="agents/NAME/run"):
         async with agent.connect():
             pass
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_in_process_on_both_backends_run_stop_and_connect() -> None:
+    # The gateway's own task group on the test's event loop, called through ASGI (no socket).
+    gateway = Gateway({"scripted": scripted, "endless": endless})
+    async with gateway.running():
+        transport = httpx.ASGITransport(app=gateway)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+            url = "http://gw/agents/endless/run"
+            running = agui_meta.HttpAgent(url, http_client=http, thread_id="t", messages=[USER])
+            results: list[agui_meta.RunResult] = []
+
+            async def run() -> None:
+                results.append(await running.run_agent(run_id="r1"))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                await await_until(lambda: gateway.registry.active("t") is not None, "a run")
+                stopper = agui_meta.HttpAgent(url, http_client=http, thread_id="t")
+                assert (await stopper.stop())["ended"] is True
+            assert isinstance(results[0].outcome, agui_meta.RunCancelled)
+            fresh = agui_meta.HttpAgent(url, http_client=http, thread_id="t")
+            await fresh.connect_agent()
+            assert fresh.messages_wire() == running.messages_wire()
+            assert len(gateway.registry) == 0
