@@ -127,9 +127,10 @@ class _MemoryReader:
 
     async def read(self, wait: float) -> list[bytes] | None:
         log = self.log
-        with anyio.move_on_after(wait):
-            while self.position >= log.next_seq and not log.ended:
-                await log.changed()
+        if self.position >= log.next_seq and not log.ended:
+            with anyio.move_on_after(wait):
+                while self.position >= log.next_seq and not log.ended:
+                    await log.changed()
         if self.position < log.next_seq:
             frames = log.frames_from(self.position)
             self.position = log.next_seq

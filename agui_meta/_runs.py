@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -280,11 +280,11 @@ class Run:
                 await self._finish()
 
     async def _stream(self) -> None:
-        send, receive = anyio.create_memory_object_stream[Any](_AHEAD)
+        handoff = _Handoff(_AHEAD)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._pump, send)
+            tg.start_soon(self._pump, handoff)
             try:
-                async with receive, wrap(receive, _Guard(self), *self.stages) as updates:
+                async with wrap(handoff, _Guard(self), *self.stages) as updates:
                     async for batch in updates.batches():
                         seq = self.log.next_seq
                         frames = []
@@ -307,19 +307,23 @@ class Run:
                     message=f"the agent's events were refused: {detail}", code="server_error"
                 )
                 await self.log.append([self._frame(self.log.next_seq, error)])
+            finally:
+                handoff.abandon()
 
-    async def _pump(self, send: anyio.abc.ObjectSendStream[Any]) -> None:
-        async with send:
+    async def _pump(self, handoff: _Handoff) -> None:
+        try:
             with self.agent_scope:
                 try:
-                    await self.agent(self.input, send.send)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await self.agent(self.input, handoff.put)
+                except anyio.BrokenResourceError:
                     pass  # the run's pipeline stopped reading: it has ended already
                 except Exception as exc:
                     logger.exception("the agent of run %s failed", self.run_id)
                     self.failure = exc
             if self.agent_scope.cancelled_caught and self.reason is None:
                 self.reason = "run_timeout"
+        finally:
+            handoff.close()
 
     async def _watch_readers(self) -> None:
         """Stop the run when it has had no reader for the registry's ``linger``."""
@@ -351,6 +355,57 @@ class Run:
             self.ended_at = anyio.current_time()
             registry._ended(self)
             self.ended.set()
+
+
+class _Handoff:
+    """What the agent produces, handed to the run's pipeline: at most ``size`` items ahead.
+
+    A memory object stream costs a task switch per item; here the agent's task goes on while
+    there is room, and the pipeline takes what is there, so both run in stretches.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: deque[Any] = deque()
+        self.closed = False  # the agent is done
+        self.abandoned = False  # the pipeline is done
+        self._changed = anyio.Event()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def put(self, item: Any) -> None:
+        while len(self.items) >= self.size:
+            if self.abandoned:
+                raise anyio.BrokenResourceError
+            await self._changed.wait()
+        if self.abandoned:
+            raise anyio.BrokenResourceError
+        self.items.append(item)
+        if len(self.items) == 1:
+            self._notify()
+
+    def close(self) -> None:
+        self.closed = True
+        self._notify()
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        self._notify()
+
+    def __aiter__(self) -> _Handoff:
+        return self
+
+    async def __anext__(self) -> Any:
+        items = self.items
+        while not items:
+            if self.closed:
+                raise StopAsyncIteration
+            await self._changed.wait()
+        if len(items) == self.size:
+            self._notify()  # the agent may go on
+        return items.popleft()
 
 
 class _CountedReader:

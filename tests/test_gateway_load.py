@@ -86,3 +86,23 @@ async def test_a_hundred_runs_whose_clients_leave_and_come_back() -> None:
                 await anyio.sleep(0.01)  # connections closing
         server.should_exit = True
     sock.close()
+
+
+def test_the_gateway_benchmark_runs() -> None:
+    # Speed is never asserted: this only keeps `python -m benchmarks.gateway` working.
+    import subprocess
+    import sys
+
+    from tests.oracle import REPO_ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gateway", "--events", "50", "--rounds", "1"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "| EventStreamResponse |" in done.stdout and "| Gateway (run) |" in done.stdout
+    assert "connect mid-run, time to first byte" in done.stdout
