@@ -84,18 +84,27 @@ def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None
     )
 
 
-def _ignore(report: Report) -> None:
-    pass
-
-
 def _decode_input(data: Any) -> RunAgentInput:
-    """``data`` checked as a ``RunAgentInput`` (as RUN_STARTED.input is), or 400."""
+    """``data`` checked as a ``RunAgentInput`` (as RUN_STARTED.input is), or 400.
+
+    Unknown members are dropped, as the official client drops them from its input; an element
+    the decoder would drop (a message without a role, say) is refused instead: it is input."""
     probe = {"type": "RUN_STARTED", "threadId": "-", "runId": "-", "input": data}
+    reports: list[Report] = []
     try:
-        event = EventDecoder(on_report=_ignore).decode(probe)
+        event = EventDecoder(on_report=reports.append).decode(probe)
     except DataError as exc:
         where = f" at {exc.path.replace('$.input', '$', 1)}" if exc.path else ""
         _refuse(400, f"the body is not a valid RunAgentInput{where}: {exc.reason}")
+    for report in reports:
+        if report.code != "unknown-field":
+            where = f" at {report.path.replace('$.input', '$', 1)}" if report.path else ""
+            detail = report.message.removesuffix(" on RUN_STARTED")
+            _refuse(
+                400,
+                f"the body is not a valid RunAgentInput{where}: the decoder {detail}; "
+                "the gateway refuses input rather than drop part of it",
+            )
     assert isinstance(event, RunStartedEvent) and event.input is not UNSET
     return event.input
 
@@ -442,6 +451,9 @@ class Gateway:
             base=base,
             new_messages=[m for m in input.messages if m.id in new_ids],
         )
+        same = registry.by_ids(thread_id, input.run_id)
+        if same is not None and same.scope == scope:
+            return self._respond(same.reader(0))  # posted twice at once: the first one runs
         self._check_room(thread_id)  # again: no await from here to the start
         registry.start(run, tg)
         return self._respond(run.reader(0))

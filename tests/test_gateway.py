@@ -466,3 +466,24 @@ def test_run_logs_are_bounded_and_a_reader_too_far_behind_is_told() -> None:
         assert len(gateway.registry._kept) == 2  # the ended runs kept for late clients
         assert ("t", "r1") not in gateway.registry._by_ids
         assert ("t", "r5") in gateway.registry._by_ids
+
+
+def test_hostile_bodies_get_a_clear_400_or_413() -> None:
+    gateway = Gateway({"scripted": scripted}, max_body=1000)
+    with served(gateway) as url:
+        cases = [
+            ("/agents/scripted/stop", {"threadId": 5}, 400, "threadId"),
+            ("/agents/scripted/stop", {"threadId": "t", "runId": ["x"]}, 400, "runId"),
+            ("/agents/scripted/connect", {"threadId": "t", "follow": "yes"}, 400, "follow"),
+            ("/agents/scripted/connect", {"threadId": ""}, 400, "threadId"),
+            ("/agents/scripted/run", {"threadId": "t", "runId": "r", "messages": [{"id": 1}]},
+             400, "$.messages[0]"),
+            ("/agents/scripted/run", {"threadId": "t", "runId": "r", "messages": [],
+                                      "padding": "x" * 2000}, 413, "larger than 1000 bytes"),
+        ]  # fmt: skip
+        for path, body, status, words in cases:
+            answer = post(url, path, body)
+            assert answer.status_code == status, (path, body, answer.text)
+            assert words in answer.json()["error"], answer.text
+        array = httpx.post(url + "/agents/scripted/stop", json=[1], timeout=30)
+        assert array.status_code == 400 and "not an object" in array.json()["error"]
