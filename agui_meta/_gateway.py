@@ -195,8 +195,11 @@ class _ConnectReader:
             if count <= self.seen:
                 with anyio.move_on_after(wait):
                     await started.wait()
-                if not started.is_set():
-                    return []  # a keepalive while the thread is idle
+                if self.registry.runs_started(self.thread_id)[0] <= self.seen:
+                    if await self.registry.catalog.owner(self.thread_id) != self.scope:
+                        return None  # the thread was deleted: nothing more to follow
+                    if not started.is_set():
+                        return []  # a keepalive while the thread is idle
                 continue
             self.seen = count
             run = self.registry.latest(self.thread_id)

@@ -153,7 +153,6 @@ class Run:
         self.readers = 0
         self.reason: StopReason | None = None
         self.failure: BaseException | None = None
-        self.saved: ThreadSnapshot | None = None
         self.agent_scope = anyio.CancelScope(deadline=anyio.current_time() + registry.max_run_time)
         self.ended = anyio.Event()
         self.ended_at: float | None = None
@@ -347,14 +346,21 @@ class Run:
             snapshot = self.base.advance(self.store, ledger.runs)
             try:
                 await registry.threads.save(snapshot)
-                self.saved = snapshot
             except VersionConflict:
                 logger.exception("run %s: its thread could not be saved", self.run_id)
             await registry.catalog.run_ended(self.thread_id, self.run_id)
         finally:
             self.ended_at = anyio.current_time()
             registry._ended(self)
+            self._release()
             self.ended.set()
+
+    def _release(self) -> None:
+        """Let go of the thread (it is saved): an ended run is kept for its log only."""
+        self.stages = DefaultStages(Store(), ledger=Ledger())
+        self.input = RunAgentInput(thread_id=self.thread_id, run_id=self.run_id, messages=[])
+        self.base = ThreadSnapshot(thread_id=self.thread_id)
+        self.new_messages = []
 
 
 class _Handoff:

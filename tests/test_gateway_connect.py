@@ -145,3 +145,23 @@ async def test_follow_streams_the_later_runs_of_the_thread(url: str) -> None:
     kinds = types(received)
     assert kinds[:4] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
     assert [e["runId"] for e in received if e["type"] == "RUN_STARTED"][1:] == ["r2", "r3"]
+
+
+async def test_a_follower_stream_ends_when_its_thread_is_deleted(url: str) -> None:
+    await agui_meta.HttpAgent(
+        f"{url}/agents/scripted/run", thread_id="t", messages=[USER]
+    ).run_agent(run_id="r1")
+    async with httpx.AsyncClient(timeout=30) as client:
+        async with client.stream(
+            "POST", f"{url}/agents/scripted/connect", json={"threadId": "t", "follow": True}
+        ) as answer:
+            body = b""
+            async for chunk in answer.aiter_bytes():
+                body += chunk
+                if types(e for _, e in frames(body)).count("RUN_FINISHED") == 1:
+                    deleted = await client.delete(f"{url}/threads/t")
+                    assert deleted.status_code == 204
+        # The stream ended by itself: the prelude, nothing after.
+        assert types(e for _, e in frames(body)) == [
+            "RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED",
+        ]  # fmt: skip
