@@ -427,9 +427,11 @@ class Gateway:
             if same.scope != scope:
                 _refuse(404, f"no thread {thread_id!r}")
             return self._respond(same.reader(0))  # the same run posted again: joined
+        if await self.catalog.owner(thread_id) not in (None, scope):
+            _refuse(404, f"no thread {thread_id!r}")
+        await self._make_room(scope, thread_id)  # 409 or 503 before the thread is claimed
         if not await self.catalog.claim(scope, thread_id):
             _refuse(404, f"no thread {thread_id!r}")
-        await self._make_room(scope, thread_id)
         base = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
         if base.ledger.last_run_id == input.run_id:
             _refuse(409, f"run {input.run_id!r} of thread {thread_id!r} has ended already")

@@ -300,6 +300,7 @@ def test_past_max_runs_the_gateway_answers_503_with_retry_after() -> None:
         reached("full")
         answer = post(url, "/agents/scripted/run", run_body("other", "r"))
         assert answer.status_code == 503 and answer.headers["retry-after"] == "7"
+        assert thread(url, "other").status_code == 404  # a refused run claims no thread
         release("full")
 
     with served(gateway) as url:
