@@ -13,7 +13,10 @@ keyed store holds it, in events the official client's verifier accepts:
   (``TEXT_MESSAGE_START`` and one ``TEXT_MESSAGE_CONTENT``), tool calls (``TOOL_CALL_START``
   under their message and one ``TOOL_CALL_ARGS``). The live events that follow (their
   deltas, their ENDs, ``RUN_FINISHED``) then apply as they do for a client that saw the run
-  from its start. Open subagents are not re-opened (a limit: their events are not attributed).
+  from its start. A text message re-opened gets its tool calls that had ended again (START,
+  ARGS, END). Limits: open subagents are not re-opened (their later events are not
+  attributed), and a message still streaming that is not the last of the thread is re-opened
+  at the end of the client's list.
 
 The prelude's events carry no SSE ``id``: a resumption names an event of the run itself.
 """
@@ -58,6 +61,31 @@ def _with_metadata(event: dict[str, Any], wire: dict[str, Any]) -> dict[str, Any
     return event
 
 
+def _tool_call(call: dict[str, Any], owner_id: str, *, ended: bool) -> list[dict[str, Any]]:
+    """A tool call of the store as START (under ``owner_id``), ARGS so far and, if ``ended``,
+    END."""
+    found = call.get("function")
+    function: dict[str, Any] = found if isinstance(found, dict) else {}
+    call_id = call.get("id")
+    events = [
+        _with_metadata(
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": call_id,
+                "toolCallName": function.get("name") or "",
+                "parentMessageId": owner_id,
+            },
+            call,
+        )
+    ]
+    arguments = function.get("arguments")
+    if isinstance(arguments, str) and arguments:
+        events.append({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments})
+    if ended:
+        events.append({"type": "TOOL_CALL_END", "toolCallId": call_id})
+    return events
+
+
 def join_prelude(thread_id: str, run_id: str, store: Store, open_items: OpenItems) -> list[bytes]:
     """The events that join the run ``run_id`` in progress, from ``store`` and what is open
     (call it with the store and the verifier exactly at a boundary between two events)."""
@@ -68,9 +96,6 @@ def join_prelude(thread_id: str, run_id: str, store: Store, open_items: OpenItem
     calls: dict[str, tuple[dict[str, Any], str]] = {}
     for item in store.messages():
         wire = item.to_wire()
-        if item.id in streaming_messages and item.id not in held:
-            held[item.id] = wire
-            continue
         tool_calls = wire.get("toolCalls")
         if streaming_calls and isinstance(tool_calls, list):
             kept = []
@@ -81,7 +106,10 @@ def join_prelude(thread_id: str, run_id: str, store: Store, open_items: OpenItem
                 else:
                     kept.append(call)
             wire["toolCalls"] = kept
-        snapshot.append(wire)
+        if item.id in streaming_messages and item.id not in held:
+            held[item.id] = wire  # re-opened below, with its text so far
+        else:
+            snapshot.append(wire)
     events: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id},
         {"type": "MESSAGES_SNAPSHOT", "messages": snapshot},
@@ -120,25 +148,10 @@ def join_prelude(thread_id: str, run_id: str, store: Store, open_items: OpenItem
             events.append(
                 {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": content}
             )
+        for call in wire.get("toolCalls") or ():  # its calls that had ended: again, ended
+            events += _tool_call(call, message_id, ended=True)
     for call_id in open_items.tool_calls:
         found = calls.get(call_id)
-        if found is None:
-            continue  # not in the store (evicted): nothing to re-open
-        call, owner_id = found
-        found_function = call.get("function")
-        function: dict[str, Any] = found_function if isinstance(found_function, dict) else {}
-        events.append(
-            _with_metadata(
-                {
-                    "type": "TOOL_CALL_START",
-                    "toolCallId": call_id,
-                    "toolCallName": function.get("name") or "",
-                    "parentMessageId": owner_id,
-                },
-                call,
-            )
-        )
-        arguments = function.get("arguments")
-        if isinstance(arguments, str) and arguments:
-            events.append({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments})
+        if found is not None:  # else not in the store (evicted): nothing to re-open
+            events += _tool_call(found[0], found[1], ended=False)
     return _frames(events)

@@ -13,8 +13,8 @@ How a run ends:
 - the agent's stream ends without one: ``RUN_ERROR`` code ``"incomplete"``; the agent raises:
   ``RUN_ERROR`` code ``"agent_error"``;
 - :meth:`Run.stop` (the stop route, or a run superseding it): the agent is cancelled, every
-  open item is closed (``…_END``, ``STEP_FINISHED``) and the run ends with ``RUN_FINISHED``
-  outcome ``cancelled``;
+  open item is closed (``…_END``, ``STEP_FINISHED``, ``SUBAGENT_ERROR`` code ``cancelled``)
+  and the run ends with ``RUN_FINISHED`` outcome ``cancelled``;
 - no reader for ``linger`` seconds: the agent is cancelled, ``RUN_ERROR`` code ``"abandoned"``;
   past ``max_run_time``: ``RUN_ERROR`` code ``"run_timeout"``; the gateway shutting down:
   ``RUN_ERROR`` code ``"gateway_shutdown"``;
@@ -53,6 +53,7 @@ from ._events import (
     RunFinishedEvent,
     RunStartedEvent,
     StepFinishedEvent,
+    SubagentErrorEvent,
     TextMessageEndEvent,
     ToolCallEndEvent,
 )
@@ -233,6 +234,12 @@ class Run:
                 if owner is None
                 else StepFinishedEvent(step_name=name, subagent_run_id=owner)
                 for name, owner in reversed(items.steps)
+            ]
+            events += [
+                SubagentErrorEvent(
+                    subagent_run_id=i, message="cancelled: the run was stopped", code="cancelled"
+                )
+                for i in items.subagents
             ]
             events.append(
                 RunFinishedEvent(

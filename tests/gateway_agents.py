@@ -108,6 +108,45 @@ async def endless(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
     yield {}  # pragma: no cover
 
 
+async def everything_open(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
+    """Opens a step, reasoning, a text message with an ended tool call and an open one (and,
+    with ``forwardedProps`` ``{"subagent": true}``, a subagent), then waits until cancelled
+    (or, with ``hold``, until released, and ends every item)."""
+    props = input.forwarded_props if isinstance(input.forwarded_props, dict) else {}
+    tid, rid = input.thread_id, input.run_id
+    yield {"type": "RUN_STARTED", "threadId": tid, "runId": rid}
+    yield {"type": "STEP_STARTED", "stepName": "plan"}
+    yield {"type": "REASONING_START", "messageId": "rs"}
+    yield {"type": "REASONING_MESSAGE_START", "messageId": "rm", "role": "reasoning"}
+    yield {"type": "REASONING_MESSAGE_CONTENT", "messageId": "rm", "delta": "hmm"}
+    yield {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant",
+           "metadata": {"acme.model": "m-2"}}  # fmt: skip
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Partly"}
+    yield {"type": "TOOL_CALL_START", "toolCallId": "tc0", "toolCallName": "g",
+           "parentMessageId": "m", "metadata": {"acme.cost": 1}}  # fmt: skip
+    yield {"type": "TOOL_CALL_ARGS", "toolCallId": "tc0", "delta": "{}"}
+    yield {"type": "TOOL_CALL_END", "toolCallId": "tc0"}
+    yield {"type": "TOOL_CALL_START", "toolCallId": "tc", "toolCallName": "f",
+           "parentMessageId": "m"}  # fmt: skip
+    yield {"type": "TOOL_CALL_ARGS", "toolCallId": "tc", "delta": '{"a": '}
+    if props.get("subagent"):
+        yield {"type": "SUBAGENT_STARTED", "subagentRunId": "sub", "name": "helper"}
+    hold = props.get("hold")
+    if not hold:
+        await anyio.sleep_forever()
+    await _hold(hold)
+    yield {"type": "REASONING_MESSAGE_CONTENT", "messageId": "rm", "delta": " ok"}
+    yield {"type": "REASONING_MESSAGE_END", "messageId": "rm"}
+    yield {"type": "REASONING_END", "messageId": "rs"}
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": " done"}
+    yield {"type": "TOOL_CALL_ARGS", "toolCallId": "tc", "delta": "1}"}
+    yield {"type": "TOOL_CALL_END", "toolCallId": "tc"}
+    yield {"type": "TEXT_MESSAGE_END", "messageId": "m"}
+    yield {"type": "STATE_SNAPSHOT", "snapshot": {"done": True}}
+    yield {"type": "STEP_FINISHED", "stepName": "plan"}
+    yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid}
+
+
 async def failing(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
     yield {"type": "RUN_STARTED", "threadId": input.thread_id, "runId": input.run_id}
     raise RuntimeError("the model is down")

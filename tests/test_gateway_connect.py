@@ -22,12 +22,14 @@ from agui_meta.gateway import Gateway
 from tests.gateway_agents import (
     areached,
     await_until,
+    everything_open,
     frames,
     release,
     run_body,
     scripted,
     types,
 )
+from tests.oracle import OracleUnavailable, oracle_missing, run_oracle
 from tests.servers import official_http_agent, serve
 
 pytestmark = pytest.mark.anyio
@@ -42,7 +44,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def gateway() -> Gateway:
-    return Gateway({"scripted": scripted})
+    return Gateway({"scripted": scripted, "open": everything_open})
 
 
 @pytest.fixture
@@ -165,3 +167,62 @@ async def test_a_follower_stream_ends_when_its_thread_is_deleted(url: str) -> No
         assert types(e for _, e in frames(body)) == [
             "RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED",
         ]  # fmt: skip
+
+
+async def test_a_run_stopped_with_everything_open_passes_the_official_verifier(url: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        streamed = b""
+
+        async def run() -> None:
+            nonlocal streamed
+            body = run_body("t", "r1", [USER], subagent=True)
+            streamed = (await client.post(f"{url}/agents/open/run", json=body)).content
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            while (await client.get(f"{url}/threads/t")).json().get("activeRunId") != "r1":  # noqa: ASYNC110 - the server's state
+                await anyio.sleep(0.005)
+            assert (await client.post(f"{url}/agents/open/stop", json={"threadId": "t"})).is_success
+    events = [e for _, e in frames(streamed)]
+    assert types(events)[-7:] == [
+        "TOOL_CALL_END", "TEXT_MESSAGE_END", "REASONING_MESSAGE_END", "REASONING_END",
+        "STEP_FINISHED", "SUBAGENT_ERROR", "RUN_FINISHED",
+    ]  # fmt: skip
+    try:
+        [result] = run_oracle([{"name": "stopped", "events": events}])
+    except OracleUnavailable as exc:
+        oracle_missing(exc)
+    assert "error" not in result, result
+    assert result["messages"] == stored(url, "t")["messages"]
+
+
+async def test_the_official_client_joins_a_run_with_steps_and_reasoning_open(
+    gateway: Gateway, url: str, tmp_path: Path
+) -> None:
+    first = agui_meta.HttpAgent(f"{url}/agents/open/run", thread_id="t", messages=[USER])
+    official: list[dict[str, Any]] = []
+
+    async def run_official() -> None:
+        spec = {"threadId": "t", "runs": [{}]}
+        official.extend(
+            await anyio.to_thread.run_sync(
+                official_http_agent, f"{url}/agents/open/connect", spec, tmp_path
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: first.run_agent(run_id="r1", forwarded_props={"hold": "open"}))
+        await areached("open")
+        tg.start_soon(run_official)
+
+        def readers() -> int:
+            run = gateway.registry.active("t")
+            return run.readers if run is not None else -1
+
+        await await_until(lambda: readers() == 2, "the official client to be reading")
+        release("open")
+    [line] = official
+    assert "error" not in line, line
+    thread = stored(url, "t")
+    assert line["messages"] == thread["messages"] == first.messages_wire()
+    assert line["state"] == thread["state"] == {"done": True}
