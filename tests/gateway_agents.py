@@ -47,8 +47,10 @@ async def areached(name: str) -> None:
 async def _hold(name: str) -> None:
     _gate(_reached, name).set()
     gate = _gate(_gates, name)
-    while not gate.is_set():  # noqa: ASYNC110 - set by another thread
-        await anyio.sleep(0.005)
+    pause = 0.001
+    while not gate.is_set():  # set by another thread: polled, backing off
+        await anyio.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def wait_until(predicate: Callable[[], bool], what: str) -> None:

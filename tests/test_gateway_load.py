@@ -18,7 +18,7 @@ import pytest
 
 from agui_meta.gateway import Gateway
 from tests import needs
-from tests.gateway_agents import areached, frames, release, run_body, scripted, types
+from tests.gateway_agents import frames, release, run_body, scripted, types
 
 pytestmark = pytest.mark.anyio
 
@@ -46,30 +46,37 @@ async def test_a_hundred_runs_whose_clients_leave_and_come_back() -> None:
         baseline = len(anyio.get_running_tasks())
         results: dict[int, list[tuple[str | None, dict[str, Any]]]] = {}
 
-        async def client(n: int) -> None:
-            hold = f"load-{n}"
-            body = run_body(f"t{n}", "r", [{"id": "u", "role": "user", "content": str(n)}],
-                            hold=hold)  # fmt: skip
-            async with httpx.AsyncClient(timeout=60) as http:
-                received = b""
-                async with http.stream("POST", url + "/agents/scripted/run", json=body) as answer:
-                    async for chunk in answer.aiter_bytes():
-                        received += chunk
-                        if len(frames(received)) >= 3:
-                            break  # leave in the middle of the run
-                first = frames(received)
-                await areached(hold)
-                release(hold)
-                while gateway.registry.active(f"t{n}") is not None:  # noqa: ASYNC110 - polled
-                    await anyio.sleep(0.01)
-                headers = {"Last-Event-ID": first[-1][0] or ""}
-                rest = await http.post(url + "/agents/scripted/run", json=body, headers=headers)
-                assert rest.status_code == 200, rest.text
-                results[n] = first + frames(rest.content)
+        left = 0
 
-        async with anyio.create_task_group() as clients:
+        async def client(http: httpx.AsyncClient, n: int) -> None:
+            # One client for all: a leaving client's connection is closed, not pooled.
+            nonlocal left
+            body = run_body(f"t{n}", "r", [{"id": "u", "role": "user", "content": str(n)}],
+                            hold="load")  # fmt: skip
+            received = b""
+            async with http.stream("POST", url + "/agents/scripted/run", json=body) as answer:
+                async for chunk in answer.aiter_bytes():
+                    received += chunk
+                    if len(frames(received)) >= 3:
+                        break  # leave in the middle of the run (it holds at its 4th event)
+            first = frames(received)
+            left += 1
+            if left == RUNS:
+                release("load")  # every client has left: the runs go on without them
+            while gateway.registry.active(f"t{n}") is not None:  # noqa: ASYNC110 - polled
+                await anyio.sleep(0.01)
+            headers = {"Last-Event-ID": first[-1][0] or ""}
+            rest = await http.post(url + "/agents/scripted/run", json=body, headers=headers)
+            assert rest.status_code == 200, rest.text
+            results[n] = first + frames(rest.content)
+
+        limits = httpx.Limits(max_connections=2 * RUNS)
+        async with (
+            httpx.AsyncClient(timeout=60, limits=limits) as http,
+            anyio.create_task_group() as clients,
+        ):
             for n in range(RUNS):
-                clients.start_soon(client, n)
+                clients.start_soon(client, http, n)
         assert len(results) == RUNS
         for n, got in results.items():
             assert len(types(e for _, e in got)) == SCRIPT_LENGTH, n
