@@ -527,12 +527,14 @@ class Gateway:
         if run is not None:
             prelude, reader = run.join()
         else:
-            messages = snapshot.messages if snapshot is not None else []
-            state = snapshot.state if snapshot is not None else {}
+            stored = snapshot if snapshot is not None else ThreadSnapshot(thread_id=thread_id)
             run_id = data.get("runId")
             if not isinstance(run_id, str) or not run_id:
                 run_id = f"connect-{uuid.uuid4().hex}"
-            prelude, reader = thread_prelude(thread_id, run_id, messages, state), None
+            prelude = thread_prelude(
+                thread_id, run_id, stored.messages, stored.state, stored.pending_interrupts
+            )
+            reader = None
         return self._respond(
             _ConnectReader(registry, scope, thread_id, prelude, reader, seen, follow)
         )

@@ -4,7 +4,9 @@ A client that connects to a thread gets, before any live event, the thread as th
 keyed store holds it, in events the official client's verifier accepts:
 
 - no run active: ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT``, ``RUN_FINISHED``
-  (a complete run of its own, which changes nothing but the client's messages and state);
+  (a complete run of its own, which changes nothing but the client's messages and state; its
+  outcome carries the interrupts the thread's last run left open, so that the client's next
+  run answers them);
 - a run active: that run's ``RUN_STARTED``, then ``MESSAGES_SNAPSHOT`` of the messages as they
   are now *without* the items still streaming, ``STATE_SNAPSHOT``, and the open items
   re-opened in the order the verifier wants them closed later: steps (``STEP_STARTED``),
@@ -23,10 +25,12 @@ The prelude's events carry no SSE ``id``: a resumption names an event of the run
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from ._events import Interrupt
 from ._framing import encode_sse
 from ._store import Store
 from ._verify import OpenItems
@@ -41,15 +45,26 @@ def _frames(events: list[dict[str, Any]]) -> list[bytes]:
 
 
 def thread_prelude(
-    thread_id: str, run_id: str, messages: list[dict[str, Any]], state: Any
+    thread_id: str,
+    run_id: str,
+    messages: list[dict[str, Any]],
+    state: Any,
+    interrupts: Sequence[Interrupt] = (),
 ) -> list[bytes]:
-    """A complete run that leaves a client with ``messages`` and ``state`` (SSE frames)."""
+    """A complete run that leaves a client with ``messages``, ``state`` and the ``interrupts``
+    the thread's last run left open (its ``RUN_FINISHED`` outcome), as SSE frames."""
+    finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}
+    if interrupts:
+        finished["outcome"] = {
+            "type": "interrupt",
+            "interrupts": [msgspec.to_builtins(i) for i in interrupts],
+        }
     return _frames(
         [
             {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id},
             {"type": "MESSAGES_SNAPSHOT", "messages": messages},
             {"type": "STATE_SNAPSHOT", "snapshot": state},
-            {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id},
+            finished,
         ]
     )
 

@@ -188,7 +188,11 @@ class Run:
             # Over (its thread being saved): the thread as the run left it, as a complete run.
             store = self.store
             prelude = thread_prelude(
-                self.thread_id, self.run_id, store.messages_wire(), store.state
+                self.thread_id,
+                self.run_id,
+                store.messages_wire(),
+                store.state,
+                store.pending_interrupts,
             )
             return prelude, self.reader(position)
         prelude = join_prelude(self.thread_id, self.run_id, self.store, items)

@@ -149,6 +149,25 @@ async def everything_open(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]
     yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid}
 
 
+async def asking(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
+    """Asks for a confirmation (an interrupt); answered in the next run's ``resume``."""
+    tid, rid = input.thread_id, input.run_id
+    yield {"type": "RUN_STARTED", "threadId": tid, "runId": rid}
+    answers = input.resume if isinstance(input.resume, list) else []
+    m = f"{rid}-m"
+    yield {"type": "TEXT_MESSAGE_START", "messageId": m, "role": "assistant"}
+    if not answers:
+        yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": m, "delta": "Shall I?"}
+        yield {"type": "TEXT_MESSAGE_END", "messageId": m}
+        interrupt = {"id": "i1", "reason": "confirmation", "message": "Go ahead?"}
+        yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid,
+               "outcome": {"type": "interrupt", "interrupts": [interrupt]}}  # fmt: skip
+        return
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": m, "delta": f"Done: {answers[0].status}"}
+    yield {"type": "TEXT_MESSAGE_END", "messageId": m}
+    yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid}
+
+
 async def failing(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
     yield {"type": "RUN_STARTED", "threadId": input.thread_id, "runId": input.run_id}
     raise RuntimeError("the model is down")

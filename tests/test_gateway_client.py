@@ -11,7 +11,7 @@ import pytest
 
 import agui_meta
 from agui_meta.gateway import Gateway
-from tests.gateway_agents import await_until, endless, scripted
+from tests.gateway_agents import asking, await_until, endless, scripted
 from tests.servers import serve
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +26,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def gateway() -> Gateway:
-    return Gateway({"scripted": scripted, "endless": endless})
+    return Gateway({"scripted": scripted, "endless": endless, "asking": asking})
 
 
 @pytest.fixture
@@ -129,3 +129,24 @@ async def test_in_process_on_both_backends_run_stop_and_connect() -> None:
             await fresh.connect_agent()
             assert fresh.messages_wire() == running.messages_wire()
             assert len(gateway.registry) == 0
+
+
+async def test_interrupts_are_the_threads_and_a_connecting_client_must_answer_them(
+    url: str,
+) -> None:
+    asker = agui_meta.HttpAgent(f"{url}/agents/asking/run", thread_id="t", messages=[USER])
+    result = await asker.run_agent(run_id="r1")
+    assert [i.id for i in result.pending_interrupts] == ["i1"]
+    assert stored(url, "t")["interrupts"] == [
+        {"id": "i1", "reason": "confirmation", "message": "Go ahead?"}
+    ]
+    other = agui_meta.HttpAgent(f"{url}/agents/asking/run", thread_id="t", send_messages="new")
+    await other.connect_agent()  # the prelude's RUN_FINISHED carries the open interrupt
+    assert [i.id for i in other.pending_interrupts] == ["i1"]
+    with pytest.raises(agui_meta.UsageError):
+        await other.run_agent(run_id="r2")  # the client insists on an answer, before sending
+    answer = [{"interruptId": "i1", "status": "resolved", "payload": True}]
+    done = await other.run_agent(run_id="r2", resume=answer)
+    assert done.new_messages[-1]["content"] == "Done: resolved"
+    thread = stored(url, "t")
+    assert thread["interrupts"] == [] and thread["messages"] == other.messages_wire()
