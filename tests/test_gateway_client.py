@@ -150,3 +150,23 @@ async def test_interrupts_are_the_threads_and_a_connecting_client_must_answer_th
     assert done.new_messages[-1]["content"] == "Done: resolved"
     thread = stored(url, "t")
     assert thread["interrupts"] == [] and thread["messages"] == other.messages_wire()
+
+
+async def test_the_documented_fastapi_mount_serves_the_gateway_under_its_prefix() -> None:
+    from tests.doc_blocks import doc_block
+
+    namespace: dict[str, Any] = {}
+    block = doc_block('app.mount("/ai", gateway)')
+    exec(compile(block.code, block.path, "exec"), namespace)  # noqa: S102 - the docs' own code
+    with serve(namespace["app"], lifespan="on") as base:
+        alice = {"x-user": "alice"}
+        agent = agui_meta.HttpAgent(
+            f"{base}/ai/agents/demo/run", thread_id="t", headers=alice, messages=[USER]
+        )
+        result = await agent.run_agent(forwarded_props={"delay": 0})
+        assert result.new_messages[0]["content"] == "You said: hi"
+        async with httpx.AsyncClient(timeout=30) as http:
+            mine = (await http.get(f"{base}/ai/threads", headers=alice)).json()
+            theirs = (await http.get(f"{base}/ai/threads", headers={"x-user": "bob"})).json()
+        assert mine == {"threads": [{"threadId": "t", "activeRunId": None}]}
+        assert theirs == {"threads": []}
