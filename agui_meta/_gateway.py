@@ -49,8 +49,9 @@ from ._events import RunAgentInput, RunStartedEvent
 from ._exceptions import DataError, Report
 from ._join import thread_prelude
 from ._ledger import RunRecord
+from ._registry import AtCapacity, RunRegistry, ThreadBusy
 from ._replay import ReplayReader, parse_event_id
-from ._runs import Run, RunRegistry
+from ._runs import MemoryRuns
 from ._server import EventStreamResponse
 from ._store import MessageItem
 from ._threads import MemoryThreadStore, ThreadSnapshot, ThreadStore
@@ -162,7 +163,8 @@ class _ConnectReader:
 
     def __init__(
         self,
-        registry: RunRegistry,
+        runs: RunRegistry,
+        catalog: Catalog,
         scope: str,
         thread_id: str,
         prelude: list[bytes],
@@ -170,7 +172,8 @@ class _ConnectReader:
         seen: int,
         follow: bool,
     ) -> None:
-        self.registry = registry
+        self.runs = runs
+        self.catalog = catalog
         self.scope = scope
         self.thread_id = thread_id
         self.prelude = prelude
@@ -191,18 +194,15 @@ class _ConnectReader:
                 self.inner = None
             if not self.follow:
                 return None
-            count, started = self.registry.runs_started(self.thread_id)
+            count, run = await self.runs.latest(self.thread_id)
             if count <= self.seen:
-                with anyio.move_on_after(wait):
-                    await started.wait()
-                if self.registry.runs_started(self.thread_id)[0] <= self.seen:
-                    if await self.registry.catalog.owner(self.thread_id) != self.scope:
+                await self.runs.wait_started(self.thread_id, self.seen, wait)
+                if (await self.runs.latest(self.thread_id))[0] <= self.seen:
+                    if await self.catalog.owner(self.thread_id) != self.scope:
                         return None  # the thread was deleted: nothing more to follow
-                    if not started.is_set():
-                        return []  # a keepalive while the thread is idle
+                    return []  # a keepalive while the thread is idle
                 continue
             self.seen = count
-            run = self.registry.latest(self.thread_id)
             if run is not None and run.scope == self.scope:
                 self.inner = run.reader(0)
 
@@ -270,7 +270,8 @@ class Gateway:
         self.catalog: Catalog = catalog if catalog is not None else MemoryCatalog()
         self.resolve_scope = scope
         self.on_busy = on_busy
-        self.registry = RunRegistry(
+        #: The runs of this process (inspect them here); the routes use :attr:`runs`.
+        self.registry = MemoryRuns(
             self.threads,
             self.catalog,
             max_runs=max_runs,
@@ -279,12 +280,16 @@ class Gateway:
             max_events=max_events,
             keep=keep,
             max_kept=max_kept,
+            stop_timeout=stop_timeout,
         )
+        #: What the routes know of the runs: the :class:`~agui_meta._registry.RunRegistry`
+        #: contract (in this process, :attr:`registry`).
+        self.runs: RunRegistry = self.registry
         self.keepalive = keepalive
         self.retry_after = retry_after
         self.max_body = max_body
         self.stop_timeout = stop_timeout
-        self._tg: anyio.abc.TaskGroup | None = None
+        self._running = False
         self.app = Starlette(
             routes=[
                 Route("/agents/{name}/run", self._run, methods=["POST"]),
@@ -306,20 +311,15 @@ class Gateway:
         """The gateway's task group: runs start in it and are stopped when the block exits.
 
         On entry, runs a crash left in flight are recorded as ended with an error."""
-        if self._tg is not None:
+        if self._running:
             raise RuntimeError("the gateway is already running")
         await self._recover()
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
+        async with self.runs.running():
+            self._running = True
             try:
                 yield
             finally:
-                self._tg = None
-                for run in self.registry.runs():
-                    run.stop("gateway_shutdown")
-                with anyio.CancelScope(shield=True), anyio.move_on_after(self.stop_timeout):
-                    await self.registry.wait_idle()
-                tg.cancel_scope.cancel()
+                self._running = False
 
     async def _recover(self) -> None:
         """Record the runs a crash left in flight as ended with an error (each thread once)."""
@@ -376,14 +376,13 @@ class Gateway:
             _refuse(404, f"no agent named {name!r} (agents: {', '.join(sorted(self.agents))})")
         return name, agent
 
-    def _task_group(self) -> anyio.abc.TaskGroup:
-        if self._tg is None:
+    def _check_running(self) -> None:
+        if not self._running:
             _refuse(
                 503,
                 "the gateway is not running: its lifespan has not started "
                 "(mount it with the lifespan, or enter `async with gateway.running()`)",
             )
-        return self._tg
 
     async def _owned(self, scope: str, thread_id: str) -> bool:
         """Whether the thread is ``scope``'s (``False``: unknown, or another scope's)."""
@@ -395,6 +394,15 @@ class Gateway:
         if not isinstance(thread_id, str) or not thread_id:
             _refuse(400, "the body needs a threadId (a non-empty string)")
         return thread_id
+
+    async def _room(self, thread_id: str) -> None:
+        """409 (a busy thread) or 503 (a full gateway) when a run cannot start now."""
+        try:
+            await self.runs.check_room(thread_id)
+        except ThreadBusy as busy:
+            _refuse(409, str(busy))
+        except AtCapacity as full:
+            _refuse(503, str(full), {"Retry-After": str(self.retry_after)})
 
     def _respond(self, reader: ReplayReader, resumed: str | None = None) -> Response:
         return _ReaderResponse(reader, keepalive=self.keepalive, resumed=resumed)
@@ -413,23 +421,23 @@ class Gateway:
         return await self._handle(request, self._run_route)
 
     async def _run_route(self, request: Request) -> Response:
-        tg = self._task_group()
+        self._check_running()
         scope = await self._scope(request)
         name, agent = self._agent(request)
         last_id = request.headers.get("last-event-id")
         if last_id:
-            return self._resume(scope, last_id)
+            return await self._resume(scope, last_id)
         input = _decode_input(await self._body(request))
         thread_id = input.thread_id
-        registry = self.registry
-        same = registry.by_ids(thread_id, input.run_id)
+        runs = self.runs
+        same = await runs.find(thread_id, input.run_id)
         if same is not None:
             if same.scope != scope:
                 _refuse(404, f"no thread {thread_id!r}")
             return self._respond(same.reader(0))  # the same run posted again: joined
         if await self.catalog.owner(thread_id) not in (None, scope):
             _refuse(404, f"no thread {thread_id!r}")
-        await self._make_room(scope, thread_id)  # 409 or 503 before the thread is claimed
+        await self._make_room(thread_id)  # 409 or 503 before the thread is claimed
         if not await self.catalog.claim(scope, thread_id):
             _refuse(404, f"no thread {thread_id!r}")
         base = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
@@ -446,53 +454,38 @@ class Gateway:
         whole = msgspec.to_builtins(input)
         whole["messages"] = [m for m in store.messages_wire() if m.get("role") != "activity"]
         whole["state"] = store.state
-        run = Run(
-            registry,
-            scope=scope,
-            agent_name=name,
-            agent=agent,
-            input=_decode_input(whole),
-            store=store,
-            base=base,
-            new_messages=[m for m in input.messages if m.id in new_ids],
-        )
-        same = registry.by_ids(thread_id, input.run_id)
+        same = await runs.find(thread_id, input.run_id)
         if same is not None and same.scope == scope:
             return self._respond(same.reader(0))  # posted twice at once: the first one runs
-        self._check_room(thread_id)  # again: no await from here to the start
-        registry.start(run, tg)
+        try:
+            run = await runs.start(
+                scope=scope,
+                agent_name=name,
+                agent=agent,
+                input=_decode_input(whole),
+                store=store,
+                base=base,
+                new_messages=[m for m in input.messages if m.id in new_ids],
+            )
+        except ThreadBusy as busy:
+            _refuse(409, str(busy))
+        except AtCapacity as full:
+            _refuse(503, str(full), {"Retry-After": str(self.retry_after)})
         return self._respond(run.reader(0))
 
-    def _check_room(self, thread_id: str) -> None:
-        registry = self.registry
-        active = registry.active(thread_id)
-        if active is not None:
-            _refuse(
-                409,
-                f"thread {thread_id!r} has an active run, {active.run_id!r}: stop it "
-                f"(POST /agents/{active.agent_name}/stop) or wait for it to end",
-            )
-        if len(registry) >= registry.max_runs:
-            _refuse(
-                503,
-                f"the gateway runs {registry.max_runs} runs already (max_runs): retry later",
-                {"Retry-After": str(self.retry_after)},
-            )
-
-    async def _make_room(self, scope: str, thread_id: str) -> None:
-        active = self.registry.active(thread_id)
+    async def _make_room(self, thread_id: str) -> None:
+        active = await self.runs.active(thread_id)
         if active is not None and self.on_busy == "supersede":
-            active.stop("superseded")
-            with anyio.move_on_after(self.stop_timeout):
-                await active.ended.wait()
-        self._check_room(thread_id)
+            await active.stop("superseded")
+            await active.wait_ended(self.stop_timeout)
+        await self._room(thread_id)
 
-    def _resume(self, scope: str, last_id: str) -> Response:
+    async def _resume(self, scope: str, last_id: str) -> Response:
         parsed = parse_event_id(last_id)
-        run = self.registry.by_key(parsed[0]) if parsed is not None else None
+        run = await self.runs.by_key(parsed[0]) if parsed is not None else None
         if parsed is None or run is None or run.scope != scope:
             _refuse(410, f"cannot resume: no run with event id {last_id!r} is held")
-        if parsed[1] >= run.log.next_seq:
+        if parsed[1] >= run.events:
             _refuse(410, f"cannot resume: event id {last_id!r} was never sent")
         return self._respond(run.reader(parsed[1] + 1), resumed=last_id)
 
@@ -506,7 +499,7 @@ class Gateway:
         self._agent(request)
         last_id = request.headers.get("last-event-id")
         if last_id:
-            return self._resume(scope, last_id)  # the live part of a connect: the run's events
+            return await self._resume(scope, last_id)  # the live part of a connect
         data = await self._body(request)
         thread_id = self._thread_id(data)
         follow = data.get("follow", False)
@@ -517,15 +510,15 @@ class Gateway:
             _refuse(400, f"follow is true or false, not {follow!r}")
         if not await self._owned(scope, thread_id):
             _refuse(404, f"no thread {thread_id!r}")
-        registry = self.registry
-        run = registry.active(thread_id)
+        runs = self.runs
+        run = await runs.active(thread_id)
         if run is None:
             snapshot = await self.threads.load(thread_id)
-            run = registry.active(thread_id)  # a run may have started meanwhile
-        seen, _ = registry.runs_started(thread_id)
+            run = await runs.active(thread_id)  # a run may have started meanwhile
+        seen, _ = await runs.latest(thread_id)
         reader: ReplayReader | None
         if run is not None:
-            prelude, reader = run.join()
+            prelude, reader = await run.join()
         else:
             stored = snapshot if snapshot is not None else ThreadSnapshot(thread_id=thread_id)
             run_id = data.get("runId")
@@ -536,7 +529,7 @@ class Gateway:
             )
             reader = None
         return self._respond(
-            _ConnectReader(registry, scope, thread_id, prelude, reader, seen, follow)
+            _ConnectReader(runs, self.catalog, scope, thread_id, prelude, reader, seen, follow)
         )
 
     # -- POST /agents/{name}/stop --------------------------------------------------------------
@@ -552,14 +545,13 @@ class Gateway:
         run_id = data.get("runId")
         if run_id is not None and not isinstance(run_id, str):
             _refuse(400, "runId is a string")
-        run = self.registry.active(thread_id)
+        run = await self.runs.active(thread_id)
         if run is None or run.scope != scope or (run_id is not None and run.run_id != run_id):
             what = f"run {run_id!r} is not active" if run_id is not None else "no run is active"
             _refuse(404, f"{what} on thread {thread_id!r}")
-        run.stop("stopped")
-        with anyio.move_on_after(self.stop_timeout):
-            await run.ended.wait()
-        return _json({"threadId": thread_id, "runId": run.run_id, "ended": run.ended.is_set()})
+        await run.stop("stopped")
+        ended = await run.wait_ended(self.stop_timeout)
+        return _json({"threadId": thread_id, "runId": run.run_id, "ended": ended})
 
     # -- /threads ------------------------------------------------------------------------------
 
@@ -570,7 +562,7 @@ class Gateway:
         scope = await self._scope(request)
         threads = []
         for thread_id in await self.catalog.threads(scope):
-            active = self.registry.active(thread_id)
+            active = await self.runs.active(thread_id)
             threads.append(
                 {"threadId": thread_id, "activeRunId": active.run_id if active else None}
             )
@@ -584,13 +576,13 @@ class Gateway:
         thread_id = request.path_params["thread_id"]
         if not await self._owned(scope, thread_id):
             _refuse(404, f"no thread {thread_id!r}")
-        active = self.registry.active(thread_id)
+        active = await self.runs.active(thread_id)
         if request.method == "DELETE":
             if active is not None:
                 _refuse(409, f"thread {thread_id!r} has an active run, {active.run_id!r}")
             await self.threads.delete(thread_id)  # type: ignore[attr-defined]
             await self.catalog.forget(thread_id)
-            self.registry.forget_thread(thread_id)
+            await self.runs.forget_thread(thread_id)
             return Response(status_code=204)
         snapshot = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
         return _json(

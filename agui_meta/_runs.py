@@ -22,17 +22,20 @@ How a run ends:
   ``"server_error"``, after the events that passed.
 
 Then, whatever the ending, the thread is saved once with compare-and-set, the catalog notes the
-run as ended, and :attr:`Run.ended` is set. :class:`RunRegistry` holds the runs of the process:
+run as ended, and :attr:`Run.ended` is set. :class:`MemoryRuns` (the one-process
+:class:`~agui_meta._registry.RunRegistry`) holds the runs of the process:
 the active one of each thread, and ended ones for a while (``keep`` seconds, at most
 ``max_kept``), so that a client coming back late still gets the whole run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -62,6 +65,7 @@ from ._framing import encode_sse
 from ._join import join_prelude, thread_prelude
 from ._ledger import Ledger
 from ._pipeline import wrap
+from ._registry import AtCapacity, StopReason, ThreadBusy
 from ._runlog import MemoryRunLog, RunLog
 from ._stage import Transducer
 from ._store import Store
@@ -70,16 +74,16 @@ from ._threads import ThreadSnapshot, ThreadStore, VersionConflict
 if TYPE_CHECKING:
     from ._agents import GatewayAgent
     from ._catalog import Catalog
+    from ._registry import RunHandle, RunRegistry
     from ._replay import ReplayReader
 
-__all__ = ["Run", "RunRegistry", "StopReason"]
+__all__ = ["MemoryRuns", "Run"]
 
 logger = logging.getLogger("agui_meta.gateway")
 
 #: How many items the agent may produce ahead of the run's pipeline.
 _AHEAD = 64
 
-StopReason = Literal["stopped", "superseded", "abandoned", "run_timeout", "gateway_shutdown"]
 
 _ERRORS: dict[str, str] = {
     "abandoned": "the run was cancelled: no client read it for {linger:g} s",
@@ -129,7 +133,7 @@ class Run:
 
     def __init__(
         self,
-        registry: RunRegistry,
+        registry: MemoryRuns,
         *,
         scope: str,
         agent_name: str,
@@ -178,7 +182,7 @@ class Run:
         self._readers_changed.set()
         self._readers_changed = anyio.Event()
 
-    def join(self) -> tuple[list[bytes], ReplayReader]:
+    async def join(self) -> tuple[list[bytes], ReplayReader]:
         """The prelude that joins this run now, and a reader of the events after it."""
         position = self.log.next_seq  # taken with the store at the same boundary (no await)
         verify = self.stages.verify
@@ -201,8 +205,20 @@ class Run:
 
     # -- ending ------------------------------------------------------------------------------
 
-    def stop(self, reason: StopReason) -> bool:
+    @property
+    def events(self) -> int:
+        return self.log.next_seq
+
+    async def stop(self, reason: StopReason) -> bool:
         """Cancel the agent; the run ends as ``reason`` says. Whether it was still running."""
+        return self._stop(reason)
+
+    async def wait_ended(self, within: float) -> bool:
+        with anyio.move_on_after(within):
+            await self.ended.wait()
+        return self.ended.is_set()
+
+    def _stop(self, reason: StopReason) -> bool:
         if self.ended.is_set() or self.agent_scope.cancel_called:
             return False
         self.reason = reason
@@ -345,7 +361,7 @@ class Run:
             with anyio.move_on_after(self.registry.linger):
                 await changed.wait()
             if not self.readers and not changed.is_set():
-                self.stop("abandoned")
+                self._stop("abandoned")
                 return
 
     async def _finish(self) -> None:
@@ -444,8 +460,9 @@ class _CountedReader:
             await self.inner.aclose()
 
 
-class RunRegistry:
-    """The runs of this process: the active run of each thread, and recently ended ones.
+class MemoryRuns:
+    """The runs of this process (a :class:`~agui_meta._registry.RunRegistry`): the active run
+    of each thread, and recently ended ones, in the task group of :meth:`running`.
 
     :param threads: where threads are loaded from and saved to.
     :param catalog: thread ownership and the journal of runs in flight.
@@ -455,6 +472,8 @@ class RunRegistry:
     :param max_events: events a run's log keeps (a reader further behind loses the stream).
     :param keep: seconds an ended run is kept for clients that come back.
     :param max_kept: the most ended runs kept.
+    :param stop_timeout: how long :meth:`running` waits, on the way out, for the runs it
+        stopped to end (then they are cancelled).
     """
 
     def __init__(
@@ -469,6 +488,7 @@ class RunRegistry:
         keep: float = 60.0,
         max_kept: int = 1000,
         save_timeout: float = 30.0,
+        stop_timeout: float = 30.0,
     ) -> None:
         for name, value in (("max_runs", max_runs), ("max_events", max_events)):
             if value < 1:
@@ -478,6 +498,7 @@ class RunRegistry:
             ("max_run_time", max_run_time),
             ("keep", keep),
             ("save_timeout", save_timeout),
+            ("stop_timeout", stop_timeout),
         ):
             if not number >= 0:
                 raise ValueError(f"{name} must be >= 0, got {number}")
@@ -492,6 +513,8 @@ class RunRegistry:
         self.keep = keep
         self.max_kept = max_kept
         self.save_timeout = save_timeout
+        self.stop_timeout = stop_timeout
+        self._tg: anyio.abc.TaskGroup | None = None
         self._active: dict[str, Run] = {}
         self._by_key: dict[str, Run] = {}
         self._by_ids: dict[tuple[str, str], Run] = {}
@@ -506,26 +529,76 @@ class RunRegistry:
         """How many runs are active."""
         return len(self._active)
 
-    def active(self, thread_id: str) -> Run | None:
+    def active_run(self, thread_id: str) -> Run | None:
+        """The active run of ``thread_id`` (synchronous: for inspection and tests)."""
         return self._active.get(thread_id)
 
-    def runs(self) -> list[Run]:
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        if self._tg is not None:
+            raise RuntimeError("the runs are running already")
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield
+            finally:
+                self._tg = None
+                for run in list(self._active.values()):
+                    run._stop("gateway_shutdown")
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self.stop_timeout):
+                    await self._idle.wait()
+                tg.cancel_scope.cancel()
+
+    # The RunRegistry protocol (nothing here waits: each is atomic in this process).
+
+    async def active(self, thread_id: str) -> Run | None:
+        return self._active.get(thread_id)
+
+    async def active_runs(self) -> list[Run]:
         return list(self._active.values())
 
-    def by_key(self, key: str) -> Run | None:
+    async def by_key(self, key: str) -> Run | None:
         self._purge()
         return self._by_key.get(key)
 
-    def by_ids(self, thread_id: str, run_id: str) -> Run | None:
+    async def find(self, thread_id: str, run_id: str) -> Run | None:
         self._purge()
         return self._by_ids.get((thread_id, run_id))
 
-    def start(self, run: Run, task_group: anyio.abc.TaskGroup) -> None:
-        """Register ``run`` as its thread's active run and start it in ``task_group``.
+    async def check_room(self, thread_id: str) -> None:
+        self._check_room(thread_id)
 
-        The caller has checked, with no ``await`` since, that the thread has no active run and
-        that there is room."""
-        assert run.thread_id not in self._active and len(self._active) < self.max_runs
+    def _check_room(self, thread_id: str) -> None:
+        active = self._active.get(thread_id)
+        if active is not None:
+            raise ThreadBusy(thread_id, active.run_id, active.agent_name)
+        if len(self._active) >= self.max_runs:
+            raise AtCapacity(self.max_runs)
+
+    async def start(
+        self,
+        *,
+        scope: str,
+        agent_name: str,
+        agent: Any,
+        input: RunAgentInput,
+        store: Store,
+        base: ThreadSnapshot,
+        new_messages: list[Message],
+    ) -> Run:
+        if self._tg is None:
+            raise RuntimeError("the runs are not running (enter `running()` first)")
+        self._check_room(input.thread_id)
+        run = Run(
+            self,
+            scope=scope,
+            agent_name=agent_name,
+            agent=agent,
+            input=input,
+            store=store,
+            base=base,
+            new_messages=new_messages,
+        )
         self._purge()
         self._active[run.thread_id] = run
         self._by_key[run.key] = run
@@ -536,22 +609,23 @@ class RunRegistry:
         self._latest[run.thread_id] = (self._ordinal, run, anyio.Event())
         if found is not None:
             found[2].set()
-        task_group.start_soon(run.execute)
+        self._tg.start_soon(run.execute)
+        return run
 
-    def runs_started(self, thread_id: str) -> tuple[int, anyio.Event]:
-        """The ordinal of the latest run started on ``thread_id`` (0: none held; ordinals
-        grow over the whole registry), and an event set when the next one starts."""
+    async def latest(self, thread_id: str) -> tuple[int, Run | None]:
         found = self._latest.get(thread_id)
-        if found is None:
+        return (0, None) if found is None else (found[0], found[1])
+
+    async def wait_started(self, thread_id: str, after: int, within: float) -> None:
+        found = self._latest.get(thread_id)
+        if found is not None and found[0] > after:
+            return
+        if found is None:  # an idle thread: an entry whose event the next start sets
             found = self._latest[thread_id] = (0, None, anyio.Event())
-        return found[0], found[2]
+        with anyio.move_on_after(within):
+            await found[2].wait()
 
-    def latest(self, thread_id: str) -> Run | None:
-        """The run started last on ``thread_id``, while it is held."""
-        found = self._latest.get(thread_id)
-        return None if found is None else found[1]
-
-    def forget_thread(self, thread_id: str) -> None:
+    async def forget_thread(self, thread_id: str) -> None:
         for key, run in list(self._kept.items()):
             if run.thread_id == thread_id:
                 self._drop(key)
@@ -591,6 +665,11 @@ class RunRegistry:
             else:
                 break
 
-    async def wait_idle(self) -> None:
-        """Return once no run is active."""
-        await self._idle.wait()
+
+if TYPE_CHECKING:  # mypy checks that both keep the contract
+
+    def _handle(run: Run) -> RunHandle:
+        return run
+
+    def _registry(runs: MemoryRuns) -> RunRegistry:
+        return runs

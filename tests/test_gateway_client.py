@@ -66,7 +66,7 @@ async def test_stop_from_another_client_ends_the_run_cancelled(gateway: Gateway,
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
-        await await_until(lambda: gateway.registry.active("t") is not None, "the run to start")
+        await await_until(lambda: gateway.registry.active_run("t") is not None, "the run to start")
         answer = await stopper.stop()
     assert answer == {"threadId": "t", "runId": "r1", "ended": True}
     [result] = results
@@ -121,7 +121,7 @@ async def test_in_process_on_both_backends_run_stop_and_connect() -> None:
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run)
-                await await_until(lambda: gateway.registry.active("t") is not None, "a run")
+                await await_until(lambda: gateway.registry.active_run("t") is not None, "a run")
                 stopper = agui_meta.HttpAgent(url, http_client=http, thread_id="t")
                 assert (await stopper.stop())["ended"] is True
             assert isinstance(results[0].outcome, agui_meta.RunCancelled)

@@ -104,7 +104,7 @@ async def test_clients_joining_mid_run_end_with_the_same_thread(
         tg.start_soon(joined.connect_agent)
 
         def readers() -> int:
-            run = gateway.registry.active("t")
+            run = gateway.registry.active_run("t")
             return run.readers if run is not None else -1
 
         await await_until(lambda: readers() == 3, "both joining clients to be reading")
@@ -216,7 +216,7 @@ async def test_the_official_client_joins_a_run_with_steps_and_reasoning_open(
         tg.start_soon(run_official)
 
         def readers() -> int:
-            run = gateway.registry.active("t")
+            run = gateway.registry.active_run("t")
             return run.readers if run is not None else -1
 
         await await_until(lambda: readers() == 2, "the official client to be reading")

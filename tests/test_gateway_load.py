@@ -63,7 +63,7 @@ async def test_a_hundred_runs_whose_clients_leave_and_come_back() -> None:
             left += 1
             if left == RUNS:
                 release("load")  # every client has left: the runs go on without them
-            while gateway.registry.active(f"t{n}") is not None:  # noqa: ASYNC110 - polled
+            while gateway.registry.active_run(f"t{n}") is not None:  # noqa: ASYNC110 - polled
                 await anyio.sleep(0.01)
             headers = {"Last-Event-ID": first[-1][0] or ""}
             rest = await http.post(url + "/agents/scripted/run", json=body, headers=headers)
