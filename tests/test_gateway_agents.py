@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,3 +113,36 @@ async def test_the_official_client_through_the_gateway_ends_as_straight_to_the_a
             assert saved["messages"] == lines[-1]["messages"]
             assert saved["state"] == lines[-1]["state"]
             assert saved["version"] == len(spec["runs"])
+
+
+async def test_an_upstream_that_refuses_or_is_gone_ends_the_run_with_a_clear_run_error(
+    direct: dict[str, str],
+) -> None:
+    import httpx
+
+    with socket_free_url() as gone:
+        agents = {
+            "refusing": UpstreamAgent(direct["scripted"].replace("/agent", "/nowhere")),
+            "gone": UpstreamAgent(gone),
+            "asgi-refusing": AsgiAgent(plain_endpoint(), path="/nowhere"),
+        }
+        with serve(Gateway(agents), lifespan="on") as url:
+            async with httpx.AsyncClient(timeout=30) as client:
+                errors = {}
+                for name in agents:
+                    body = {"threadId": name, "runId": "r", "messages": []}
+                    answer = await client.post(f"{url}/agents/{name}/run", json=body)
+                    events = [line for line in answer.text.splitlines() if line.startswith("data:")]
+                    errors[name] = events[-1]
+    assert '"code":"agent_error"' in errors["refusing"]
+    assert "answered HTTP 404: Not Found" in errors["refusing"]
+    assert "the agent failed: ConnectError" in errors["gone"]
+    assert "the ASGI app at /nowhere answered HTTP 404: Not Found" in errors["asgi-refusing"]
+
+
+@contextlib.contextmanager
+def socket_free_url() -> Iterator[str]:
+    """The URL of a port of 127.0.0.1 nothing listens on (bound, not listening)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/agent"
