@@ -302,6 +302,10 @@ class HttpAgent:
         ``SQLiteThreadStore``, ``agui_meta.redis.RedisThreadStore``…) holding the thread
         ``thread_id``: the first run loads it (see :meth:`load`) and every run that received
         events saves it (see :meth:`save`). ``None`` (the default): nothing is loaded or saved.
+    :param send_messages: ``"all"`` (the default, as the official client does) or ``"new"``:
+        after a run or a :meth:`connect` to an agui-meta gateway, which holds the thread, the
+        next run sends only the messages added since (the gateway gives the agent the whole
+        thread).
     :param save_timeout: the longest a save may take, in seconds (a save is shielded from
         cancellation, so it needs a bound of its own); past it the save raises ``TimeoutError``
         and its outcome is unknown.
@@ -335,6 +339,7 @@ class HttpAgent:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         thread_store: ThreadStore | None = None,
         save_timeout: float = 30.0,
+        send_messages: Literal["all", "new"] = "all",
     ) -> None:
         if accept not in ACCEPT:
             raise UsageError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
@@ -374,6 +379,10 @@ class HttpAgent:
         self._saved_runs = 0  # the ledger's records the last save counted
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
+        if send_messages not in ("all", "new"):
+            raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
+        self.send_messages = send_messages
+        self._server_ids: set[Any] | None = None  # messages a gateway holds (send "new")
 
     # -- the thread --------------------------------------------------------------------------
 
@@ -570,9 +579,12 @@ class HttpAgent:
         parent_run_id: str | None,
     ) -> tuple[dict[str, Any], RunAgentInput]:
         messages = []
+        held = self._server_ids if self.send_messages == "new" else None
         for message in self.store.messages_wire():
             if message.get("role") == "activity":
                 continue  # never sent, as the official client does
+            if held is not None and message.get("id") in held:
+                continue  # the gateway holds it
             if "subagentRunId" in message and message["subagentRunId"] is None:
                 del message["subagentRunId"]
             messages.append(message)
@@ -657,12 +669,92 @@ class HttpAgent:
         try:
             async with self._run(body, input, checked) as run:
                 yield run
+            self._note_server_thread()
         finally:
             self._busy = False
 
+    def _note_server_thread(self) -> None:
+        if self.send_messages == "new":
+            self._server_ids = {item.id for item in self.store.messages()}
+
+    def _gateway_url(self, action: str) -> str:
+        """The gateway route ``action`` of the agent whose run route is ``url``."""
+        base, _, last = self.url.rstrip("/").rpartition("/")
+        if last not in ("run", "connect", "stop") or not base:
+            raise UsageError(
+                f"HttpAgent.{action}() talks to an agui-meta gateway: the agent's URL should be "
+                f"its run route, .../agents/NAME/run (it is {self.url!r})"
+            )
+        return f"{base}/{action}"
+
+    @contextlib.asynccontextmanager
+    async def connect(self, *, follow: bool = False) -> AsyncIterator[AgentRun]:
+        """Join the thread on an agui-meta gateway: ``async with agent.connect() as run``.
+
+        The stream (``POST .../agents/NAME/connect``) brings the agent's store to the thread
+        the gateway holds (its messages and state), then, when a run is active, streams that
+        run live to its end; with ``follow=True`` it stays open and streams the thread's later
+        runs too, until the block is left. The agent's URL is the gateway's run route.
+        Iterate ``run`` as a run of :meth:`run`; ``run.result`` is the last run's result.
+
+        :raises ~agui_meta.UsageError: a run is in progress on this agent.
+        :raises HttpStatusError: ``404``: the gateway holds no such thread (for this caller).
+        """
+        if self._busy:
+            raise UsageError("this agent already has a run in progress")
+        url = self._gateway_url("connect")
+        run_id = str(uuid.uuid4())
+        input: dict[str, Any] = {"threadId": self.thread_id, "runId": run_id, "messages": []}
+        checked = RunAgentInput(thread_id=self.thread_id, run_id=run_id, messages=[])
+        body = msgspec.json.encode({**input, "follow": follow})
+        _require_httpx()
+        self._busy = True
+        try:
+            async with self._run(body, input, checked, url=url) as run:
+                yield run
+            self._note_server_thread()
+        finally:
+            self._busy = False
+
+    async def connect_agent(self) -> RunResult:
+        """Join the thread on a gateway until the active run (if any) ends (the official
+        ``connectAgent``); see :meth:`connect`."""
+        async with self.connect() as run:
+            async for _ in run.batches():
+                pass
+        return run.result
+
+    async def stop(self, run_id: str | None = None) -> dict[str, Any]:
+        """Stop the thread's active run on an agui-meta gateway (``POST .../stop``).
+
+        The gateway cancels the agent and the run ends with ``RUN_FINISHED`` outcome
+        ``cancelled`` (what a client streaming it receives). Returns the gateway's answer
+        (``{"threadId", "runId", "ended"}``).
+
+        :raises HttpStatusError: ``404``: no run is active on the thread (or not ``run_id``).
+        """
+        http = _require_httpx()
+        url = self._gateway_url("stop")
+        body: dict[str, Any] = {"threadId": self.thread_id}
+        if run_id is not None:
+            body["runId"] = run_id
+        headers = {**self.headers, "Content-Type": "application/json"}
+        async with contextlib.AsyncExitStack() as stack:
+            client: httpx.AsyncClient
+            if self.http_client is not None:
+                client = self.http_client
+            else:
+                timeout = self.timeout if self.timeout is not None else http.Timeout(60.0)
+                client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
+            answer = await client.post(url, content=msgspec.json.encode(body), headers=headers)
+            if answer.status_code >= 400:
+                raise HttpStatusError(answer.status_code, answer.content[:_BODY_PREVIEW], url)
+            found: dict[str, Any] = answer.json()
+            return found
+
     @contextlib.asynccontextmanager
     async def _run(
-        self, body: bytes, input: dict[str, Any], checked: RunAgentInput
+        self, body: bytes, input: dict[str, Any], checked: RunAgentInput, url: str | None = None
     ) -> AsyncIterator[AgentRun]:
         http = _require_httpx()
         watch = _Watch()
@@ -681,7 +773,7 @@ class HttpAgent:
                         if timeout is None:
                             timeout = http.Timeout(10.0, read=300.0)
                         client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
-                    source = _Source(self, client, body, watch)
+                    source = _Source(self, client, body, watch, url)
                     pipeline: Pipeline[Update] = wrap(
                         source.frames(),
                         *(middleware(mw, checked) for mw in self.middleware),
@@ -773,8 +865,16 @@ def _backoff(attempt: int, base: float, cap: float) -> float:
 class _Source:
     """The frames of one run: the POST, the status and media type checks, reconnection."""
 
-    def __init__(self, agent: HttpAgent, client: httpx.AsyncClient, body: bytes, watch: _Watch):
+    def __init__(
+        self,
+        agent: HttpAgent,
+        client: httpx.AsyncClient,
+        body: bytes,
+        watch: _Watch,
+        url: str | None = None,
+    ):
         self.agent = agent
+        self.url = agent.url if url is None else url
         self.client = client
         self.body = body
         self.watch = watch
@@ -802,7 +902,7 @@ class _Source:
                     preview += chunk
                     if len(preview) >= _BODY_PREVIEW:
                         break
-            raise HttpStatusError(response.status_code, preview[:_BODY_PREVIEW], self.agent.url)
+            raise HttpStatusError(response.status_code, preview[:_BODY_PREVIEW], self.url)
         if resuming is not None and response.headers.get(RESUMED_HEADER) is None:
             raise IncompleteStream(
                 f"the stream dropped after {self.watch.events} events and {self.agent.url} "
@@ -821,7 +921,7 @@ class _Source:
         async with contextlib.AsyncExitStack() as stack:
             with anyio.move_on_after(budget) as connecting:
                 response = await stack.enter_async_context(
-                    self.client.stream("POST", self.agent.url, content=self.body, headers=headers)
+                    self.client.stream("POST", self.url, content=self.body, headers=headers)
                 )
                 await self._check(response, resuming)
             if connecting.cancelled_caught:
