@@ -29,8 +29,10 @@ milliseconds since the Unix epoch: the event's own ``timestamp`` when it has one
 the ledger received it (``clock``, :func:`time.time` by default), and says which (``"event"``
 or ``"receipt"`` in the ``*_clock`` field beside each time). A record ended by the end of the
 stream or by another RUN_STARTED takes the latest time the ledger knew in its run. The events
-``expand_chunks`` synthesizes carry no ``timestamp`` (as the reference builds them), so behind
-it what a chunk opened is timed at receipt; a ledger before it times the chunks themselves.
+``expand_chunks`` synthesizes carry no ``timestamp`` (as the reference builds them); they are
+timed by the chunk they come from (an END by the event that closed its stream), which
+``expand_chunks`` puts in the context while it emits them, so a ledger behind it and one before
+it give the same times.
 
 Tool calls: each TOOL_CALL_START (or TOOL_CALL_CHUNK naming a new call) gets a
 :class:`ToolCallRecord`: id, name, parent message, subagent, the size of its arguments, its
@@ -646,8 +648,10 @@ class Ledger(Transducer[T, T]):
     def _time(self, event: Event) -> tuple[float, TimeSource]:
         """When ``event`` happened: its ``timestamp``, else now; remembered as the latest."""
         stamp = event.timestamp
+        # An event synthesized from a chunk: the chunk's time (see ``Context.timestamp``).
+        found = self.ctx.timestamp if isinstance(stamp, UnsetType) else stamp
         when: tuple[float, TimeSource] = (
-            (self._clock(), "receipt") if isinstance(stamp, UnsetType) else (stamp, "event")
+            (self._clock(), "receipt") if found is None else (found, "event")
         )
         self._latest = when
         return when

@@ -40,8 +40,11 @@ ended), ``agui.tool_call.parent_message_id``, ``agui.tool_call.result_message_id
 (by ``agui.report.code`` and ``agui.report.severity``: every report of the pipeline, whichever
 stage made it).
 
-Times are the ledger's (:mod:`agui_meta._ledger`): an event's ``timestamp`` when it has one,
-else the time it was received, so a recorded stream exports after the fact with its own times.
+Times are the ledger's (:mod:`agui_meta._ledger`): an event's ``timestamp`` when it has one
+(for an event synthesized from a chunk, the chunk's), else the time it was received, so a
+recorded stream exports after the fact with its own times. A span never ends before it starts
+(a stream that mixes its own times with times of receipt, or goes back in time, gets a span of
+zero length, not a negative one).
 A run's span starts at RUN_STARTED and ends at RUN_FINISHED or RUN_ERROR; a tool call's from
 its start to its result, or at the run's end when no result came; spans still open when the
 stream ends end with the run (``agui.run.status`` = ``incomplete``, an ``ERROR`` status with
@@ -214,6 +217,14 @@ def _ns(ms: float | None) -> int | None:
         return None
     ns = ms * 1_000_000 if isinstance(ms, int) else round(ms * 1_000_000)
     return min(max(ns, 0), _MAX_NS)
+
+
+def _end_ns(start: float | None, end: float | None) -> int | None:
+    """A span's end time: ``end``, never before ``start`` (a stream may mix its own times with
+    times of receipt, or go back in time: a span's latency is never negative)."""
+    if start is not None and end is not None and end < start:
+        end = start
+    return _ns(end)
 
 
 def _seconds(start: float | None, end: float | None) -> float | None:
@@ -479,17 +490,17 @@ class OTel(Transducer[T, T]):
         if run is None or run.record is not record:
             return  # a run without RUN_STARTED, or a RUN_ERROR amending an ended run
         self._run = None
-        end = _ns(record.ended_at)
+        end = _end_ns(record.started_at, record.ended_at)
         for tool, span in run.tools.values():
             if span.is_recording():
                 self._end_tool(run, tool, span, record.ended_at)
         for step, span in run.steps:
             span.set_attribute("agui.step.status", step.status)
-            span.end(end_time=end)
+            span.end(end_time=_end_ns(step.started_at, record.ended_at))
         for sub, span in run.subagents.values():
             if span.is_recording():
                 span.set_attribute("agui.subagent.status", _clip(sub.status, 64))
-                span.end(end_time=end)
+                span.end(end_time=_end_ns(sub.started_at, record.ended_at))
         span = run.span
         attributes: dict[str, Any] = {"agui.run.status": record.status}
         if record.status == "running":  # pragma: no cover - the ledger sets it first
@@ -660,7 +671,7 @@ class OTel(Transducer[T, T]):
             if isinstance(arguments, str):
                 attributes["gen_ai.tool.call.arguments"] = arguments
         span.set_attributes(self._clipped(attributes))
-        span.end(end_time=_ns(end))
+        span.end(end_time=_end_ns(tool.started_at, end))
         seconds = _seconds(tool.started_at, end)
         if seconds is not None:
             name = tool.name if isinstance(tool.name, str) else ""
@@ -703,7 +714,7 @@ class OTel(Transducer[T, T]):
         for step, span in run.steps:
             if step.status == "finished":
                 span.set_attributes(self._clipped(self._allowed(step.finished_metadata)))
-                span.end(end_time=_ns(step.ended_at))
+                span.end(end_time=_end_ns(step.started_at, step.ended_at))
             else:
                 still.append((step, span))
         run.steps = still
@@ -759,7 +770,8 @@ class OTel(Transducer[T, T]):
             attributes["agui.subagent.outcome"] = sub.outcome
         attributes.update(self._allowed(sub.finished_metadata, sub.error_metadata))
         error_type = (sub.error_code or "_OTHER") if sub.status == "error" else None
-        self._end_span(span, attributes, _ns(sub.ended_at), error_type, sub.error_message)
+        end = _end_ns(sub.started_at, sub.ended_at)
+        self._end_span(span, attributes, end, error_type, sub.error_message)
 
     def _end_span(
         self,
