@@ -4,8 +4,10 @@
     python examples/prometheus_metrics.py --port 9464      # then scrape :9464/metrics
 
 The SDK's Prometheus reader turns the OpenTelemetry metrics of ``agui_meta.otel()`` into a
-scrape endpoint: ``gen_ai_client_token_usage`` (a histogram with the GenAI conventions'
-buckets), ``gen_ai_invoke_agent_duration_seconds``, ``gen_ai_execute_tool_duration_seconds``,
+scrape endpoint: the per-direction token counters of the GenAI conventions
+(``gen_ai_client_inference_usage_input_tokens_total``, ``…_output_tokens_total``, ``…_cache_read_…``,
+``…_cache_write_…``, ``…_reasoning_output_tokens_total``, by provider and model),
+``gen_ai_invoke_agent_duration_seconds``, ``gen_ai_execute_tool_duration_seconds``,
 ``agui_events_total``, and the running totals of a shared ``agui_meta.UsageMeter``
 (``agui_meta_token_usage``: a stream replayed is not counted twice). The script feeds the
 bundled recordings (or the files given) once, prints the address, and serves until stopped.
