@@ -339,8 +339,11 @@ class OTel(Transducer[T, T]):
         max_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH,
         max_series: int = DEFAULT_MAX_SERIES,
         legacy_usage_names: bool = False,
+        traces: bool = True,
+        metrics: bool = True,
     ) -> None:
-        from opentelemetry import metrics, trace
+        from opentelemetry import metrics as otel_metrics
+        from opentelemetry import trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         if max_attribute_length < 1 or max_series < 1:
@@ -350,12 +353,16 @@ class OTel(Transducer[T, T]):
             )
         self.max_attribute_length = max_attribute_length
         self.max_series = max_series
+        if not traces:
+            tracer_provider = trace.NoOpTracerProvider()
+        if not metrics:
+            meter_provider = otel_metrics.NoOpMeterProvider()
         self._series = _series_of(
-            meter_provider if meter_provider is not None else metrics.get_meter_provider()
+            meter_provider if meter_provider is not None else otel_metrics.get_meter_provider()
         )
         self._trace = trace
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
-        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        meter = otel_metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self._propagator = TraceContextTextMapPropagator()
         self.agent_name = agent_name
         self.attributes: dict[str, str] = dict(attributes or {})
@@ -1002,6 +1009,8 @@ def otel(
     max_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH,
     max_series: int = DEFAULT_MAX_SERIES,
     legacy_usage_names: bool = False,
+    traces: bool = True,
+    metrics: bool = True,
 ) -> OTel[Any]:
     """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
 
@@ -1027,6 +1036,8 @@ def otel(
         ``gen_ai.usage.cache_creation.input_tokens`` (beside ``cache_write``) and the
         ``gen_ai.client.token.usage`` histogram (beside the ``gen_ai.client.inference.usage.*``
         counters).
+    :param traces: record spans (``False``: metrics only, whatever the tracer provider).
+    :param metrics: record metrics (``False``: traces only, whatever the meter provider).
 
     Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
     :mod:`agui_meta._otel` for the spans, attributes and metrics.
@@ -1042,4 +1053,6 @@ def otel(
         max_attribute_length=max_attribute_length,
         max_series=max_series,
         legacy_usage_names=legacy_usage_names,
+        traces=traces,
+        metrics=metrics,
     )

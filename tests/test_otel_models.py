@@ -258,3 +258,10 @@ def test_the_legacy_names_switch(tel: Telemetry, legacy: bool) -> None:
 
 def test_the_option_is_public() -> None:
     assert agui_meta.otel(legacy_usage_names=True).legacy_usage_names is True
+
+
+@pytest.mark.parametrize(("traces", "metrics"), [(True, False), (False, True)])
+def test_traces_only_or_metrics_only(tel: Telemetry, traces: bool, metrics: bool) -> None:
+    tel.run(events("support.jsonl"), traces=traces, metrics=metrics)
+    assert bool(tel.spans()) is traces
+    assert bool(tel.points("gen_ai.invoke_agent.duration")) is metrics

@@ -16,6 +16,7 @@ import msgspec
 
 from .._exceptions import Report
 from .._stage import Mode
+from . import _otlp as otlp
 from ._command import Commands
 from ._live import LiveView
 from ._render import (
@@ -81,7 +82,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "  curl -sN -X POST http://localhost:8000/agent | agui-meta replay -\n"
             "  agui-meta replay --json examples/streams/support.jsonl | jq '.ledger.runs[].usage'\n"
             "  agui-meta replay --keep-going examples/streams/broken.jsonl\n"
-            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse"
+            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse\n"
+            "  agui-meta replay --otlp http://127.0.0.1:6006/v1/traces --otlp-signals traces "
+            "examples/streams/support.jsonl"
         ),
     )
     add_stream_arguments(parser)
@@ -90,13 +93,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         action="store_true",
         help="print {messages, state, ledger, reports} as JSON instead (messages in wire JSON)",
     )
-    parser.add_argument(
-        "--otlp",
-        metavar="URL",
-        help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
-        "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; needs "
-        "pip install 'agui-meta[otel,otlp]')",
-    )
+    otlp.add_arguments(parser)
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
         "--keep-going",
@@ -114,15 +111,11 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
     reports = _Reports()
-    export = None
-    if args.otlp:
-        from ._otlp import OtlpExport
-
-        try:
-            export = OtlpExport(args.otlp)
-        except RuntimeError as exc:
-            print(f"agui-meta: {exc}", file=sys.stderr)
-            return 2
+    try:
+        export = otlp.from_args(args)
+    except RuntimeError as exc:
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
     style = Style(use_color(args), use_escapes(args))
     # Standard input is shown live, as the bytes arrive (curl ... | agui-meta replay -).
     live = LiveView(sys.stdout, style) if args.file == "-" and not args.json else None
