@@ -38,6 +38,7 @@ from ._exceptions import FramingError as FramingError
 from ._exceptions import MetadataError as MetadataError
 from ._exceptions import PipelineClosed as PipelineClosed
 from ._exceptions import PipelineConsumed as PipelineConsumed
+from ._exceptions import PriceTableError as PriceTableError
 from ._exceptions import Report as Report
 from ._exceptions import StreamLost as StreamLost
 from ._exceptions import StrictError as StrictError
@@ -74,6 +75,8 @@ from ._otel import otel as otel
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
+from ._prices import Price as Price
+from ._prices import PriceTable as PriceTable
 from ._public import public_module as _public_module
 from ._replay import Replay as Replay
 from ._resume import ReplayBuffer as ReplayBuffer
@@ -124,6 +127,9 @@ __all__ = (
     "Pipeline",
     "PipelineClosed",
     "PipelineConsumed",
+    "Price",
+    "PriceTable",
+    "PriceTableError",
     "RawRecord",
     "Replay",
     "ReplayBuffer",

@@ -96,6 +96,7 @@ from ._events import (
     protocol_class,
 )
 from ._metadata import enc_hook
+from ._prices import PriceTable
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._tally import ToolCallTally
 
@@ -351,7 +352,9 @@ class RunRecord(_Record, kw_only=True):
 
     ``thread_id``/``run_id`` are ``None`` on a record that no RUN_STARTED or RUN_FINISHED
     named (events outside a run). ``usage`` holds the entries of RUN_FINISHED and RUN_ERROR as
-    sent, ``aggregated_usage`` their sum per provider and model (:func:`aggregate_token_usage`).
+    sent, ``aggregated_usage`` their sum per provider and model (:func:`aggregate_token_usage`);
+    ``cost`` their cost by the ledger's price table (``prices=``; the sum of the entries it
+    prices, ``None`` without a table or when it prices none).
     ``event_counts`` counts the run's events by type, in order of first appearance.
     The input echoed by RUN_STARTED and the values of RAW and CUSTOM events are not kept.
     """
@@ -372,6 +375,7 @@ class RunRecord(_Record, kw_only=True):
     error_code: str | None = None
     usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
     aggregated_usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    cost: float | None = None
     steps: list[StepRecord] = msgspec.field(default_factory=_new_list)
     subagents: list[SubagentRecord] = msgspec.field(default_factory=_new_list)
     tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=_new_list)
@@ -475,7 +479,8 @@ class Ledger(Transducer[T, T]):
 
     A ledger can also be fed directly (``feed(event)`` then ``close()``) outside a pipeline;
     event indexes are then ``-1``. ``clock()`` gives the time of receipt, in milliseconds since
-    the Unix epoch, for events without a ``timestamp``.
+    the Unix epoch, for events without a ``timestamp``. ``prices`` (a
+    :class:`~agui_meta.PriceTable`) gives each run's usage a ``cost``.
     """
 
     def __init__(
@@ -485,12 +490,15 @@ class Ledger(Transducer[T, T]):
         max_runs: int = 1000,
         max_entries: int | None = 10_000,
         clock: Callable[[], float] | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         if max_runs < 0:
             raise ValueError(f"max_runs must be >= 0, got {max_runs}")
         if max_entries is not None and max_entries < 0:
             raise ValueError(f"max_entries must be >= 0 or None, got {max_entries}")
         self.on_run = on_run
+        #: The price table that gives each run its ``cost`` (``None``: no cost).
+        self.prices = prices
         self.max_runs = max_runs
         self.max_entries = max_entries
         #: Ended runs dropped to respect ``max_runs``.
@@ -685,12 +693,13 @@ class Ledger(Transducer[T, T]):
         entries.append(entry)
         return True
 
-    @staticmethod
-    def _add_usage(record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
+    def _add_usage(self, record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
         if isinstance(usage, UnsetType):
             return
         record.usage = [*record.usage, *usage]
         record.aggregated_usage = aggregate_token_usage(record.usage)
+        if self.prices is not None:
+            record.cost = self.prices.total(record.aggregated_usage)
 
     def _run_started(self, event: RunStartedEvent) -> None:
         if self._current is not None:

@@ -129,8 +129,9 @@ from ._ledger import (
     ToolCallRecord,
 )
 from ._otel_messages import OutputMessages, input_messages
+from ._prices import PriceTable
 from ._stage import Context, Transducer
-from ._usage import UsageMeter
+from ._usage import SCOPE_KEY, UsageMeter, scope_of
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context as OtelContext
@@ -341,6 +342,8 @@ class OTel(Transducer[T, T]):
         legacy_usage_names: bool = False,
         traces: bool = True,
         metrics: bool = True,
+        prices: PriceTable | None = None,
+        scope_key: str = SCOPE_KEY,
     ) -> None:
         from opentelemetry import metrics as otel_metrics
         from opentelemetry import trace
@@ -369,6 +372,17 @@ class OTel(Transducer[T, T]):
         self.capture_content = capture_content
         self.usage = usage
         self.legacy_usage_names = legacy_usage_names
+        self.prices = prices
+        self.scope_key = scope_key
+        self._cost = (
+            meter.create_counter(
+                "agui.usage.cost",
+                unit=prices.currency,
+                description="What the runs' tokens cost, by the price table.",
+            )
+            if prices is not None
+            else None
+        )
         self._token_usage = (
             meter.create_histogram(
                 "gen_ai.client.token.usage",
@@ -623,6 +637,14 @@ class OTel(Transducer[T, T]):
             for name, value in self._usage_attributes(entry).items():
                 sums[name] = sums.get(name, 0) + value
         attributes.update(sums)
+        scope = scope_of(record, self.scope_key)
+        if scope is not None:
+            attributes["agui.scope"] = scope
+        if self.prices is not None:
+            cost = self.prices.total(record.aggregated_usage)
+            if cost is not None:
+                attributes["agui.usage.cost"] = cost
+                attributes["agui.usage.currency"] = self.prices.currency
         attributes.update(
             self._allowed(record.started_metadata, record.finished_metadata, record.error_metadata)
         )
@@ -660,6 +682,11 @@ class OTel(Transducer[T, T]):
             if error_type is not None:
                 labels["error.type"] = error_type
             counted = {**labels, "gen_ai.token.modality": "unknown"}
+            if self._cost is not None and self.prices is not None:
+                cost = self.prices.cost(entry)
+                if cost is not None:
+                    priced = {**labels, "agui.scope": scope or ""}
+                    self._cost.add(cost, self._points("agui.usage.cost", priced))
             for field, name, counter in self._token_counters:
                 count = _count(entry, field)
                 if count is not None:
@@ -709,6 +736,11 @@ class OTel(Transducer[T, T]):
         total = _count(entry, "total_tokens")
         if total is not None:
             attributes["agui.usage.total_tokens"] = total
+        if self.prices is not None:
+            cost = self.prices.cost(entry)
+            if cost is not None:
+                attributes["agui.usage.cost"] = cost
+                attributes["agui.usage.currency"] = self.prices.currency
         span = self._tracer.start_span(
             self._name(f"chat {model}" if model else "chat"),
             context=self._child(run.span),
@@ -1011,6 +1043,8 @@ def otel(
     legacy_usage_names: bool = False,
     traces: bool = True,
     metrics: bool = True,
+    prices: PriceTable | None = None,
+    scope_key: str = SCOPE_KEY,
 ) -> OTel[Any]:
     """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
 
@@ -1038,6 +1072,11 @@ def otel(
         counters).
     :param traces: record spans (``False``: metrics only, whatever the tracer provider).
     :param metrics: record metrics (``False``: traces only, whatever the meter provider).
+    :param prices: a :class:`~agui_meta.PriceTable`: model-call and run spans get
+        ``agui.usage.cost`` (and ``agui.usage.currency``), and the counter ``agui.usage.cost``
+        sums it by provider, model and scope.
+    :param scope_key: the run-metadata key of a run's scope (tenant or user): ``agui.scope``
+        on the run's span and the cost counter.
 
     Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
     :mod:`agui_meta._otel` for the spans, attributes and metrics.
@@ -1055,4 +1094,6 @@ def otel(
         legacy_usage_names=legacy_usage_names,
         traces=traces,
         metrics=metrics,
+        prices=prices,
+        scope_key=scope_key,
     )

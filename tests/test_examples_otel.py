@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - the test extra installs them
 
 from tests.example_streams import EXAMPLES, GOOD, events
 from tests.oracle import REPO_ROOT
+from tests.test_prices import expected_cost
 
 TIMEOUT = 60
 
@@ -108,6 +109,20 @@ def test_the_prometheus_example_serves_the_metrics() -> None:
         )
         url = line.split()[1]
         families = _scrape(url)
+        # What each model cost, by the example's price table: from otel()'s counter and from
+        # the usage meter, through the real prometheus_client.
+        expected = {}
+        for name in GOOD:
+            for e in events(name):
+                for u in e.get("usage", []) if e["type"] == "RUN_FINISHED" else []:
+                    expected[u["model"]] = expected.get(u["model"], 0.0) + expected_cost(u)
+        for family, suffix in (("agui_usage_cost_USD", "_total"), ("agui_meta_cost_USD", "")):
+            got = {
+                s.labels["gen_ai_request_model"]: s.value
+                for s in families[family].samples
+                if s.name == family + suffix
+            }
+            assert got == pytest.approx(expected), family
         # The per-direction token counters, by model.
         for field, name in (
             ("inputTokens", "gen_ai_client_inference_usage_input_tokens"),

@@ -12,7 +12,10 @@ flushed when the stream ends; a failed export is said, not hidden.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._prices import PriceTable
 
 __all__ = ["SIGNALS", "OtlpExport", "add_arguments", "endpoint", "from_args"]
 
@@ -56,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def from_args(args: argparse.Namespace) -> OtlpExport | None:
+def from_args(args: argparse.Namespace, prices: PriceTable | None = None) -> OtlpExport | None:
     """The export the options ask for (``None`` when none); raises ``RuntimeError`` without
     the SDK."""
     traces = metrics = None
@@ -71,7 +74,7 @@ def from_args(args: argparse.Namespace) -> OtlpExport | None:
         metrics = endpoint(args.otlp_metrics, "metrics")
     if traces is None and metrics is None:
         return None
-    return OtlpExport(traces=traces, metrics=metrics)
+    return OtlpExport(traces=traces, metrics=metrics, prices=prices)
 
 
 class OtlpExport:
@@ -82,7 +85,12 @@ class OtlpExport:
     """
 
     def __init__(
-        self, *, traces: str | None, metrics: str | None, timeout: float = TIMEOUT
+        self,
+        *,
+        traces: str | None,
+        metrics: str | None,
+        timeout: float = TIMEOUT,
+        prices: PriceTable | None = None,
     ) -> None:
         try:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -102,6 +110,7 @@ class OtlpExport:
             ) from None
         self.traces = traces
         self.metrics = metrics
+        self.prices = prices
         self.failures: list[str] = []
         failures = self.failures
 
@@ -147,6 +156,7 @@ class OtlpExport:
             meter_provider=self.meter_provider,
             traces=self.traces is not None,
             metrics=self.metrics is not None,
+            prices=self.prices,
         )
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from .._stage import Mode
 from . import _otlp as otlp
 from ._command import Commands
 from ._live import LiveView
+from ._prices import PriceTableError, add_prices_argument, load_prices
 from ._render import (
     Style,
     escape_controls,
@@ -94,6 +95,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         help="print {messages, state, ledger, reports} as JSON instead (messages in wire JSON)",
     )
     otlp.add_arguments(parser)
+    add_prices_argument(parser)
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
         "--keep-going",
@@ -112,9 +114,10 @@ def run(args: argparse.Namespace) -> int:
     mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
     reports = _Reports()
     try:
-        export = otlp.from_args(args)
-    except RuntimeError as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+        prices = load_prices(args)
+        export = otlp.from_args(args, prices)
+    except (RuntimeError, PriceTableError) as exc:
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     style = Style(use_color(args), use_escapes(args))
     # Standard input is shown live, as the bytes arrive (curl ... | agui-meta replay -).
@@ -142,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"agui-meta: could not export {failure}", file=sys.stderr)
         return 2
     stages, error = result.stages, result.error
+    if prices is not None:  # each run's cost, on its record (and so in --json too)
+        for record in stages.ledger.runs:
+            record.cost = prices.total(record.aggregated_usage)
     # What was assembled up to an error is shown too, then the error.
     if args.json:
         output: dict[str, Any] = {
@@ -155,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(_encode(output) + b"\n")
         sys.stdout.buffer.flush()
     elif error is None or len(stages.store) or stages.ledger.runs or reports.items:
-        lines = list(_replay_lines(args.file, result, reports, style, live is None))
+        currency = prices.currency if prices is not None else None
+        lines = list(_replay_lines(args.file, result, reports, style, live is None, currency))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
     if error is not None:
@@ -174,7 +181,12 @@ def _section(title: str, style: Style) -> str:
 
 
 def _replay_lines(
-    file: str, result: StreamResult, reports: _Reports, style: Style, transcript: bool = True
+    file: str,
+    result: StreamResult,
+    reports: _Reports,
+    style: Style,
+    transcript: bool = True,
+    currency: str | None = None,
 ) -> Iterator[str]:
     stages = result.stages
     store = stages.store
@@ -193,7 +205,7 @@ def _replay_lines(
     yield ""
     yield _section(f"runs ({len(runs)})", style)
     if runs:
-        yield from render_ledger(runs, style)
+        yield from render_ledger(runs, style, currency)
     else:
         yield style.dim("(no runs)")
     if reports.items:
