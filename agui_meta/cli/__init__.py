@@ -6,12 +6,13 @@ replay`` (see :mod:`agui_meta.cli._command` for the two functions a command modu
 
 - ``replay FILE|-``: show a recorded stream as a conversation, with every item's metadata and
   the run ledger (:mod:`agui_meta.cli.replay`);
-- ``validate FILE|-``: list every problem of a recorded stream with its location
-  (:mod:`agui_meta.cli.validate`);
+- ``validate FILE…|URL``: lint recorded streams (or an agent, run once): every problem with
+  its location, as text, JSON, SARIF or JUnit (:mod:`agui_meta.cli.validate`);
 - ``apply CASES.jsonl [--no-verify]``: run conformance cases (the reference oracle's format)
   through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`);
 - ``compact FILE|- [-o OUT]``: a recorded stream compacted as the official client's
-  ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`).
+  ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`);
+- ``serve FILE``: a recorded stream served as an AG-UI endpoint (:mod:`agui_meta.cli.serve`).
 
 Modules whose name starts with ``_`` are shared helpers, not commands.
 """
