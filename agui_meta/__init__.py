@@ -15,6 +15,7 @@ from ._accumulate import Accumulate as Accumulate
 from ._accumulate import Update as Update
 from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
+from ._budget import Budget as Budget
 from ._chunks import ExpandChunks as ExpandChunks
 from ._client import HttpAgent as HttpAgent
 from ._client import HttpStatusError as HttpStatusError
@@ -99,6 +100,7 @@ __all__ = (
     "AguiMetaError",
     "AguiWarning",
     "ApplyError",
+    "Budget",
     "ChunkError",
     "Context",
     "CustomRecord",
