@@ -71,7 +71,8 @@ change the span, which has ended.
 
 Trace context: a W3C ``traceparent`` under the run's metadata key ``w3c.traceparent`` (with
 ``w3c.tracestate``, when present) — in RUN_STARTED's metadata — parents the run's span;
-otherwise the current context does.
+otherwise the current context does (:mod:`agui_meta._tracecontext`). Behind an
+:class:`~agui_meta.HttpAgent`, the context current when the run started parents it.
 
 What leaves the process: ids, names, counts, times, statuses, and nothing else — no metadata
 value unless ``attributes`` maps its key to an attribute name (for run, step, subagent,
@@ -131,6 +132,7 @@ from ._ledger import (
 from ._otel_messages import OutputMessages, input_messages
 from ._prices import PriceTable
 from ._stage import Context, Transducer
+from ._tracecontext import TRACEPARENT_KEY, TRACESTATE_KEY
 from ._usage import SCOPE_KEY, UsageMeter, scope_of
 
 if TYPE_CHECKING:
@@ -150,10 +152,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: The run-metadata key of a W3C ``traceparent`` that parents the run's span.
-TRACEPARENT_KEY = "w3c.traceparent"
-#: The run-metadata key of the W3C ``tracestate`` that goes with it.
-TRACESTATE_KEY = "w3c.tracestate"
 
 #: Instrumentation scope of the tracer and the meter.
 SCOPE = "agui_meta"
@@ -374,6 +372,10 @@ class OTel(Transducer[T, T]):
         self.legacy_usage_names = legacy_usage_names
         self.prices = prices
         self.scope_key = scope_key
+        #: When set, the context that parents every run's span, whatever the run's metadata
+        #: says (:class:`~agui_meta.HttpAgent` sets it to the context current when its run
+        #: starts, so that a client's spans stay in the client's trace).
+        self.parent_context: Any = None
         self._cost = (
             meter.create_counter(
                 "agui.usage.cost",
@@ -523,6 +525,8 @@ class OTel(Transducer[T, T]):
         return out
 
     def _parent(self, record: RunRecord) -> OtelContext | None:
+        if self.parent_context is not None:
+            return self.parent_context  # type: ignore[no-any-return]
         md = record.started_metadata
         if not isinstance(md, Mapping):
             return None
