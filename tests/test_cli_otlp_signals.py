@@ -6,6 +6,9 @@ as Phoenix does; expectations come from the recorded streams' events.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.needs import in_ci
@@ -73,3 +76,28 @@ def test_each_signal_to_its_own_endpoint() -> None:
     assert _run_ids(spans) == _runs()
     assert set(spans.paths) == {"/v1/traces"} and set(metrics.paths) == {"/v1/metrics"}
     assert not metrics.spans()
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_the_legacy_names_on_the_command_line(tmp_path: Path, legacy: bool) -> None:
+    path = tmp_path / "cache.jsonl"
+    usage = [{"provider": "anthropic", "model": "m", "inputTokens": 9, "cacheWriteInputTokens": 4}]
+    path.write_text(
+        "\n".join(
+            json.dumps(e)
+            for e in (
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "usage": usage},
+            )
+        )
+    )
+    option = ["--otlp-legacy-names"] if legacy else []
+    with OtlpReceiver() as receiver:
+        done = cli("replay", "--otlp", receiver.url, *option, str(path))
+    assert done.returncode == 0, done.stderr
+    (chat,) = [s for s in receiver.spans() if s["name"] == "chat m"]
+    assert chat["attributes"]["gen_ai.usage.cache_write.input_tokens"] == 4
+    assert chat["attributes"].get("gen_ai.usage.cache_creation.input_tokens") == (
+        4 if legacy else None
+    )
+    assert ("gen_ai.client.token.usage" in dict(receiver.metrics())) is legacy

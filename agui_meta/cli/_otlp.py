@@ -57,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--otlp-metrics", metavar="URL", help="export metrics to this OTLP/HTTP endpoint"
     )
+    parser.add_argument(
+        "--otlp-legacy-names",
+        action="store_true",
+        help="also export the names the GenAI conventions are replacing "
+        "(gen_ai.usage.cache_creation.input_tokens, gen_ai.client.token.usage), for backends "
+        "that still read them",
+    )
 
 
 def from_args(args: argparse.Namespace, prices: PriceTable | None = None) -> OtlpExport | None:
@@ -74,7 +81,8 @@ def from_args(args: argparse.Namespace, prices: PriceTable | None = None) -> Otl
         metrics = endpoint(args.otlp_metrics, "metrics")
     if traces is None and metrics is None:
         return None
-    return OtlpExport(traces=traces, metrics=metrics, prices=prices)
+    legacy = bool(getattr(args, "otlp_legacy_names", False))
+    return OtlpExport(traces=traces, metrics=metrics, prices=prices, legacy=legacy)
 
 
 class OtlpExport:
@@ -91,6 +99,7 @@ class OtlpExport:
         metrics: str | None,
         timeout: float = TIMEOUT,
         prices: PriceTable | None = None,
+        legacy: bool = False,
     ) -> None:
         try:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -111,6 +120,7 @@ class OtlpExport:
         self.traces = traces
         self.metrics = metrics
         self.prices = prices
+        self.legacy = legacy
         self.failures: list[str] = []
         failures = self.failures
 
@@ -157,6 +167,7 @@ class OtlpExport:
             traces=self.traces is not None,
             metrics=self.metrics is not None,
             prices=self.prices,
+            legacy_usage_names=self.legacy,
         )
 
     def close(self) -> None:
