@@ -10,10 +10,12 @@ needs a ``resume`` that answers each of them (an expired one only by cancelling 
 input is validated (unknown members stripped with a report, malformed ones an error) before
 anything is sent.
 
-Errors a user can act on: :class:`RunFailed` (the run sent ``RUN_ERROR``: code, message,
-usage), :class:`IncompleteStream` (the body ended, or the connection dropped, before
-``RUN_FINISHED``/``RUN_ERROR``), :class:`HttpStatusError` (status and the body's first bytes),
-:class:`TransportError` (a media type that cannot be read, such as the protobuf one).
+Errors a user can act on (all in :mod:`agui_meta._exceptions`' tree): :class:`~agui_meta.RunFailed`
+(the run sent ``RUN_ERROR``: code, message, usage), :class:`~agui_meta.IncompleteStream` (the
+body ended, or the connection dropped, before ``RUN_FINISHED``/``RUN_ERROR``),
+:class:`~agui_meta.HttpStatusError` (status and the body's first bytes),
+:class:`~agui_meta.ResponseError` (their base; itself: a media type that cannot be read, such
+as the protobuf one).
 Connection errors and timeouts are httpx's own exceptions, raised as they are.
 
 Reconnecting (agui-meta's extension, off by default): with ``reconnect=n``, a stream that
@@ -61,9 +63,17 @@ from ._events import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
-    TokenUsage,
 )
-from ._exceptions import AguiMetaError, DataError, Report, UsageError
+from ._exceptions import (
+    DataError,
+    HttpStatusError,
+    IncompleteStream,
+    Report,
+    ResponseError,
+    RunFailed,
+    UsageError,
+    VersionConflict,
+)
 from ._framing import (
     _JSONL_MEDIA_TYPES,
     DEFAULT_MAX_FRAME_SIZE,
@@ -75,27 +85,24 @@ from ._framing import (
 )
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
+from ._metadata import enc_hook
 from ._middleware import middleware
-from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
+from ._pipeline import Pipeline, Stage, uninterrupted, wrap
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
+from ._threads import ThreadSnapshot, ThreadStore
+from ._tokens import Usage
 from ._tracecontext import TRACEPARENT_KEY, current_carrier, current_context, trace_id
 
 if TYPE_CHECKING:
     import httpx
-
-    from ._threads import ThreadSnapshot, ThreadStore
 
 __all__ = [
     "PROTOBUF_MEDIA_TYPE",
     "RESUMED_HEADER",
     "AgentRun",
     "HttpAgent",
-    "HttpStatusError",
-    "IncompleteStream",
-    "RunFailed",
     "RunResult",
-    "TransportError",
 ]
 
 #: The media type of AG-UI's protobuf encoding, which agui-meta does not decode.
@@ -108,59 +115,7 @@ _BODY_PREVIEW = 512
 MIN_BACKOFF = 0.1
 
 
-class RunFailed(AguiMetaError):
-    """The run ended with ``RUN_ERROR`` (or was aborted: ``code == "abort"``).
-
-    ``message`` and ``code`` (``None`` when absent) are the event's; ``usage`` its token usage
-    (empty when absent); ``event`` the event itself (``None`` for an abort).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        code: str | None = None,
-        usage: Sequence[TokenUsage] = (),
-        event: RunErrorEvent | None = None,
-    ) -> None:
-        self.message = message
-        self.code = code
-        self.usage = list(usage)
-        self.event = event
-        where = f" [{code}]" if code is not None else ""
-        super().__init__(f"the run failed{where}: {message}")
-
-
-class TransportError(AguiMetaError):
-    """The response cannot be read as an AG-UI stream (base of the HTTP-level errors)."""
-
-
-class HttpStatusError(TransportError):
-    """The endpoint answered with an error status.
-
-    ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
-    ``url`` the URL requested.
-    """
-
-    def __init__(self, status: int, body: bytes, url: str) -> None:
-        self.status = status
-        self.body = body
-        self.url = url
-        text = body.decode("utf-8", "replace").strip()
-        super().__init__(f"HTTP {status} from {url}" + (f": {text}" if text else ""))
-
-
-class IncompleteStream(TransportError):
-    """The stream ended, or its connection dropped, before ``RUN_FINISHED`` or ``RUN_ERROR``.
-
-    ``events`` is the number of events received.
-    """
-
-    def __init__(self, message: str, events: int) -> None:
-        self.events = events
-        super().__init__(message)
-
-
-class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What one run produced (see :meth:`HttpAgent.run_agent`).
 
     - ``thread_id``, ``run_id``: the ids of the run's input;
@@ -170,7 +125,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
       official client gives it only for a success outcome);
     - ``outcome``: the ledger's outcome (:class:`~agui_meta.RunSuccess`,
       :class:`~agui_meta.RunInterrupted` or :class:`~agui_meta.RunCancelled`);
-    - ``usage``: the token usage entries of RUN_FINISHED, as sent;
+    - ``usage``: the token usage entries of RUN_FINISHED, as sent (:class:`~agui_meta.Usage`);
     - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
     - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
     - ``record``: the ledger's record of the run; ``reports``: what the run reported;
@@ -178,6 +133,9 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
       OpenTelemetry span was current as the run started (its ``traceparent`` went with each
       request), else the one the server stamped in RUN_STARTED's metadata
       (``w3c.traceparent``) — to attach feedback to; ``None`` when neither.
+
+    :meth:`to_json` gives it as JSON ``bytes``, :meth:`to_builtins` as a ``dict`` for
+    ``json.dumps``.
     """
 
     thread_id: str
@@ -185,12 +143,26 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     new_messages: list[dict[str, Any]]
     result: Any
     outcome: RunOutcome | None
-    usage: list[TokenUsage]
+    usage: list[Usage]
     pending_interrupts: list[Interrupt]
     pending_tool_call_ids: list[str]
     record: RunRecord | None
     reports: list[Report]
     trace_id: str | None = None
+
+    def to_json(self) -> bytes:
+        """The result as JSON, in ``bytes`` (UTF-8): camelCase names, the messages, outcome,
+        usage and record as their own ``to_json`` writes them."""
+        return _encode_json(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The result as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
+
+
+_encode_json = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
 
 class _Watch(Transducer[Update, Update]):
@@ -219,7 +191,7 @@ class _Watch(Transducer[Update, Update]):
             raise RunFailed(
                 terminal.message,
                 None if terminal.code is UNSET else terminal.code,
-                [] if terminal.usage is UNSET else terminal.usage,
+                [] if terminal.usage is UNSET else [*map(Usage.from_wire, terminal.usage)],
                 terminal,
             )
         if terminal is None:
@@ -231,7 +203,7 @@ class _Watch(Transducer[Update, Update]):
             )
 
 
-def _closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
+def closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
     """The body's chunks, closed when the block exits (httpx's are async generators)."""
     return contextlib.aclosing(cast("AsyncGenerator[bytes, None]", response.aiter_bytes()))
 
@@ -370,11 +342,11 @@ class HttpAgent:
         save_timeout: float = 30.0,
     ) -> None:
         if accept not in _ACCEPT:
-            raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
+            raise UsageError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
         if reconnect < 0:
-            raise ValueError(f"reconnect must be >= 0, got {reconnect}")
+            raise UsageError(f"reconnect must be >= 0, got {reconnect}")
         if not (reconnect_delay >= 0 and max_reconnect_delay >= 0 and reconnect_timeout > 0):
-            raise ValueError(
+            raise UsageError(
                 "reconnect_delay and max_reconnect_delay must be >= 0 and reconnect_timeout "
                 f"> 0 seconds; got {reconnect_delay!r}, {max_reconnect_delay!r}, "
                 f"{reconnect_timeout!r}"
@@ -399,7 +371,7 @@ class HttpAgent:
         self.max_frame_size = max_frame_size
         self.thread_store = thread_store
         if not save_timeout > 0:
-            raise ValueError(f"save_timeout must be > 0 seconds, got {save_timeout!r}")
+            raise UsageError(f"save_timeout must be > 0 seconds, got {save_timeout!r}")
         self.save_timeout = save_timeout
         self._scope: anyio.CancelScope | None = None
         self._aborted = False
@@ -483,8 +455,6 @@ class HttpAgent:
         :raises ~agui_meta.UsageError: no thread store, a run in progress, or (first load) a
             message of the agent whose id the stored thread holds with other content.
         """
-        from ._threads import ThreadSnapshot
-
         threads = self._need_store("load")
         self._busy = True
         try:
@@ -560,7 +530,7 @@ class HttpAgent:
         failed: list[BaseException] = []
 
         async def attempt() -> None:
-            # Runs to its end whatever cancellation arrives (see _uninterrupted); what it
+            # Runs to its end whatever cancellation arrives (see uninterrupted); what it
             # learns is recorded here, before any cancellation is raised to the caller.
             try:
                 with anyio.fail_after(self.save_timeout):
@@ -573,15 +543,13 @@ class HttpAgent:
                 self._saved_runs = count
                 self._save_error = None
 
-        await _uninterrupted(attempt)
+        await uninterrupted(attempt)
         await anyio.lowlevel.checkpoint_if_cancelled()
         if failed:
             raise failed[0]
         return snapshot
 
     def _check_saved(self) -> None:
-        from ._threads import VersionConflict
-
         error = self._save_error
         if error is None:
             return
@@ -798,7 +766,7 @@ class HttpAgent:
             new_messages=new,
             result=result,
             outcome=outcome,
-            usage=[] if finished.usage is UNSET else list(finished.usage),
+            usage=[] if finished.usage is UNSET else [*map(Usage.from_wire, finished.usage)],
             pending_interrupts=list(self.store.pending_interrupts),
             pending_tool_call_ids=self.store.pending_tool_call_ids,
             record=record,
@@ -833,7 +801,7 @@ class _Source:
         size = agent.max_frame_size
         invalid: InvalidUtf8 = "frame" if agent.mode == "keep_going" else "raise"
         if media == PROTOBUF_MEDIA_TYPE:
-            raise TransportError(
+            raise ResponseError(
                 f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
                 " which agui-meta does not decode; it asks for SSE or JSON lines "
                 "(HttpAgent(accept='sse' | 'jsonl'))"
@@ -847,7 +815,7 @@ class _Source:
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
         if response.status_code >= 400:
             preview = b""
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     preview += chunk
                     if len(preview) >= _BODY_PREVIEW:
@@ -915,7 +883,7 @@ class _Source:
                         outage = None
                     decoder = self._decoder(response)
                     try:
-                        async with _closing_bytes(response) as chunks:
+                        async with closing_bytes(response) as chunks:
                             async for chunk in chunks:
                                 received += len(chunk)
                                 for frame in decoder.feed(chunk):

@@ -95,9 +95,9 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import (
     EVENT_TYPES,
@@ -112,13 +112,12 @@ from ._events import (
     TextMessageChunkEvent,
     TextMessageContentEvent,
     TextMessageStartEvent,
-    TokenUsage,
     ToolCallArgsEvent,
     ToolCallChunkEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._exceptions import Report
+from ._exceptions import Report, UsageError
 from ._ledger import (
     Ledger,
     RunCancelled,
@@ -132,6 +131,7 @@ from ._ledger import (
 from ._otel_messages import OutputMessages, input_messages
 from ._prices import PriceTable
 from ._stage import Context, Transducer
+from ._tokens import Usage
 from ._tracecontext import TRACEPARENT_KEY, TRACESTATE_KEY
 from ._usage import SCOPE_KEY, UsageMeter, scope_of
 
@@ -286,7 +286,7 @@ def _label(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _count(entry: TokenUsage, field: str) -> int | None:
+def _count(entry: Usage, field: str) -> int | None:
     """A usage entry's count (``None`` when absent, however the record spells absent)."""
     value = getattr(entry, field, None)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -348,7 +348,7 @@ class OTel(Transducer[T, T]):
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         if max_attribute_length < 1 or max_series < 1:
-            raise ValueError(
+            raise UsageError(
                 "max_attribute_length and max_series must be at least 1, got "
                 f"{max_attribute_length}, {max_series}"
             )
@@ -707,7 +707,7 @@ class OTel(Transducer[T, T]):
                         self._token_usage.record(count, point)
         self._flush_counts()
 
-    def _usage_attributes(self, entry: TokenUsage) -> dict[str, int]:
+    def _usage_attributes(self, entry: Usage) -> dict[str, int]:
         """A usage entry's counts under the conventions' span attributes (and the old name of
         ``cache_write`` too, with ``legacy_usage_names``)."""
         out: dict[str, int] = {}
@@ -720,7 +720,7 @@ class OTel(Transducer[T, T]):
         return out
 
     def _model_call(
-        self, run: _Spans, entry: TokenUsage, end: int | None, error_type: str | None
+        self, run: _Spans, entry: Usage, end: int | None, error_type: str | None
     ) -> None:
         """The span of a run's calls to one provider/model (a usage entry): an inference span
         ``chat {model}`` under the run's, from its start to its end, with the tokens."""
@@ -791,7 +791,7 @@ class OTel(Transducer[T, T]):
         run = self._run
         if run is None or run.output is None or not isinstance(event.subagent_run_id, UnsetType):
             return
-        if event.role in ("assistant", UNSET):
+        if isinstance(event.role, UnsetType) or event.role == "assistant":
             run.output.open(event.message_id)
 
     def _text_content(self, event: TextMessageContentEvent, item: Any) -> None:
@@ -811,7 +811,7 @@ class OTel(Transducer[T, T]):
             if output.last_chunk is None:
                 return
             message_id = output.last_chunk
-        elif event.role in ("assistant", UNSET):
+        elif isinstance(event.role, UnsetType) or event.role == "assistant":
             output.open(message_id)
         output.last_chunk = message_id
         if isinstance(event.delta, str):
@@ -820,8 +820,8 @@ class OTel(Transducer[T, T]):
     @staticmethod
     def _labels(record: RunRecord) -> tuple[str | None, str | None]:
         """The provider and the model, when the run's usage names exactly one of each."""
-        providers = {e.provider for e in record.aggregated_usage if isinstance(e.provider, str)}
-        models = {e.model for e in record.aggregated_usage if isinstance(e.model, str)}
+        providers = {e.provider for e in record.aggregated_usage if e.provider is not None}
+        models = {e.model for e in record.aggregated_usage if e.model is not None}
         provider = next(iter(providers)) if len(providers) == 1 else None
         model = next(iter(models)) if len(models) == 1 else None
         return provider or None, model or None
@@ -1033,6 +1033,17 @@ class OTel(Transducer[T, T]):
         span.end(end_time=end)
 
 
+if TYPE_CHECKING:
+
+    class OTelStage(OTel[Any]):
+        """For type checkers only: what :func:`otel` gives, an :class:`OTel` of any items.
+
+        A type without parameters, so that :func:`~agui_meta.wrap`'s overloads can read
+        ``wrap(source, *stages, otel())`` as ``Pipeline[Update]`` (a pass-through stage after
+        the default stages); ``OTel[Any]`` would make the call ambiguous, hence ``Any``.
+        """
+
+
 def otel(
     *,
     tracer_provider: TracerProvider | None = None,
@@ -1049,7 +1060,7 @@ def otel(
     metrics: bool = True,
     prices: PriceTable | None = None,
     scope_key: str = SCOPE_KEY,
-) -> OTel[Any]:
+) -> OTelStage:
     """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
 
     :param tracer_provider: where spans go (the global provider by default).
@@ -1085,7 +1096,7 @@ def otel(
     Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
     :mod:`agui_meta._otel` for the spans, attributes and metrics.
     """
-    return OTel(
+    stage: OTel[Any] = OTel(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         agent_name=agent_name,
@@ -1101,3 +1112,4 @@ def otel(
         prices=prices,
         scope_key=scope_key,
     )
+    return cast("OTelStage", stage)

@@ -50,7 +50,7 @@ from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost
 from ._framing import _JSONL_MEDIA_TYPES, encode_jsonl, encode_sse
 from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
-from ._resume import _Stream
+from ._resume import BufferedStream
 from ._stage import Mode, ReportHandler
 from ._tracecontext import TRACEPARENT_KEY, TRACESTATE_KEY, current_carrier
 
@@ -196,7 +196,7 @@ class EventStreamResponse(Response):
         opened: AbstractAsyncContextManager[ReplayLog]
         if replay is None:
             key = "" if jsonl else uuid.uuid4().hex
-            opened = contextlib.nullcontext(_Stream(key, self.buffer, ring=False))
+            opened = contextlib.nullcontext(BufferedStream(key, self.buffer, ring=False))
         else:
             opened = replay.open()
         async with contextlib.AsyncExitStack() as stack:

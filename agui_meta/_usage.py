@@ -51,11 +51,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import TokenUsage
-from ._ledger import RunRecord, _new_list, aggregate_token_usage
+from ._exceptions import UsageError
+from ._ledger import RunRecord, new_list
 from ._prices import PriceTable
+from ._tokens import COUNTS, Usage, aggregate_token_usage
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -77,14 +79,6 @@ def scope_of(record: RunRecord, key: str = SCOPE_KEY) -> str | None:
     return None
 
 
-_COUNTS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-)
 #: The OpenTelemetry ``gen_ai.token.type`` of each count the counter publishes: the two
 #: well-known values of the GenAI semantic conventions (``input``, ``output``), and custom
 #: values for the parts AG-UI reports inside them.
@@ -103,7 +97,7 @@ class RunUsage(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True)
 
     thread_id: str | None = None
     run_id: str | None = None
-    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    usage: list[Usage] = msgspec.field(default_factory=new_list)
     scope: str | None = None
     cost: float | None = None
 
@@ -135,25 +129,35 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     table.
     """
 
-    total: TokenUsage = msgspec.field(default_factory=TokenUsage)
-    threads: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    providers: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    models: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    provider_models: list[TokenUsage] = msgspec.field(default_factory=list)
+    total: Usage = msgspec.field(default_factory=Usage)
+    threads: dict[str, Usage] = msgspec.field(default_factory=dict)
+    providers: dict[str, Usage] = msgspec.field(default_factory=dict)
+    models: dict[str, Usage] = msgspec.field(default_factory=dict)
+    provider_models: list[Usage] = msgspec.field(default_factory=list)
     runs: list[RunUsage] = msgspec.field(default_factory=list)
     recorded: int = 0
     threads_folded: int = 0
     labels_folded: int = 0
-    scopes: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
+    scopes: dict[str, Usage] = msgspec.field(default_factory=dict)
     cost: CostTotals | None = None
+
+    def to_json(self) -> bytes:
+        """The totals as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return msgspec.json.encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The totals as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self)
+        return result
 
 
 #: The bucket of the threads, providers and models past the meter's bounds.
 OTHER = "_OTHER"
 
 
-def _label(value: str | UnsetType | None) -> str:
-    return value if isinstance(value, str) else ""
+def _label(value: str | None) -> str:
+    return "" if value is None else value
 
 
 class _Sums:
@@ -166,11 +170,11 @@ class _Sums:
         self.counts: dict[str, int] = {}
         self.cost: float | None = None
 
-    def add(self, entry: TokenUsage, sign: int, cost: float | None = None) -> None:
+    def add(self, entry: Usage, sign: int, cost: float | None = None) -> None:
         counts = self.counts
-        for name in _COUNTS:
+        for name in COUNTS:
             value = getattr(entry, name)
-            if isinstance(value, int):
+            if value is not None:
                 counts[name] = counts.get(name, 0) + sign * value
         if cost is not None:
             self.cost = (self.cost or 0.0) + sign * cost
@@ -182,10 +186,8 @@ class _Sums:
         if other.cost is not None:
             self.cost = (self.cost or 0.0) + other.cost
 
-    def usage(
-        self, provider: str | UnsetType = UNSET, model: str | UnsetType = UNSET
-    ) -> TokenUsage:
-        return TokenUsage(provider=provider, model=model, **self.counts)
+    def usage(self, provider: str | None = None, model: str | None = None) -> Usage:
+        return Usage(provider=provider, model=model, **self.counts)
 
 
 class UsageMeter:
@@ -201,7 +203,7 @@ class UsageMeter:
     >>> for _ in range(2):  # the same run, replayed: counted once
     ...     _ = run_sync([Ledger(on_run=meter.add_run)], stream)
     >>> meter.snapshot().total
-    TokenUsage(provider=UNSET, model=UNSET, input_tokens=10, output_tokens=3, total_tokens=UNSET, reasoning_tokens=UNSET, cached_input_tokens=UNSET, cache_write_input_tokens=UNSET)
+    Usage(provider=None, model=None, input_tokens=10, output_tokens=3, total_tokens=None, reasoning_tokens=None, cached_input_tokens=None, cache_write_input_tokens=None)
     """
 
     def __init__(
@@ -215,9 +217,9 @@ class UsageMeter:
         scope_key: str = SCOPE_KEY,
     ) -> None:
         if max_runs < 0:
-            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+            raise UsageError(f"max_runs must be >= 0, got {max_runs}")
         if max_threads < 1 or max_labels < 1 or max_label_length < 1:
-            raise ValueError(
+            raise UsageError(
                 "max_threads, max_labels and max_label_length must be at least 1, got "
                 f"{max_threads}, {max_labels}, {max_label_length}"
             )
@@ -237,7 +239,7 @@ class UsageMeter:
         self._threads: OrderedDict[str, _Sums] = OrderedDict()  # least recently counted first
         self._providers: dict[str, _Sums] = {}
         self._models: dict[str, _Sums] = {}
-        self._pairs: dict[tuple[str, str], tuple[TokenUsage, _Sums]] = {}
+        self._pairs: dict[tuple[str, str], tuple[Usage, _Sums]] = {}
         self._scopes: dict[str, _Sums] = {}
         self._recorded = 0
         self._threads_folded = 0
@@ -256,7 +258,7 @@ class UsageMeter:
         self,
         thread_id: str | UnsetType | None,
         run_id: str | UnsetType | None,
-        usage: Iterable[TokenUsage],
+        usage: Iterable[TokenUsage | Usage],
         *,
         scope: str | None = None,
     ) -> None:
@@ -321,7 +323,7 @@ class UsageMeter:
                     sums = table[OTHER] = _Sums()
         return sums
 
-    def _pair(self, entry: TokenUsage, provider: str, model: str, sign: int) -> _Sums:
+    def _pair(self, entry: Usage, provider: str, model: str, sign: int) -> _Sums:
         pairs = self._pairs
         found = pairs.get((provider, model))
         if found is None:
@@ -336,7 +338,7 @@ class UsageMeter:
             else:
                 found = pairs.get((OTHER, OTHER))
                 if found is None:
-                    other = TokenUsage(provider=OTHER, model=OTHER)
+                    other = Usage(provider=OTHER, model=OTHER)
                     found = pairs[(OTHER, OTHER)] = (other, _Sums())
         return found[1]
 
@@ -416,8 +418,12 @@ class UsageMeter:
         )
 
     def to_json(self) -> bytes:
-        """:meth:`snapshot` as JSON (camelCase, absent counts omitted)."""
-        return msgspec.json.encode(self.snapshot())
+        """:meth:`snapshot` as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return self.snapshot().to_json()
+
+    def to_builtins(self) -> dict[str, Any]:
+        """:meth:`snapshot` as a ``dict`` of JSON types (``json.dumps`` takes it)."""
+        return self.snapshot().to_builtins()
 
     def observe(self, meter: Meter, name: str = "agui_meta.token.usage") -> None:
         """Publish the totals through an OpenTelemetry ``meter`` as observable sums.
@@ -467,7 +473,7 @@ class UsageMeter:
             base = _pair_labels(usage.provider, usage.model)
             for field, token_type in _TOKEN_TYPES.items():
                 value = getattr(usage, field)
-                if isinstance(value, int):
+                if value is not None:
                     out.append(Observation(value, {**base, "gen_ai.token.type": token_type}))
         return out
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import os
 import pkgutil
 import sys
 from collections.abc import Sequence
 from typing import cast
 
+from .._version import __version__
 from ._command import Command
 
 __all__ = ["build_parser", "commands", "main"]
@@ -58,18 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
             "'agui-meta COMMAND --help' tells more about each command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"agui-meta {_version()}")
+    parser.add_argument("--version", action="version", version=f"agui-meta {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in commands().items():
         command.add_parser(subparsers).set_defaults(run=command.run, command=name)
     return parser
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("agui-meta")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -93,7 +93,8 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import HttpStatusError, _closing_bytes
+    from .._client import closing_bytes
+    from .._exceptions import HttpStatusError
 
     try:
         agent, tools = build_agent(args)
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 if inspector is not None:
                     inspector.error_body(text)
                 raise HttpStatusError(response.status_code, text, args.url)
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     if inspector is not None:
                         inspector.feed(chunk)
