@@ -109,7 +109,8 @@ class Context:
         #: While a stage emits the events it synthesizes from a source event (chunk
         #: expansion), that event's ``timestamp``; ``None`` otherwise. A synthesized event
         #: carries no ``timestamp`` of its own (as the reference builds it): stages that time
-        #: events (the ledger, ``otel()``) read this one instead of the time of receipt.
+        #: events (the ledger, ``otel()``) read this one instead of the time of receipt — those
+        #: in the same run of synchronous stages (an async stage between them ends the run).
         self.timestamp: int | None = None
 
     def report(
