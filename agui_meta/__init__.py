@@ -20,12 +20,10 @@ from ._chunks import ExpandChunks as ExpandChunks
 from ._client import AgentRun as AgentRun
 from ._client import HttpAgent as HttpAgent
 from ._client import RunResult as RunResult
-from ._compact import compact_events as compact_events
 from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
 from ._defaults import DefaultStages as DefaultStages
-from ._driver import run_sync as run_sync
 from ._exceptions import AguiMetaError as AguiMetaError
 from ._exceptions import AguiWarning as AguiWarning
 from ._exceptions import ApplyError as ApplyError
@@ -73,7 +71,6 @@ from ._middleware import Agent as Agent
 from ._middleware import FilterToolCalls as FilterToolCalls
 from ._middleware import Middleware as Middleware
 from ._middleware import middleware as middleware
-from ._middleware import transduce as transduce
 from ._otel import otel as otel
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
@@ -85,6 +82,9 @@ from ._replay import Replay as Replay
 from ._replay import ReplayLog as ReplayLog
 from ._replay import ReplayReader as ReplayReader
 from ._resume import ReplayBuffer as ReplayBuffer
+from ._runners import compact_events as compact_events
+from ._runners import run_sync as run_sync
+from ._runners import transduce as transduce
 from ._stage import Context as Context
 from ._stage import Mode as Mode
 from ._stage import Transducer as Transducer

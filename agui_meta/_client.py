@@ -46,7 +46,7 @@ import contextlib
 import math
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -75,13 +75,16 @@ from ._exceptions import (
     VersionConflict,
 )
 from ._framing import (
-    _JSONL_MEDIA_TYPES,
+    ACCEPT,
+    ACCEPT_ENCODING,
     DEFAULT_MAX_FRAME_SIZE,
-    AutoDecoder,
+    PROTOBUF_MEDIA_TYPE,
     Frame,
-    InvalidUtf8,
-    JsonLinesDecoder,
+    Framer,
     SSEDecoder,
+    aiter_body,
+    media_format,
+    media_type,
 )
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
@@ -105,11 +108,8 @@ __all__ = [
     "RunResult",
 ]
 
-#: The media type of AG-UI's protobuf encoding, which agui-meta does not decode.
-PROTOBUF_MEDIA_TYPE = "application/vnd.ag-ui.event+proto"
 #: The response header by which a server says it resumed a stream after ``Last-Event-ID``.
 RESUMED_HEADER = "agui-meta-resumed"
-_ACCEPT = {"sse": "text/event-stream", "jsonl": "application/jsonl"}
 _BODY_PREVIEW = 512
 #: The least wait before a second or later reconnection of a run (``retry: 0`` included).
 MIN_BACKOFF = 0.1
@@ -204,8 +204,9 @@ class _Watch(Transducer[Update, Update]):
 
 
 def closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
-    """The body's chunks, closed when the block exits (httpx's are async generators)."""
-    return contextlib.aclosing(cast("AsyncGenerator[bytes, None]", response.aiter_bytes()))
+    """The body's chunks, content encoding undone in bounded steps (see ``aiter_body``),
+    closed when the block exits."""
+    return contextlib.aclosing(aiter_body(response))
 
 
 def _require_httpx() -> Any:
@@ -307,6 +308,10 @@ class HttpAgent:
         ``SQLiteThreadStore``, ``agui_meta.redis.RedisThreadStore``…) holding the thread
         ``thread_id``: the first run loads it (see :meth:`load`) and every run that received
         events saves it (see :meth:`save`). ``None`` (the default): nothing is loaded or saved.
+    :param send_messages: ``"all"`` (the default, as the official client does) or ``"new"``:
+        after a run or a :meth:`connect` to an agui-meta gateway, which holds the thread, the
+        next run sends only the messages added since (the gateway gives the agent the whole
+        thread).
     :param save_timeout: the longest a save may take, in seconds (a save is shielded from
         cancellation, so it needs a bound of its own); past it the save raises ``TimeoutError``
         and its outcome is unknown.
@@ -340,8 +345,9 @@ class HttpAgent:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         thread_store: ThreadStore | None = None,
         save_timeout: float = 30.0,
+        send_messages: Literal["all", "new"] = "all",
     ) -> None:
-        if accept not in _ACCEPT:
+        if accept not in ACCEPT:
             raise UsageError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
         if reconnect < 0:
             raise UsageError(f"reconnect must be >= 0, got {reconnect}")
@@ -380,6 +386,10 @@ class HttpAgent:
         self._saved_runs = 0  # the ledger's records the last save counted
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
+        if send_messages not in ("all", "new"):
+            raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
+        self.send_messages = send_messages
+        self._server_ids: set[Any] | None = None  # messages a gateway holds (send "new")
 
     # -- the thread --------------------------------------------------------------------------
 
@@ -576,9 +586,12 @@ class HttpAgent:
         parent_run_id: str | None,
     ) -> tuple[dict[str, Any], RunAgentInput]:
         messages = []
+        held = self._server_ids if self.send_messages == "new" else None
         for message in self.store.messages_wire():
             if message.get("role") == "activity":
                 continue  # never sent, as the official client does
+            if held is not None and message.get("id") in held:
+                continue  # the gateway holds it
             if "subagentRunId" in message and message["subagentRunId"] is None:
                 del message["subagentRunId"]
             messages.append(message)
@@ -663,12 +676,92 @@ class HttpAgent:
         try:
             async with self._run(body, input, checked) as run:
                 yield run
+            self._note_server_thread()
         finally:
             self._busy = False
 
+    def _note_server_thread(self) -> None:
+        if self.send_messages == "new":
+            self._server_ids = {item.id for item in self.store.messages()}
+
+    def _gateway_url(self, action: str) -> str:
+        """The gateway route ``action`` of the agent whose run route is ``url``."""
+        base, _, last = self.url.rstrip("/").rpartition("/")
+        if last not in ("run", "connect", "stop") or not base:
+            raise UsageError(
+                f"HttpAgent.{action}() talks to an agui-meta gateway: the agent's URL should be "
+                f"its run route, .../agents/NAME/run (it is {self.url!r})"
+            )
+        return f"{base}/{action}"
+
+    @contextlib.asynccontextmanager
+    async def connect(self, *, follow: bool = False) -> AsyncIterator[AgentRun]:
+        """Join the thread on an agui-meta gateway: ``async with agent.connect() as run``.
+
+        The stream (``POST .../agents/NAME/connect``) brings the agent's store to the thread
+        the gateway holds (its messages and state), then, when a run is active, streams that
+        run live to its end; with ``follow=True`` it stays open and streams the thread's later
+        runs too, until the block is left. The agent's URL is the gateway's run route.
+        Iterate ``run`` as a run of :meth:`run`; ``run.result`` is the last run's result.
+
+        :raises ~agui_meta.UsageError: a run is in progress on this agent.
+        :raises HttpStatusError: ``404``: the gateway holds no such thread (for this caller).
+        """
+        if self._busy:
+            raise UsageError("this agent already has a run in progress")
+        url = self._gateway_url("connect")
+        run_id = str(uuid.uuid4())
+        input: dict[str, Any] = {"threadId": self.thread_id, "runId": run_id, "messages": []}
+        checked = RunAgentInput(thread_id=self.thread_id, run_id=run_id, messages=[])
+        body = msgspec.json.encode({**input, "follow": follow})
+        _require_httpx()
+        self._busy = True
+        try:
+            async with self._run(body, input, checked, url=url) as run:
+                yield run
+            self._note_server_thread()
+        finally:
+            self._busy = False
+
+    async def connect_agent(self) -> RunResult:
+        """Join the thread on a gateway until the active run (if any) ends (the official
+        ``connectAgent``); see :meth:`connect`."""
+        async with self.connect() as run:
+            async for _ in run.batches():
+                pass
+        return run.result
+
+    async def stop(self, run_id: str | None = None) -> dict[str, Any]:
+        """Stop the thread's active run on an agui-meta gateway (``POST .../stop``).
+
+        The gateway cancels the agent and the run ends with ``RUN_FINISHED`` outcome
+        ``cancelled`` (what a client streaming it receives). Returns the gateway's answer
+        (``{"threadId", "runId", "ended"}``).
+
+        :raises HttpStatusError: ``404``: no run is active on the thread (or not ``run_id``).
+        """
+        http = _require_httpx()
+        url = self._gateway_url("stop")
+        body: dict[str, Any] = {"threadId": self.thread_id}
+        if run_id is not None:
+            body["runId"] = run_id
+        headers = {**self.headers, "Content-Type": "application/json"}
+        async with contextlib.AsyncExitStack() as stack:
+            client: httpx.AsyncClient
+            if self.http_client is not None:
+                client = self.http_client
+            else:
+                timeout = self.timeout if self.timeout is not None else http.Timeout(60.0)
+                client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
+            answer = await client.post(url, content=msgspec.json.encode(body), headers=headers)
+            if answer.status_code >= 400:
+                raise HttpStatusError(answer.status_code, answer.content[:_BODY_PREVIEW], url)
+            found: dict[str, Any] = answer.json()
+            return found
+
     @contextlib.asynccontextmanager
     async def _run(
-        self, body: bytes, input: dict[str, Any], checked: RunAgentInput
+        self, body: bytes, input: dict[str, Any], checked: RunAgentInput, url: str | None = None
     ) -> AsyncIterator[AgentRun]:
         http = _require_httpx()
         watch = _Watch()
@@ -694,7 +787,7 @@ class HttpAgent:
                         if timeout is None:
                             timeout = http.Timeout(10.0, read=300.0)
                         client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
-                    source = _Source(self, client, body, watch)
+                    source = _Source(self, client, body, watch, url)
                     pipeline: Pipeline[Update] = wrap(
                         source.frames(),
                         *(middleware(mw, checked) for mw in self.middleware),
@@ -788,29 +881,35 @@ def _backoff(attempt: int, base: float, cap: float) -> float:
 class _Source:
     """The frames of one run: the POST, the status and media type checks, reconnection."""
 
-    def __init__(self, agent: HttpAgent, client: httpx.AsyncClient, body: bytes, watch: _Watch):
+    def __init__(
+        self,
+        agent: HttpAgent,
+        client: httpx.AsyncClient,
+        body: bytes,
+        watch: _Watch,
+        url: str | None = None,
+    ):
         self.agent = agent
         self.trace = dict(agent._trace)  # traceparent, tracestate: sent with each request
+        self.url = agent.url if url is None else url
         self.client = client
         self.body = body
         self.watch = watch
 
-    def _decoder(self, response: httpx.Response) -> SSEDecoder | JsonLinesDecoder | AutoDecoder:
+    def _framer(self, response: httpx.Response) -> Framer:
         agent = self.agent
-        media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-        size = agent.max_frame_size
-        invalid: InvalidUtf8 = "frame" if agent.mode == "keep_going" else "raise"
-        if media == PROTOBUF_MEDIA_TYPE:
+        content_type = response.headers.get("content-type")
+        if media_type(content_type) == PROTOBUF_MEDIA_TYPE:
             raise ResponseError(
                 f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
                 " which agui-meta does not decode; it asks for SSE or JSON lines "
                 "(HttpAgent(accept='sse' | 'jsonl'))"
             )
-        if media == "text/event-stream":
-            return SSEDecoder(max_frame_size=size, invalid_utf8=invalid)
-        if media in _JSONL_MEDIA_TYPES:
-            return JsonLinesDecoder(max_frame_size=size, invalid_utf8=invalid)
-        return AutoDecoder(max_frame_size=size, invalid_utf8=invalid)
+        return Framer(
+            media_format(content_type) or "auto",
+            max_frame_size=agent.max_frame_size,
+            invalid_utf8="frame" if agent.mode == "keep_going" else "raise",
+        )
 
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
         if response.status_code >= 400:
@@ -820,7 +919,7 @@ class _Source:
                     preview += chunk
                     if len(preview) >= _BODY_PREVIEW:
                         break
-            raise HttpStatusError(response.status_code, preview[:_BODY_PREVIEW], self.agent.url)
+            raise HttpStatusError(response.status_code, preview[:_BODY_PREVIEW], self.url)
         if resuming is not None and response.headers.get(RESUMED_HEADER) is None:
             raise IncompleteStream(
                 f"the stream dropped after {self.watch.events} events and {self.agent.url} "
@@ -839,7 +938,7 @@ class _Source:
         async with contextlib.AsyncExitStack() as stack:
             with anyio.move_on_after(budget) as connecting:
                 response = await stack.enter_async_context(
-                    self.client.stream("POST", self.agent.url, content=self.body, headers=headers)
+                    self.client.stream("POST", self.url, content=self.body, headers=headers)
                 )
                 await self._check(response, resuming)
             if connecting.cancelled_caught:
@@ -855,10 +954,11 @@ class _Source:
         http = _require_httpx()
         agent = self.agent
         headers = {
+            "Accept-Encoding": ACCEPT_ENCODING,  # what the body reader inflates, in bounds
             **agent.headers,
             **self.trace,
             "Content-Type": "application/json",
-            "Accept": _ACCEPT[agent.accept],
+            "Accept": ACCEPT[agent.accept],
         }
         last_id: str | None = None
         unnamed = 0  # frames received since the last id, without one of their own
@@ -881,19 +981,21 @@ class _Source:
                     if outage is not None:
                         spent += anyio.current_time() - outage
                         outage = None
-                    decoder = self._decoder(response)
+                    framer = self._framer(response)
+                    decoder = framer.decoder
                     try:
                         async with closing_bytes(response) as chunks:
                             async for chunk in chunks:
                                 received += len(chunk)
-                                for frame in decoder.feed(chunk):
-                                    if frame.id is not None and frame.id != last_id:
-                                        last_id = frame.id
-                                        unnamed = 0
-                                    else:
-                                        unnamed += 1
-                                    self.watch.events += 1
-                                    yield frame
+                                for piece in framer.slices(chunk):
+                                    for frame in framer.feed(piece):
+                                        if frame.id is not None and frame.id != last_id:
+                                            last_id = frame.id
+                                            unnamed = 0
+                                        else:
+                                            unnamed += 1
+                                        self.watch.events += 1
+                                        yield frame
                                 if isinstance(decoder, SSEDecoder) and decoder.retry is not None:
                                     retry_ms = decoder.retry
                     except (http.RemoteProtocolError, http.ReadError) as exc:
@@ -901,7 +1003,7 @@ class _Source:
                         partial = decoder.buffered
                     else:
                         if not agent.reconnect or self.watch.terminal is not None:
-                            for frame in decoder.close():
+                            for frame in framer.close():
                                 self.watch.events += 1
                                 yield frame
                             return

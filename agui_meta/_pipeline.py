@@ -50,7 +50,7 @@ from ._exceptions import (
     Report,
     UsageError,
 )
-from ._framing import DEFAULT_MAX_FRAME_SIZE
+from ._framing import DEFAULT_MAX_FRAME_SIZE, SLICE
 from ._stage import Context, Mode, ReportHandler, Transducer
 
 if TYPE_CHECKING:
@@ -95,6 +95,11 @@ def _note(exc: BaseException, ctx: Context) -> None:
             if index is not None
             else "agui-meta: raised at the end of the stream"
         )
+
+
+def _long(item: Any) -> bool:
+    """Whether a source item is a chunk longer than one slice of the framer."""
+    return isinstance(item, (bytes, bytearray, memoryview, str)) and len(item) > SLICE
 
 
 class Pipeline(Generic[T]):
@@ -296,17 +301,36 @@ class Pipeline(Generic[T]):
         )
         out = runner.out
         feed = runner.feed
+        # A chunk longer than one slice is framed a slice per step: its outputs taken, and
+        # cancellation honoured, between slices.
+        framed = self._framing is not None
         try:
             if self._source_iterator is not None:
                 async for item in self._source_iterator:
-                    feed(item)
+                    if not framed or not _long(item):
+                        feed(item)
+                    else:
+                        for _ in runner.steps(item):
+                            if out:
+                                batch = out[:]
+                                out.clear()
+                                yield batch
+                            await checkpoint()
                     if out:
                         batch = out[:]
                         out.clear()
                         yield batch
             else:
                 for n, item in enumerate(cast(Iterable[Any], self._source), 1):
-                    feed(item)
+                    if not framed or not _long(item):
+                        feed(item)
+                    else:
+                        for _ in runner.steps(item):
+                            if out:
+                                batch = out[:]
+                                out.clear()
+                                yield batch
+                            await checkpoint()
                     if out:
                         batch = out[:]
                         out.clear()

@@ -47,7 +47,14 @@ from ._client import RESUMED_HEADER
 from ._decode import encode_event
 from ._events import Event, RunErrorEvent, RunStartedEvent
 from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost
-from ._framing import _JSONL_MEDIA_TYPES, encode_jsonl, encode_sse
+from ._framing import (
+    JSONL_MEDIA_TYPE,
+    JSONL_MEDIA_TYPES,
+    SSE_MEDIA_TYPE,
+    encode_jsonl,
+    encode_sse,
+    media_type,
+)
 from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
 from ._resume import BufferedStream
@@ -62,8 +69,8 @@ _NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def _wants_jsonl(accept: str) -> bool:
-    kinds = [part.split(";")[0].strip().lower() for part in accept.split(",")]
-    return "text/event-stream" not in kinds and any(k in _JSONL_MEDIA_TYPES for k in kinds)
+    kinds = [media_type(part) for part in accept.split(",")]
+    return SSE_MEDIA_TYPE not in kinds and any(k in JSONL_MEDIA_TYPES for k in kinds)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -106,7 +113,7 @@ class EventStreamResponse(Response):
             return agui_meta.EventStreamResponse(my_agent(run), agui_meta.Ledger())
     """
 
-    media_type = "text/event-stream"
+    media_type = SSE_MEDIA_TYPE
 
     def __init__(
         self,
@@ -150,7 +157,7 @@ class EventStreamResponse(Response):
 
     def _start_headers(self, jsonl: bool, resumed: str | None) -> list[tuple[bytes, bytes]]:
         headers = [h for h in self.raw_headers if h[0] != b"content-type"]
-        media = b"application/jsonl" if jsonl else b"text/event-stream; charset=utf-8"
+        media = (JSONL_MEDIA_TYPE if jsonl else f"{SSE_MEDIA_TYPE}; charset=utf-8").encode()
         headers.append((b"content-type", media))
         if resumed is not None:
             headers.append((RESUMED_HEADER.encode(), resumed.encode("latin-1")))

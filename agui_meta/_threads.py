@@ -261,6 +261,10 @@ class MemoryThreadStore:
             raise VersionConflict(snapshot.thread_id, snapshot.version - 1, actual)
         self._data[snapshot.thread_id] = (snapshot.version, encode_snapshot(snapshot, self._name))
 
+    async def delete(self, thread_id: str) -> None:
+        """Forget ``thread_id`` (nothing happens if it was never saved)."""
+        self._data.pop(thread_id, None)
+
     def thread_ids(self) -> list[str]:
         """The ids of the threads saved so far, in order of their first save."""
         return list(self._data)
@@ -410,6 +414,14 @@ class SQLiteThreadStore:
                 "SELECT version FROM agui_threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
         raise VersionConflict(thread_id, version - 1, 0 if row is None else int(row[0]))
+
+    def _delete(self, thread_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
+
+    async def delete(self, thread_id: str) -> None:
+        """Forget ``thread_id`` (nothing happens if it was never saved)."""
+        await anyio.to_thread.run_sync(self._delete, thread_id)
 
     async def load(self, thread_id: str) -> ThreadSnapshot | None:
         data = await anyio.to_thread.run_sync(self._load, thread_id)

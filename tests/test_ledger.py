@@ -19,8 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agui_meta import Usage, UsageError, aggregate_token_usage
-from agui_meta._driver import run_sync
+from agui_meta import Usage, UsageError, aggregate_token_usage, run_sync
 from agui_meta._events import AnyEvent, Event, Interrupt, TokenUsage
 from agui_meta._ledger import (
     Ledger,

@@ -257,7 +257,7 @@ UNNAMED = {
 # For type checkers only (defined under TYPE_CHECKING): no object has them at run time.
 TYPE_CHECKING_ONLY = {"InDefaultStages", "OTelStage"}
 # Being rewritten by the framing work (split of _framing.py, the driver): checked after it.
-PENDING_MODULES = {"agui_meta._framing", "agui_meta._driver"}
+PENDING_MODULES: set[str] = set()
 
 
 def _namespace() -> dict[str, Any]:

@@ -12,7 +12,10 @@ replay`` (see :mod:`agui_meta.cli._command` for the two functions a command modu
   through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`);
 - ``compact FILE|- [-o OUT]``: a recorded stream compacted as the official client's
   ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`);
-- ``serve FILE``: a recorded stream served as an AG-UI endpoint (:mod:`agui_meta.cli.serve`).
+- ``serve FILE``: a recorded stream served as an AG-UI endpoint (:mod:`agui_meta.cli.serve`);
+- ``gateway --agent NAME=SPEC``: serve agents behind the gateway (:mod:`agui_meta.cli.gateway`);
+- ``attach URL --thread T``: show a gateway thread and its running run (:mod:`agui_meta.cli.attach`);
+- ``stop URL --thread T``: stop a gateway thread's running run (:mod:`agui_meta.cli.stop`).
 
 Modules whose name starts with ``_`` are shared helpers, not commands.
 """

@@ -151,12 +151,13 @@ def read_frames(path: str) -> list[bytes]:
     ends the stream (an oversized frame, bytes that are neither format) raises
     :class:`~agui_meta.FramingError`.
     """
-    from .._framing import make_decoder
+    from .._framing import Framer
 
-    decoder = make_decoder("auto", invalid_utf8="frame")
+    framer = Framer("auto", invalid_utf8="frame")
     frames: list[bytes] = []
     with open(path, "rb") as file:
         while chunk := file.read(1 << 16):
-            frames += [frame.data for frame in decoder.feed(chunk)]
-    frames += [frame.data for frame in decoder.close()]
+            for piece in framer.slices(chunk):
+                frames += [frame.data for frame in framer.feed(piece)]
+    frames += [frame.data for frame in framer.close()]
     return frames
