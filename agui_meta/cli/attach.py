@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     import httpx
 
     from ._live import LiveView
-    from .run import _describe, _summary, _unreachable
+    from .run import describe_failure, print_summary, unreachable
 
     reports: list[Report] = []
     style = Style(use_color(args), use_escapes(args))
@@ -112,13 +112,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         anyio.run(watch)
     except (AguiMetaError, httpx.HTTPError) as exc:
-        if _unreachable(exc):
+        if unreachable(exc):
             print(f"agui-meta: cannot reach {agent.url}: {exc}", file=sys.stderr)
             return 2
         failure = exc
-    _summary(agent, reports, style)
+    print_summary(agent, reports, style)
     if failure is not None:
         on_stderr = Style(False, isatty(sys.stderr))
-        print(f"agui-meta: {on_stderr.text(_describe(failure, agent.url))}", file=sys.stderr)
+        print(f"agui-meta: {on_stderr.text(describe_failure(failure, agent.url))}", file=sys.stderr)
         return 1
     return 0

@@ -43,7 +43,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .run import _unreachable
+    from .run import unreachable
 
     try:
         agent = gateway_agent(args)
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         answer = anyio.run(agent.stop, args.run_id)
     except (AguiMetaError, httpx.HTTPError) as exc:
-        if _unreachable(exc):
+        if unreachable(exc):
             print(f"agui-meta: cannot reach {agent.url}: {exc}", file=sys.stderr)
             return 2
         text = Style(False, isatty(sys.stderr)).text(str(exc).splitlines()[0])
