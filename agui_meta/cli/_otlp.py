@@ -31,7 +31,7 @@ class OtlpExport:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
         except ImportError as exc:
-            raise RuntimeError(
+            raise ImportError(
                 f"--otlp needs the OpenTelemetry SDK and its OTLP exporter "
                 f"(pip install 'agui-meta[otel,otlp]'): {exc}"
             ) from None

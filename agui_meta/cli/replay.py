@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             export = OtlpExport(args.otlp)
-        except RuntimeError as exc:
+        except ImportError as exc:  # the extras it needs
             print(f"agui-meta: {exc}", file=sys.stderr)
             return 2
     style = Style(use_color(args), use_escapes(args))

@@ -18,6 +18,7 @@ from ._command import Commands
 from ._render import Style
 from ._stream import isatty
 from .attach import add_gateway_arguments, gateway_agent
+from .run import ArgumentProblem, unreachable
 
 __all__ = ["add_parser", "run"]
 
@@ -43,11 +44,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .run import unreachable
-
     try:
         agent = gateway_agent(args)
-    except ValueError as exc:
+    except (ArgumentProblem, ValueError) as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     try:
