@@ -23,18 +23,14 @@ import anyio
 import msgspec
 
 from ._events import RunAgentInput
-from ._exceptions import AguiMetaError, UsageError
+from ._exceptions import AgentError, UsageError
 
-__all__ = ["AgentError", "AsgiAgent", "GatewayAgent", "UpstreamAgent", "as_agent"]
+__all__ = ["AsgiAgent", "GatewayAgent", "UpstreamAgent", "as_agent"]
 
 Emit = Callable[[Any], Awaitable[None]]
 AgentCallable = Callable[[RunAgentInput], Union[AsyncIterable[Any], Awaitable[AsyncIterable[Any]]]]
 
 _PREVIEW = 512
-
-
-class AgentError(AguiMetaError):
-    """A fronted agent answered with an error status, or could not be called."""
 
 
 class GatewayAgent(Protocol):

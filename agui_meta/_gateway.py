@@ -46,10 +46,10 @@ from ._agents import GatewayAgent, as_agent
 from ._catalog import Catalog, MemoryCatalog
 from ._decode import EventDecoder
 from ._events import RunAgentInput, RunStartedEvent
-from ._exceptions import DataError, Report, UsageError
+from ._exceptions import AtCapacity, DataError, Report, ThreadBusy, UsageError
 from ._join import thread_prelude
 from ._ledger import RunRecord
-from ._registry import AtCapacity, RunRegistry, ThreadBusy
+from ._registry import RunRegistry
 from ._replay import ReplayReader, parse_event_id
 from ._runs import MemoryRuns
 from ._server import EventStreamResponse

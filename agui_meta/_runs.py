@@ -60,12 +60,12 @@ from ._events import (
     TextMessageEndEvent,
     ToolCallEndEvent,
 )
-from ._exceptions import AguiMetaError, DataError, UsageError
+from ._exceptions import AguiMetaError, AtCapacity, DataError, ThreadBusy, UsageError
 from ._framing import encode_sse
 from ._join import join_prelude, thread_prelude
 from ._ledger import Ledger
 from ._pipeline import wrap
-from ._registry import AtCapacity, StopReason, ThreadBusy
+from ._registry import StopReason
 from ._runlog import MemoryRunLog, RunLog
 from ._stage import Transducer
 from ._store import Store

@@ -12,6 +12,7 @@ import pytest
 import agui_meta
 import agui_meta.events
 import agui_meta.framing
+import agui_meta.gateway
 import agui_meta.redis
 import agui_meta.threads
 from agui_meta import _exceptions
@@ -22,6 +23,7 @@ PUBLIC_MODULES = (
     agui_meta.framing,
     agui_meta.threads,
     agui_meta.redis,
+    agui_meta.gateway,
 )
 
 
@@ -96,6 +98,13 @@ def test_the_tree_reader_sees_depth() -> None:
     assert drawn["FramingError"] == ("DecodeError", set())
     assert drawn["IncompleteStream"] == ("ResponseError", set())
     assert drawn["SequenceGap"] == ("AguiMetaError", set())
+
+
+def test_the_concepts_page_draws_the_same_tree() -> None:
+    page = (Path(__file__).parent.parent / "docs" / "concepts.md").read_text(encoding="utf-8")
+    block = page[page.index("```\nAguiMetaError\n") :].split("\n```", 1)[0]
+    drawn = {m.group(1) for m in re.finditer(r"^[│├└─ ]*([A-Z]\w+)", block, re.MULTILINE)}
+    assert drawn == set(_drawn())
 
 
 def test_no_name_clashes_with_httpx() -> None:
