@@ -25,16 +25,18 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     ├── SequenceGap                       a source's envelope numbers skip one (redis ingest)
     │   └── SourceConflict                a source's number taken again by another envelope
     ├── CommitTooLarge                    a worker's commit the Redis server refuses for its size
+    ├── PriceTableError (ValueError)      a price table that cannot be read (names file and entry)
     ├── AgentError                        a gateway's agent: an error status, or it cannot be called
     ├── ThreadBusy                        a gateway's thread with an active run refuses another
     └── AtCapacity                        a gateway's ``max_runs`` runs are all active
 
-Each is exported by the public module of what raises it: the pipeline's, the client's and the
-replay stores' by ``agui_meta``; :class:`VersionConflict` and :class:`ThreadStoreError` by
-``agui_meta.threads``; :class:`SequenceGap`, :class:`SourceConflict` and
-:class:`CommitTooLarge` by ``agui_meta.redis``; :class:`AgentError`, :class:`ThreadBusy` and
-:class:`AtCapacity` by ``agui_meta.gateway`` (a run registry raises the last two). Connection
-errors and timeouts of an HTTP client are httpx's own.
+Each is exported by the public module of what raises it: the pipeline's, the client's, the
+replay stores' and :class:`PriceTableError` by ``agui_meta``; :class:`VersionConflict` and
+:class:`ThreadStoreError` by ``agui_meta.threads``; :class:`SequenceGap`,
+:class:`SourceConflict` and :class:`CommitTooLarge` by ``agui_meta.redis``;
+:class:`AgentError`, :class:`ThreadBusy` and :class:`AtCapacity` by ``agui_meta.gateway`` (a
+run registry raises the last two). Connection errors and timeouts of an HTTP client are
+httpx's own.
 
 Problems that the reference client only warns about are not exceptions: they are
 :class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
@@ -431,3 +433,8 @@ class ThreadStoreError(AguiMetaError):
         self.thread_id = thread_id
         where = f"thread {thread_id!r} in the {store}" if thread_id is not None else store
         super().__init__(f"{where}: {message}")
+
+
+class PriceTableError(AguiMetaError, ValueError):
+    """A price table cannot be read: the message names the file (or ``<table>``) and the
+    entry or field that is wrong."""
