@@ -387,7 +387,7 @@ class HttpAgent:
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
         if send_messages not in ("all", "new"):
-            raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
+            raise UsageError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
         self.send_messages = send_messages
         self._server_ids: set[Any] | None = None  # messages a gateway holds (send "new")
 
