@@ -19,13 +19,15 @@ Modules whose name starts with ``_`` are shared helpers, not commands.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.metadata
+import io
 import os
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, TextIO, cast
 
 from ._command import Command
 
@@ -74,11 +76,17 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
-    Whatever the command: a broken pipe (``agui-meta replay x | head``) exits 1 quietly, an
-    ``OSError`` exits 2 with one line, Ctrl-C exits 130 with one line.
+    Whatever the command: a wrong argument exits 2 with the usage and one line saying which
+    and why (argparse's); a broken pipe (``agui-meta replay x | head``) exits 1 quietly; an
+    ``OSError`` exits 2 with one line (standard output or input closed too); Ctrl-C exits 130
+    with one line.
     """
+    _stand_in_for_closed_streams()
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version, or a wrong argument (already said)
+            return exc.code if isinstance(exc.code, int) else 2
         status: int = args.run(args)
     except KeyboardInterrupt:
         print("agui-meta: interrupted", file=sys.stderr)
@@ -90,6 +98,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     return status
+
+
+class _Closed(io.TextIOBase):
+    """Standard output or input when the process was started with it closed (``>&-``).
+
+    Python leaves ``sys.stdout`` ``None`` then; this stands in for it, so that the first write
+    (or read) is an ``OSError`` saying so, which :func:`main` turns into one line and exit
+    status 2, rather than an ``AttributeError`` traceback.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+        self.buffer = self
+
+    def _fail(self, *args: object) -> Any:
+        raise OSError(errno.EBADF, f"standard {self._name} is closed")
+
+    write = read = read1 = readline = fileno = _fail
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+
+def _stand_in_for_closed_streams() -> None:
+    if sys.stdout is None:
+        sys.stdout = cast(TextIO, _Closed("output"))
+    if sys.stdin is None:
+        sys.stdin = cast(TextIO, _Closed("input"))
 
 
 def _quiet_stdout() -> None:

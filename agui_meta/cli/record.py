@@ -20,12 +20,15 @@ import msgspec
 from .._exceptions import FramingError
 from .._framing import AutoDecoder
 from ._command import Commands
+from ._render import Style, escape_controls
 from ._stream import isatty
-from .run import ArgumentProblem, add_agent_arguments, build_agent
+from .run import add_agent_arguments, build_agent
 
 __all__ = ["add_parser", "run"]
 
 _PROGRESS_INTERVAL = 0.1
+#: Bytes of an error response's body read, and shown (the rest is not read).
+ERROR_BODY = 512
 
 
 def add_parser(commands: Commands) -> argparse.ArgumentParser:
@@ -86,13 +89,13 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import HttpStatusError, _closing_bytes
+    from .._client import _closing_bytes
 
     try:
         agent, tools = build_agent(args)
         wire, _ = agent._input(args.run_id, tools, (), None, None, None)
-    except (ArgumentProblem, ValueError) as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+    except ValueError as exc:
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     body = msgspec.json.encode(wire)
     headers = {**agent.headers, "Content-Type": "application/json"}
@@ -107,9 +110,9 @@ def run(args: argparse.Namespace) -> int:
             httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=args.timeout)) as client,
             client.stream("POST", args.url, content=body, headers=headers) as response,
         ):
-            if response.status_code >= 400:
-                text = (await response.aread())[:512]
-                raise HttpStatusError(response.status_code, text, args.url)
+            if not response.is_success:  # a redirect is not followed: its body is not the run
+                location = response.headers.get("location")
+                raise _Answered(response.status_code, await _preview(response), location)
             async with _closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     out.write(chunk)
@@ -130,16 +133,27 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"agui-meta: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    # What the server says is escaped on a terminal, as replay and run escape the stream's text.
+    say = Style(False, isatty(sys.stderr)).text
     status = 0
     try:
         anyio.run(save, out)
-    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+    except (
+        httpx.ConnectError,
+        httpx.ConnectTimeout,
+        httpx.UnsupportedProtocol,
+        httpx.InvalidURL,
+    ) as exc:
         progress.clear()
-        print(f"agui-meta: cannot reach {args.url}: {exc}", file=sys.stderr)
+        print(f"agui-meta: cannot reach {say(args.url)}: {say(exc)}", file=sys.stderr)
         return 2
-    except (HttpStatusError, httpx.HTTPError) as exc:
+    except _Answered as exc:
         progress.clear()
-        print(f"agui-meta: {exc}", file=sys.stderr)
+        print(f"agui-meta: {say(exc.describe(args.url))}", file=sys.stderr)
+        status = 1
+    except httpx.HTTPError as exc:
+        progress.clear()
+        print(f"agui-meta: {say(exc)}", file=sys.stderr)
         status = 1
     finally:
         if out is not sys.stdout.buffer:
@@ -152,3 +166,35 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return status
+
+
+async def _preview(response: Any) -> bytes:
+    """The first :data:`ERROR_BODY` bytes of an error's body, the rest left unread."""
+    from .._client import _closing_bytes
+
+    preview = b""
+    async with _closing_bytes(response) as chunks:
+        async for chunk in chunks:
+            preview += chunk[: ERROR_BODY - len(preview)]
+            if len(preview) >= ERROR_BODY:
+                break
+    return preview
+
+
+class _Answered(Exception):
+    """The endpoint answered something else than 2xx: a status, the body's first bytes."""
+
+    def __init__(self, status: int, body: bytes, location: str | None) -> None:
+        self.status = status
+        self.body = body
+        self.location = location
+
+    def describe(self, url: str) -> str:
+        """One line: the status and the body's start; a redirect says where it points."""
+        if 300 <= self.status < 400:
+            return (
+                f"HTTP {self.status} from {url}, a redirect to {self.location or '(no Location)'}"
+                ": record does not follow redirects (record that URL instead)"
+            )
+        text = " ".join(self.body.decode("utf-8", "replace").split())
+        return f"HTTP {self.status} from {url}" + (f": {text}" if text else "")

@@ -16,6 +16,7 @@ import msgspec
 
 from .._exceptions import Report
 from .._stage import Mode
+from ._args import http_url
 from ._command import Commands
 from ._live import LiveView
 from ._render import (
@@ -93,6 +94,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--otlp",
         metavar="URL",
+        type=http_url,
         help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
         "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; needs "
         "pip install 'agui-meta[otel,otlp]')",

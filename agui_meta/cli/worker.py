@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from ._args import count, seconds
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 
@@ -26,8 +27,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "outputs stream with stable keys, thread snapshots at each run's end, usage\n"
             "counters, all committed atomically per batch. Start as many as you like; a\n"
             "worker that dies is replaced by the others when its lease runs out.\n\n"
-            "Exit status: 0 when it stopped (idle, or interrupted); 2 when Redis cannot be\n"
-            "reached at the start."
+            "Exit status: 0 when it stopped after --exit-when-idle; 1 on a Redis error; 2 when\n"
+            "Redis cannot be reached at the start or an argument is wrong; 130 when interrupted\n"
+            "(Ctrl-C: what it did not commit, another worker takes over after the lease)."
         ),
         epilog=(
             "examples:\n"
@@ -39,28 +41,28 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     add_redis_arguments(parser)
     parser.add_argument(
         "--exit-when-idle",
-        type=float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="stop after SECONDS with nothing to do (choose more than --lease when other "
         "workers may die)",
     )
     parser.add_argument(
-        "--lease", type=float, default=10.0, help="lease duration in seconds (default: 10)"
+        "--lease", type=seconds, default=10.0, help="lease duration in seconds (default: 10)"
     )
     parser.add_argument(
-        "--batch", type=int, default=256, help="entries per shard per commit (default: 256)"
+        "--batch", type=count, default=256, help="entries per shard per commit (default: 256)"
     )
     parser.add_argument(
         "--idle-timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="close a run with no new entry for SECONDS, as if its source had ended",
     )
     parser.add_argument("--name", help="this worker's consumer name (default: host-pid-random)")
     parser.add_argument(
-        "--shards", type=int, default=None, help="virtual shards of a new namespace (default: 64)"
+        "--shards", type=count, default=None, help="virtual shards of a new namespace (default: 64)"
     )
     parser.add_argument(
         "--stats", action="store_true", help="print the worker's counters on exit, as JSON"
@@ -69,17 +71,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.lease <= 0 or args.batch < 1 or (args.shards is not None and args.shards < 1):
-        print(
-            "agui-meta: --lease must be positive, --batch and --shards at least 1", file=sys.stderr
-        )
-        return 2
-    for name in ("exit_when_idle", "idle_timeout"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            print(f"agui-meta: --{name.replace('_', '-')} must be positive", file=sys.stderr)
-            return 2
-
+    # --lease, --batch, --shards, --exit-when-idle, --idle-timeout: checked when parsed (_args).
     async def body(client: Any) -> int:
         import anyio
         import msgspec
