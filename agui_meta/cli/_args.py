@@ -15,7 +15,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["count", "header", "http_url", "json_value", "seconds", "tool"]
+__all__ = ["count", "header", "http_url", "json_value", "limit", "seconds", "tool"]
 
 #: Counts above this are refused (a batch or a shard count of 10^20 is a typo).
 MAX_COUNT = 1 << 31
@@ -103,3 +103,14 @@ def http_url(text: str) -> str:
         raise argparse.ArgumentTypeError(f"no host in the URL {text!r}")
     del port
     return text
+
+
+def limit(text: str) -> int:
+    """A whole number from 0 (``0``: no limit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r}")
+    return value

@@ -15,9 +15,8 @@ import msgspec
 from .._durable import usage_of
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
-from ._render import Style
+from ._render import Style, usage_text
 from ._stream import add_color_argument, use_color, use_escapes
-from .thread import usage_text
 
 __all__ = ["add_parser", "run"]
 
@@ -30,7 +29,10 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         description=(
             "Show what the workers of a namespace have counted: input entries and events,\n"
             "runs by status, and token usage per provider and model. --json prints\n"
-            '{"entries", "events", "runs": {status: n}, "tokens": [usage entries]}.'
+            '{"entries", "events", "runs": {status: n}, "tokens": [usage entries]}. Token\n'
+            "usage is shown as replay, run and thread show it.\n\n"
+            "Exit status: 0 when shown; 1 when the namespace holds counters agui-meta does not\n"
+            "write, or on a Redis error; 2 when Redis cannot be reached or an argument is wrong."
         ),
         epilog=(
             "examples:\n"
