@@ -21,34 +21,12 @@ import pytest
 from agui_meta.cli import build_parser, commands, main
 from tests import example_streams
 from tests.example_streams import STREAMS
+from tests.helpers import cli
 from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
 
 TIMEOUT = 60
 ESC = "\x1b["
 ERROR_LINES: tuple[int, ...] = example_streams.generator().ERROR_LINES
-
-
-def cli(
-    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m agui_meta ARGS``, with pipes (so neither output is a terminal)."""
-    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    environment.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-m", "agui_meta", *args],
-        cwd=REPO_ROOT,
-        input=stdin,
-        capture_output=True,
-        timeout=TIMEOUT,
-        env=environment,
-        check=False,
-    )
-    return subprocess.CompletedProcess(
-        done.args,
-        done.returncode,
-        done.stdout.decode("utf-8"),
-        done.stderr.decode("utf-8"),
-    )
 
 
 def stream(name: str) -> str:

@@ -10,8 +10,8 @@ import pytest
 
 from tests.compact_cases import run_reference_compact
 from tests.example_streams import GOOD, STREAMS, events
+from tests.helpers import cli
 from tests.oracle import OracleUnavailable, _tagged, oracle_missing, prepare_oracle
-from tests.test_cli import cli
 
 
 @pytest.fixture(scope="module")

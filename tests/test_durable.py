@@ -18,16 +18,14 @@ from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
 from agui_meta._ledger import aggregate_token_usage
 from agui_meta.redis import read_frames
 from agui_meta.threads import ThreadSnapshot
+from tests.helpers import cli
 
 STREAMS = Path(__file__).parent.parent / "examples" / "streams"
 NAMES = ["travel.sse", "support.jsonl", "broken.jsonl"]
 
 
 def _cli_json(*args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "agui_meta", *args], capture_output=True, check=False
-    ).stdout
-    return json.loads(out)
+    return json.loads(cli(*args).stdout)
 
 
 def test_docstring_examples_run() -> None:
