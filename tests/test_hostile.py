@@ -292,6 +292,7 @@ def peak_bytes(n: int) -> int:
     return peak - len(data)
 
 
+@pytest.mark.slow
 def test_metadata_written_key_by_key_costs_memory_linear_in_the_keys() -> None:
     # Quadratic memory (a full copy per Update) would make the ratio 4; linear makes it 2.
     small, large = peak_bytes(1500), peak_bytes(3000)

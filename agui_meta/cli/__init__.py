@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
             "  agui-meta replay examples/streams/travel.sse\n"
             "  agui-meta validate examples/streams/broken.jsonl\n"
             "  agui-meta apply tests/golden/cases.jsonl\n\n"
+            "Every command exits 2 on a wrong argument (its usage, then one line saying which\n"
+            "and why), 130 on Ctrl-C, and 1 quietly when its output pipe is closed early\n"
+            "(agui-meta replay FILE | head); each one's help lists its other statuses.\n"
             "'agui-meta COMMAND --help' tells more about each command."
         ),
     )

@@ -41,7 +41,9 @@ __all__ = [
     "StreamInput",
     "StreamResult",
     "add_stream_arguments",
+    "check_forced_format",
     "isatty",
+    "no_event",
     "plural",
     "run_async",
     "run_stream",
@@ -299,7 +301,7 @@ def run_stream(
     first = [LintMetadataKeys()] if lint else []
     try:
         if args.format != "auto":
-            _check_forced_format(source, args.format)
+            check_forced_format(source, args.format)
         made: list[Any] = []  # the pipeline, whose context counts events for the progress line
         chunks = source.chunks(lambda: _events(made[0].context) if made else 0)
         pipeline = wrap(
@@ -332,7 +334,7 @@ def run_stream(
             index = result.error.index
             result.events = max(result.events, index) if mode == "keep_going" else index + 1
         if result.events == 0 and result.error is None and source.head.strip(_JSON_WS):
-            result.error = _no_event(source, args.format)
+            result.error = no_event(source, args.format)
     finally:
         source.close()
     return result
@@ -350,7 +352,7 @@ def _looks_like(head: bytes) -> Format | None:
         return None
 
 
-def _check_forced_format(source: StreamInput, forced: str) -> None:
+def check_forced_format(source: StreamInput, forced: str) -> None:
     """A forced format the input plainly is not: one error naming the one it looks like."""
     head = source.peek()
     looks = _looks_like(head)
@@ -362,7 +364,7 @@ def _check_forced_format(source: StreamInput, forced: str) -> None:
         )
 
 
-def _no_event(source: StreamInput, format: str) -> Report:
+def no_event(source: StreamInput, format: str) -> Report:
     """The report for input that held something but gave no event."""
     looks = _looks_like(source.head)
     read_as = FORMAT_NAMES.get(format if format != "auto" else looks or "", "")

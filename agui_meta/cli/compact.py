@@ -18,7 +18,14 @@ from .._exceptions import DataError, Report
 from .._stage import Mode
 from ._command import Commands
 from ._render import Style, format_report
-from ._stream import InputError, StreamInput, add_stream_arguments, isatty
+from ._stream import (
+    InputError,
+    StreamInput,
+    add_stream_arguments,
+    check_forced_format,
+    isatty,
+    no_event,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -79,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
     source.on_note = show
     mode: Mode = "keep_going" if args.keep_going else "default"
     try:
+        if args.format != "auto":  # a forced format the input plainly is not: one line
+            check_forced_format(source, args.format)
         frames = source.frames(show if args.keep_going else None)
         events = compact_events(frames, mode=mode, on_report=show)
+        if not events and source.head.strip():  # something, but no event: say what it was
+            show(no_event(source, args.format))
     except InputError as exc:
         print(f"agui-meta: {style.text(str(exc))}", file=sys.stderr)
         return 2
