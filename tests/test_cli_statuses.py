@@ -25,6 +25,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -216,10 +217,14 @@ def _write(path: Path, data: bytes) -> str:
     return str(path)
 
 
-RUN = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
-FINISH = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
-WARNED = [RUN, {"type": "CUSTOM", "name": "n", "value": 1, "colour": "red"}, FINISH]
-CUT = [
+RUN: dict[str, Any] = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+FINISH: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+WARNED: list[dict[str, Any]] = [
+    RUN,
+    {"type": "CUSTOM", "name": "n", "value": 1, "colour": "red"},
+    FINISH,
+]
+CUT: list[dict[str, Any]] = [
     RUN,
     {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Hel"},
@@ -479,7 +484,7 @@ def test_record_escapes_the_servers_error_body_on_a_terminal(tmp_path: Path) -> 
 
 
 #: What compact reports names from the stream: an unknown field's name.
-HOSTILE_TO_COMPACT = [
+HOSTILE_TO_COMPACT: list[dict[str, Any]] = [
     RUN,
     {"type": "CUSTOM", "name": "n", "value": 1, ESCAPES: 1},
     {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": f"/{HOSTILE}\u202e", "value": 1}]},
