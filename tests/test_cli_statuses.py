@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -31,11 +32,11 @@ import pytest
 
 from agui_meta.cli import build_parser, commands
 from tests.example_streams import STREAMS
-from tests.helpers import TIMEOUT, Terminal, cli_in_process, jsonl, redis_server, sse
+from tests.helpers import TIMEOUT, Terminal, cli, cli_in_process, jsonl, redis_server, sse
 from tests.oracle import REPO_ROOT
 from tests.redis_server import RedisServer
+from tests.test_cli_hostile import EVENTS, assert_no_raw_controls, needs_a_terminal
 from tests.test_cli_hostile import HOSTILE as ESCAPES
-from tests.test_cli_hostile import assert_no_raw_controls, needs_a_terminal
 
 TRAVEL = str(STREAMS / "travel.sse")
 BROKEN = str(STREAMS / "broken.jsonl")
@@ -554,3 +555,24 @@ def test_stdout_closed_while_recording_is_one_line(tmp_path: Path) -> None:
         done = _closed(1, "record", url)
     assert done.returncode == 2
     assert done.stderr == "agui-meta: [Errno 9] standard output is closed\n"
+
+
+@needs_a_terminal
+@pytest.mark.parametrize("command", [["compact"], ["replay", "--json", "--keep-going"]])
+def test_json_on_a_terminal_escapes_what_json_leaves_raw(
+    command: list[str], tmp_path: Path
+) -> None:
+    # C1 controls and bidirectional overrides are raw in JSON strings: escaped (\\u009b) on a
+    # terminal, the same JSON value; ESC and C0 are escaped by JSON itself.
+    path = _write(tmp_path / "hostile.jsonl", jsonl(EVENTS))
+    status, out = Terminal(*command, path).read_until_exit()
+    text = out.replace(b"\r\n", b"\n")
+    assert b"\x1b" not in text and "\u009b".encode() not in text and "\u202e".encode() not in text
+    assert b"\\u009b2J\\u202eevil" in text
+    piped = cli(*command, path)
+    assert status == piped.returncode
+    on_terminal = [json.loads(line) for line in text.decode().splitlines() if line.startswith("{")]
+    on_a_pipe = [json.loads(line) for line in piped.stdout.splitlines()]
+    for value in (*on_terminal, *on_a_pipe):
+        value.pop("ledger", None)  # its receipt times differ from one run to the next
+    assert on_terminal == on_a_pipe

@@ -30,6 +30,7 @@ __all__ = [
     "compact_json",
     "escape_controls",
     "format_report",
+    "json_for_terminal",
     "metadata_text",
     "pretty_json",
     "render_ledger",
@@ -75,6 +76,31 @@ def escape_controls(text: str) -> str:
     \x1b[2J\x1b[Hhi\x0athere\u202e
     """
     return _CONTROLS.sub(_escape, text)
+
+
+#: What JSON leaves as it is in a string but a terminal may act on: DEL, C1, bidi controls.
+_JSON_CONTROLS = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_for_terminal(data: bytes) -> bytes:
+    r"""JSON (UTF-8) with the characters a terminal may act on written as ``\uXXXX`` escapes.
+
+    The same JSON value (they can only stand inside strings, where an escape means the same
+    character); C0 controls and ESC are escaped by every JSON encoder already.
+
+    >>> json_for_terminal('["\u202eevil\u009b"]'.encode())
+    b'["\\u202eevil\\u009b"]'
+    """
+    text = data.decode("utf-8")
+    return (
+        _JSON_CONTROLS.sub(_json_escape, text).encode("utf-8")
+        if _JSON_CONTROLS.search(text)
+        else data
+    )
 
 
 class Style:

@@ -34,6 +34,7 @@ from .._pipeline import wrap
 from .._stage import Mode
 from .._store import Store
 from .._verify import Verify
+from ._render import json_for_terminal
 
 __all__ = [
     "FORMAT_NAMES",
@@ -49,6 +50,7 @@ __all__ = [
     "run_stream",
     "use_color",
     "use_escapes",
+    "write_json",
 ]
 
 #: Bytes read at a time.
@@ -409,6 +411,15 @@ def use_color(args: argparse.Namespace) -> bool:
 def use_escapes(args: argparse.Namespace) -> bool:
     """Whether text from the stream is escaped: on a terminal, and whenever colour is on."""
     return use_color(args) or isatty(sys.stdout)
+
+
+def write_json(data: bytes) -> None:
+    """JSON to standard output as it is; on a terminal, with what a terminal may act on
+    (C1 and bidirectional controls, which JSON leaves raw) written as ``\\u`` escapes."""
+    if isatty(sys.stdout):
+        data = json_for_terminal(data)
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
 
 
 def plural(n: int, word: str) -> str:

@@ -25,6 +25,7 @@ from ._stream import (
     check_forced_format,
     isatty,
     no_event,
+    write_json,
 )
 
 __all__ = ["add_parser", "run"]
@@ -102,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
         source.close()
     data = b"".join(encode_event(event) + b"\n" for event in events)
     if args.output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        write_json(data)
     else:
         try:
             with open(args.output, "wb") as out:

@@ -37,6 +37,7 @@ from ._stream import (
     run_stream,
     use_color,
     use_escapes,
+    write_json,
 )
 
 __all__ = ["add_parser", "run"]
@@ -176,8 +177,7 @@ def run(args: argparse.Namespace) -> int:
         }
         if error is not None:
             output["error"] = _report_json(error)
-        sys.stdout.buffer.write(_encode(output) + b"\n")
-        sys.stdout.buffer.flush()
+        write_json(_encode(output) + b"\n")
     elif error is None or len(stages.store) or stages.ledger.runs or len(reports):
         lines = list(
             _replay_lines(args.file, result, reports, style, live is None, args.max_errors)

@@ -19,7 +19,7 @@ from .._exceptions import AguiMetaError, DataError, Report
 from ._args import header, http_url, json_value, seconds, tool
 from ._command import Commands
 from ._render import Style, format_report, pretty_json, render_ledger
-from ._stream import add_color_argument, isatty, use_color, use_escapes
+from ._stream import add_color_argument, isatty, use_color, use_escapes, write_json
 
 __all__ = ["add_parser", "build_agent", "run"]
 
@@ -180,8 +180,7 @@ def run(args: argparse.Namespace) -> int:
             "ledger": msgspec.Raw(agent.ledger.to_json()),
             "reports": [_report_json(r) for r in reports],
         }
-        sys.stdout.buffer.write(_encode(result) + b"\n")
-        sys.stdout.buffer.flush()
+        write_json(_encode(result) + b"\n")
     else:
         _summary(agent, reports, style)
     if failure is not None:

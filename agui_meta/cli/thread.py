@@ -17,7 +17,7 @@ import msgspec
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 from ._render import Style, pretty_json, render_transcript, usage_text
-from ._stream import add_color_argument, plural, use_color, use_escapes
+from ._stream import add_color_argument, plural, use_color, use_escapes, write_json
 
 __all__ = ["add_parser", "run"]
 
@@ -65,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 "pendingInterrupts": snapshot.pending_interrupts,
                 "version": snapshot.version,
             }
-            sys.stdout.buffer.write(msgspec.json.encode(data) + b"\n")
-            sys.stdout.buffer.flush()
+            write_json(msgspec.json.encode(data) + b"\n")
             return 0
         style = Style(use_color(args), use_escapes(args))
         t = style.text

@@ -16,7 +16,7 @@ from .._durable import usage_of
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 from ._render import Style, usage_text
-from ._stream import add_color_argument, use_color, use_escapes
+from ._stream import add_color_argument, use_color, use_escapes, write_json
 
 __all__ = ["add_parser", "run"]
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"agui-meta: {error}", file=sys.stderr)
             return 1
         if args.json:
-            sys.stdout.buffer.write(msgspec.json.encode(usage) + b"\n")
+            write_json(msgspec.json.encode(usage) + b"\n")
         else:
             t = Style(use_color(args), use_escapes(args)).text  # names from the stream, escaped
             runs = ", ".join(f"{n} {t(status)}" for status, n in usage["runs"].items()) or "none"
