@@ -111,6 +111,7 @@ HOSTILE: list[tuple[list[str], str]] = [
     *[(["run", *args], says) for args, says in _AGENT_ARGUMENTS],
     *[(["record", *args, "-o", os.devnull], says) for args, says in _AGENT_ARGUMENTS[::3]],
     (["run"], "the following arguments are required: URL"),
+    (["record", "http://127.0.0.1:1/agent", "-o", "/nonexistent/dir/x"], "cannot write /nonexist"),
     *[(["thread", "--redis", url, "t"], says) for url, says in _REDIS_URLS],
     *[(["usage", "--redis", url], says) for url, says in _REDIS_URLS],
     (["thread", "t"], "the following arguments are required: --redis"),
@@ -342,6 +343,18 @@ def test_the_redis_commands_exit_as_their_help_says(
     assert cli_in_process(capsys, "thread", *ns, "t")[0] == 0
     assert cli_in_process(capsys, "thread", *ns, "nobody")[0] == 1
     assert cli_in_process(capsys, "usage", *ns)[0] == 0
+    import redis as redis_py
+
+    from agui_meta.redis import Keys
+
+    for name, value in (("tokens|not json", "1"), ("entries", "many")):
+        with redis_py.Redis.from_url(redis.url) as client:  # what agui-meta never writes
+            client.hset(Keys("statuses").usage, name, value)
+        status, _, err = cli_in_process(capsys, "usage", *ns)
+        assert status == 1 and err.startswith("agui-meta: {statuses}:usage: "), err
+        assert name in err and err.count("\n") == 1, err
+        with redis_py.Redis.from_url(redis.url) as client:
+            client.hdel(Keys("statuses").usage, name)
     for command in (["thread", "t"], ["usage"], ["worker"]):
         status, _, err = cli_in_process(capsys, *command[:1], "--redis", NO_REDIS, *command[1:])
         assert status == 2 and err.startswith("agui-meta: cannot reach Redis"), err

@@ -15,7 +15,7 @@ import msgspec
 from .._durable import usage_of
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
-from ._render import Style, usage_text
+from ._render import Style, escape_controls, usage_text
 from ._stream import add_color_argument, use_color, use_escapes, write_json
 
 __all__ = ["add_parser", "run"]
@@ -50,12 +50,13 @@ def run(args: argparse.Namespace) -> int:
     async def body(client: Any) -> int:
         from ..redis import Keys
 
-        raw = await client.hgetall(Keys(args.namespace).usage)
-        counters = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
+        key = Keys(args.namespace).usage
+        raw = await client.hgetall(key)
         try:
+            counters = {_text(k): _count(k, v) for k, v in raw.items()}
             usage = usage_of(counters)
         except ValueError as error:  # a hash some other program wrote into the namespace
-            print(f"agui-meta: {error}", file=sys.stderr)
+            print(f"agui-meta: {key}: {escape_controls(str(error))}", file=sys.stderr)
             return 1
         if args.json:
             write_json(msgspec.json.encode(usage) + b"\n")
@@ -69,3 +70,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     return run_with_redis(args, body)
+
+
+def _text(name: bytes | str) -> str:
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
+
+def _count(name: bytes | str, value: bytes | str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"the counter {_text(name)!r} holds {value!r}, not a count") from None
