@@ -2,9 +2,10 @@
 real ``redis-server`` for a module.
 
 - :func:`sse` / :func:`jsonl`: events as the bytes of an SSE or JSON-lines stream;
-- :func:`cli`: ``python -m agui_meta ARGS`` in a fresh process with pipes (neither output a
-  terminal, ``NO_COLOR`` unset); :func:`cli_in_process`: :func:`agui_meta.cli.main` in this
-  one, for the many short cases (its output read from ``capsys``);
+- :func:`cli`: :func:`agui_meta.cli.main` in this process with its standard streams as pipes
+  (neither output a terminal, ``NO_COLOR`` unset); :func:`cli_process`: the same in a new
+  ``python -m agui_meta`` process; :func:`cli_in_process`: ``main`` with its output read
+  from ``capsys``;
 - :class:`Terminal`: the command on a pseudo-terminal that is its controlling terminal;
 - :func:`redis_server`: a ``redis-server`` on 127.0.0.1 (``tests/redis_server.py``) for a
   fixture, stopped however the block ends; skipped (or failed in CI) without the redis extra.
@@ -13,6 +14,7 @@ real ``redis-server`` for a module.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import select
@@ -33,6 +35,7 @@ __all__ = [
     "Terminal",
     "cli",
     "cli_in_process",
+    "cli_process",
     "jsonl",
     "redis_server",
     "sse",
@@ -61,7 +64,43 @@ def _environment(env: Mapping[str, str] | None) -> dict[str, str]:
 def cli(
     *args: str, stdin: bytes | None = None, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m agui_meta ARGS``, with pipes (so neither output is a terminal)."""
+    """:func:`agui_meta.cli.main` with ``args`` in this process, its standard input, output
+    and error as pipes would be (bytes, not terminals), ``NO_COLOR`` unset: what
+    :func:`cli_process` gives, without starting an interpreter (a third of a second each).
+
+    An exception that escapes ``main`` fails the test (a real process would print a
+    traceback and exit 1).
+    """
+    from agui_meta.cli import main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = (
+        io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8"),
+        io.TextIOWrapper(out, encoding="utf-8", write_through=True),
+        io.TextIOWrapper(err, encoding="utf-8", write_through=True),
+    )
+    saved = (sys.stdin, sys.stdout, sys.stderr)
+    saved_environment = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(_environment(env))
+    sys.stdin, sys.stdout, sys.stderr = streams
+    try:
+        status = main(list(args))
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        os.environ.clear()
+        os.environ.update(saved_environment)
+    return subprocess.CompletedProcess(
+        ["agui-meta", *args], status, out.getvalue().decode(), err.getvalue().decode()
+    )
+
+
+def cli_process(
+    *args: str, stdin: bytes | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m agui_meta ARGS`` in a new process, with pipes (neither output a terminal)."""
     done = subprocess.run(
         [sys.executable, "-m", "agui_meta", *args],
         cwd=REPO_ROOT,
