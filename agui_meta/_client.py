@@ -20,8 +20,13 @@ Reconnecting (agui-meta's extension, off by default): with ``reconnect=n``, a st
 drops before its terminal event after sending SSE ``id:`` fields is requested again, after the
 server's ``retry`` delay, with the same body and a ``Last-Event-ID`` header; a server that
 supports it (:class:`~agui_meta.EventStreamResponse` with a replay buffer) answers with the
-events after that id and the header ``agui-meta-resumed``. The frames of the dropped
-connection after the last id are discarded, so the run assembles exactly as an unbroken one.
+events after that id and the header ``agui-meta-resumed``. The partial frame of the dropped
+connection is discarded, so the run assembles exactly as an unbroken one; a stream whose last
+events came without an id of their own is not resumed (the server would send them again, and
+they would be applied twice). Waits back off: the ``n``-th reconnection of a run waits the
+server's ``retry`` (or ``reconnect_delay``) times ``2**(n-1)``, at least 0.1 s from the
+second on, at most ``max_reconnect_delay`` (a ``retry`` of any size); all the reconnections
+of a run, waits and connecting included, take at most ``reconnect_timeout`` seconds.
 
 Durable threads: with ``thread_store=`` (any :class:`~agui_meta.threads.ThreadStore`), the agent
 continues the stored thread ``thread_id``. Its first run (or :meth:`HttpAgent.load`) loads the
@@ -36,6 +41,7 @@ thread was saved.
 from __future__ import annotations
 
 import contextlib
+import math
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -97,6 +103,8 @@ PROTOBUF_MEDIA_TYPE = "application/vnd.ag-ui.event+proto"
 RESUMED_HEADER = "agui-meta-resumed"
 _ACCEPT = {"sse": "text/event-stream", "jsonl": "application/jsonl"}
 _BODY_PREVIEW = 512
+#: The least wait before a second or later reconnection of a run (``retry: 0`` included).
+MIN_BACKOFF = 0.1
 
 
 class RunFailed(AguiMetaError):
@@ -310,6 +318,11 @@ class HttpAgent:
         ``Last-Event-ID`` (agui-meta's extension; 0, the default, never reconnects).
     :param reconnect_delay: seconds to wait before reconnecting when the server sent no
         ``retry`` field.
+    :param max_reconnect_delay: the longest wait before one reconnection (seconds): the
+        server's ``retry``, and the back-off doubling it at each reconnection, are capped here.
+    :param reconnect_timeout: the longest a run may spend reconnecting, in seconds, summed
+        over its drops (waits and connecting until the resumed response's headers); past it,
+        or when the next wait would go past it, the run raises :class:`IncompleteStream`.
     :param mode: ``"default"``, ``"strict"`` or ``"keep_going"`` (see :func:`~agui_meta.wrap`).
     :param on_report: receives every :class:`~agui_meta.Report` (by default, warnings).
     :param thread_store: a :class:`~agui_meta.threads.ThreadStore` (``MemoryThreadStore``,
@@ -342,6 +355,8 @@ class HttpAgent:
         accept: Literal["sse", "jsonl"] = "sse",
         reconnect: int = 0,
         reconnect_delay: float = 1.0,
+        max_reconnect_delay: float = 30.0,
+        reconnect_timeout: float = 120.0,
         mode: Mode = "default",
         on_report: ReportHandler | None = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
@@ -352,6 +367,12 @@ class HttpAgent:
             raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
         if reconnect < 0:
             raise ValueError(f"reconnect must be >= 0, got {reconnect}")
+        if not (reconnect_delay >= 0 and max_reconnect_delay >= 0 and reconnect_timeout > 0):
+            raise ValueError(
+                "reconnect_delay and max_reconnect_delay must be >= 0 and reconnect_timeout "
+                f"> 0 seconds; got {reconnect_delay!r}, {max_reconnect_delay!r}, "
+                f"{reconnect_timeout!r}"
+            )
         self.url = url
         self.headers = dict(headers or {})
         self.http_client = http_client
@@ -364,6 +385,8 @@ class HttpAgent:
         self.accept = accept
         self.reconnect = reconnect
         self.reconnect_delay = reconnect_delay
+        self.max_reconnect_delay = max_reconnect_delay
+        self.reconnect_timeout = reconnect_timeout
         self.mode: Mode = mode
         self.on_report = on_report
         self.max_frame_size = max_frame_size
@@ -769,6 +792,15 @@ class HttpAgent:
         )
 
 
+def _backoff(attempt: int, base: float, cap: float) -> float:
+    """The wait before the ``attempt``-th reconnection (from 1) of a run: ``base`` (the server's
+    ``retry`` or ``reconnect_delay``) doubled at each attempt, at least :data:`MIN_BACKOFF`
+    from the second on, at most ``cap``."""
+    if attempt <= 1:
+        return min(base, cap)
+    return min(max(base, MIN_BACKOFF) * 2.0 ** min(attempt - 1, 64), cap)
+
+
 class _Source:
     """The frames of one run: the POST, the status and media type checks, reconnection."""
 
@@ -813,6 +845,27 @@ class _Source:
                 self.watch.events,
             )
 
+    @contextlib.asynccontextmanager
+    async def _connect(
+        self, headers: dict[str, str], resuming: str | None, budget: float
+    ) -> AsyncIterator[httpx.Response]:
+        """The checked response, within ``budget`` seconds (what is left of the reconnect
+        timeout; ``inf`` for the first connection)."""
+        async with contextlib.AsyncExitStack() as stack:
+            with anyio.move_on_after(budget) as connecting:
+                response = await stack.enter_async_context(
+                    self.client.stream("POST", self.agent.url, content=self.body, headers=headers)
+                )
+                await self._check(response, resuming)
+            if connecting.cancelled_caught:
+                raise IncompleteStream(
+                    f"the stream dropped after {self.watch.events} events and reconnecting to "
+                    f"{self.agent.url} took longer than reconnect_timeout "
+                    f"({self.agent.reconnect_timeout:g} s)",
+                    self.watch.events,
+                )
+            yield response
+
     async def frames(self) -> AsyncIterator[Frame]:
         http = _require_httpx()
         agent = self.agent
@@ -822,8 +875,11 @@ class _Source:
             "Accept": _ACCEPT[agent.accept],
         }
         last_id: str | None = None
+        unnamed = 0  # frames received since the last id, without one of their own
         retry_ms: int | None = None
         attempts = 0
+        spent = 0.0  # seconds spent reconnecting in the previous drops
+        outage: float | None = None  # when the current drop happened
         while True:
             request_headers = dict(headers)
             if last_id is not None:
@@ -832,18 +888,24 @@ class _Source:
             partial = 0
             received = 0
             try:
-                async with self.client.stream(
-                    "POST", agent.url, content=self.body, headers=request_headers
-                ) as response:
-                    await self._check(response, last_id)
+                budget = math.inf
+                if outage is not None:
+                    budget = agent.reconnect_timeout - spent - (anyio.current_time() - outage)
+                async with self._connect(request_headers, last_id, budget) as response:
+                    if outage is not None:
+                        spent += anyio.current_time() - outage
+                        outage = None
                     decoder = self._decoder(response)
                     try:
                         async with _closing_bytes(response) as chunks:
                             async for chunk in chunks:
                                 received += len(chunk)
                                 for frame in decoder.feed(chunk):
-                                    if frame.id is not None:
+                                    if frame.id is not None and frame.id != last_id:
                                         last_id = frame.id
+                                        unnamed = 0
+                                    else:
+                                        unnamed += 1
                                     self.watch.events += 1
                                     yield frame
                                 if isinstance(decoder, SSEDecoder) and decoder.retry is not None:
@@ -878,11 +940,30 @@ class _Source:
                     f"{what}, and the server sent no event ids, so the run cannot be resumed{why}",
                     events,
                 ) from dropped
+            if unnamed:
+                raise IncompleteStream(
+                    f"{what}, and its last {unnamed} event(s) came without an id of their own "
+                    f"after {last_id!r}, so resuming from that id would apply them twice{why}",
+                    events,
+                ) from dropped
             if attempts >= agent.reconnect:
                 raise IncompleteStream(
                     f"{what}, and {attempts} reconnection(s) did not complete the run{why}",
                     events,
                 ) from dropped
             attempts += 1
-            delay = agent.reconnect_delay if retry_ms is None else retry_ms / 1000
+            now = anyio.current_time()
+            if outage is None:
+                outage = now
+            base = agent.reconnect_delay if retry_ms is None else retry_ms / 1000
+            delay = _backoff(attempts, base, agent.max_reconnect_delay)
+            left = agent.reconnect_timeout - spent - (now - outage)
+            if delay >= left:
+                asked = "" if retry_ms is None else f", the server's retry being {retry_ms} ms"
+                raise IncompleteStream(
+                    f"{what}, and reconnection {attempts} would wait {delay:g} s{asked}, past "
+                    f"reconnect_timeout ({agent.reconnect_timeout:g} s for the reconnections "
+                    f"of a run, {max(left, 0.0):g} s left){why}",
+                    events,
+                ) from dropped
             await anyio.sleep(delay)

@@ -242,3 +242,32 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     def __str__(self) -> str:
         where = _where(self.index, self.line, self.offset, self.path, self.message)
         return f"[{self.code}] {self.message}{where}"
+
+
+class ReplayFull(AguiMetaError):
+    """A replay store has no room for another stream (:class:`~agui_meta.ReplayBuffer`'s
+    ``max_streams`` streams are all running).
+
+    ``retry_after`` is the number of seconds after which room may have been made (the store's
+    ``linger``, rounded up, at least 1): :class:`~agui_meta.EventStreamResponse` answers the
+    request ``503 Service Unavailable`` with that ``Retry-After`` and runs nothing.
+    """
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ThreadStoreError(AguiMetaError):
+    """A thread store could not load or save a thread, or cannot be opened.
+
+    The message names the store (its kind and where: a file, a Redis key) and the thread;
+    ``store`` and ``thread_id`` (``None`` for an error of the store itself, such as a file
+    that cannot be opened) say the same; the error underneath is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, store: str, thread_id: str | None = None) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        where = f"thread {thread_id!r} in the {store}" if thread_id is not None else store
+        super().__init__(f"{where}: {message}")

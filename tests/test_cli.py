@@ -549,7 +549,9 @@ def test_unreadable_input_is_a_usage_error(command: str, tmp_path: Path) -> None
 def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["replay"], ["replay", "x", "--keep-going", "--strict"], ["nope"], []):
         assert main(argv) == 2
-    assert "usage: agui-meta" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("agui-meta"), err
+        assert err.endswith(" --help')\n"), err
 
 
 @pytest.mark.parametrize("command", sorted(commands()))

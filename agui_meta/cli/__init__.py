@@ -6,12 +6,13 @@ replay`` (see :mod:`agui_meta.cli._command` for the two functions a command modu
 
 - ``replay FILE|-``: show a recorded stream as a conversation, with every item's metadata and
   the run ledger (:mod:`agui_meta.cli.replay`);
-- ``validate FILE|-``: list every problem of a recorded stream with its location
-  (:mod:`agui_meta.cli.validate`);
+- ``validate FILE…|URL``: lint recorded streams (or an agent, run once): every problem with
+  its location, as text, JSON, SARIF or JUnit (:mod:`agui_meta.cli.validate`);
 - ``apply CASES.jsonl [--no-verify]``: run conformance cases (the reference oracle's format)
   through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`);
 - ``compact FILE|- [-o OUT]``: a recorded stream compacted as the official client's
-  ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`).
+  ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`);
+- ``serve FILE``: a recorded stream served as an AG-UI endpoint (:mod:`agui_meta.cli.serve`).
 
 Modules whose name starts with ``_`` are shared helpers, not commands.
 """
@@ -27,7 +28,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO, cast
+from typing import Any, NoReturn, TextIO, cast
 
 from ._command import Command
 
@@ -47,7 +48,7 @@ def commands() -> dict[str, Command]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="agui-meta",
         description="Consume AG-UI 1.0 event streams, with every item's metadata merged.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -56,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
             "  agui-meta replay examples/streams/travel.sse\n"
             "  agui-meta validate examples/streams/broken.jsonl\n"
             "  agui-meta apply tests/golden/cases.jsonl\n\n"
-            "Every command exits 2 on a wrong argument (its usage, then one line saying which\n"
-            "and why), 130 on Ctrl-C, and 1 quietly when its output pipe is closed early\n"
+            "Every command exits 2 on a wrong argument (one line saying which and why), 130\n"
+            "on Ctrl-C, and 1 quietly when its output pipe is closed early\n"
             "(agui-meta replay FILE | head); each one's help lists its other statuses.\n"
             "'agui-meta COMMAND --help' tells more about each command."
         ),
@@ -67,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in commands().items():
         command.add_parser(subparsers).set_defaults(run=command.run, command=name)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a wrong argument said in one line (which, why, where to read more).
+
+    Its subcommands' parsers are of this class too (argparse makes them of their parent's).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def _version() -> str:
@@ -79,8 +90,8 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
-    Whatever the command: a wrong argument exits 2 with the usage and one line saying which
-    and why (argparse's); a broken pipe (``agui-meta replay x | head``) exits 1 quietly; an
+    Whatever the command: a wrong argument exits 2 with one line saying which and why; a
+    broken pipe (``agui-meta replay x | head``) exits 1 quietly; an
     ``OSError`` exits 2 with one line (standard output or input closed too); Ctrl-C exits 130
     with one line.
     """

@@ -15,7 +15,17 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["count", "header", "http_url", "json_value", "limit", "seconds", "tool"]
+__all__ = [
+    "count",
+    "duration",
+    "header",
+    "http_url",
+    "json_value",
+    "limit",
+    "port",
+    "seconds",
+    "tool",
+]
 
 #: Counts above this are refused (a batch or a shard count of 10^20 is a typo).
 MAX_COUNT = 1 << 31
@@ -32,7 +42,7 @@ def seconds(text: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a positive, finite number of seconds: {text!r}")
     return value
 
 
@@ -113,4 +123,26 @@ def limit(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"not a count: {text!r}")
+    return value
+
+
+def duration(text: str) -> float:
+    """A finite number of seconds, ``0`` or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds, 0 or more: {text!r}")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0 to 65535): {text!r}")
     return value

@@ -19,6 +19,7 @@ import msgspec
 
 from .._exceptions import FramingError
 from .._framing import AutoDecoder
+from .._inspector import InspectorRecording
 from ._command import Commands
 from ._render import Style, escape_controls
 from ._stream import isatty
@@ -57,6 +58,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         default="-",
         metavar="FILE",
         help="where to save (default '-': standard output)",
+    )
+    parser.add_argument(
+        "--inspector",
+        metavar="OUT.json",
+        help="also write an agui-inspector session file (format version 0): the exchange, "
+        "its frames with their timing, the runs and validate's findings",
     )
     return parser
 
@@ -103,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress(sys.stderr, args.url)
     counts = {"bytes": 0, "events": 0}
     counter: AutoDecoder | None = AutoDecoder()
+    inspector = InspectorRecording(args.url, body) if args.inspector else None
 
     async def save(out: IO[bytes]) -> None:
         nonlocal counter
@@ -110,11 +118,17 @@ def run(args: argparse.Namespace) -> int:
             httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=args.timeout)) as client,
             client.stream("POST", args.url, content=body, headers=headers) as response,
         ):
+            if inspector is not None:
+                inspector.response(response.status_code, response.headers.get("content-type", ""))
             if not response.is_success:  # a redirect is not followed: its body is not the run
-                location = response.headers.get("location")
-                raise _Answered(response.status_code, await _preview(response), location)
+                preview = await _preview(response)
+                if inspector is not None:
+                    inspector.error_body(preview)
+                raise _Answered(response.status_code, preview, response.headers.get("location"))
             async with _closing_bytes(response) as chunks:
                 async for chunk in chunks:
+                    if inspector is not None:
+                        inspector.feed(chunk)
                     out.write(chunk)
                     out.flush()
                     counts["bytes"] += len(chunk)
@@ -155,10 +169,23 @@ def run(args: argparse.Namespace) -> int:
         progress.clear()
         print(f"agui-meta: {say(exc)}", file=sys.stderr)
         status = 1
+        if inspector is not None:
+            inspector.end(error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     finally:
         if out is not sys.stdout.buffer:
             out.close()
     progress.clear()
+    if inspector is not None:
+        if inspector.elapsed_ms is None:
+            inspector.end()
+        try:
+            with open(args.inspector, "wb") as session:
+                session.write(inspector.session())
+        except OSError as exc:
+            print(
+                f"agui-meta: cannot write {args.inspector}: {exc.strerror or exc}", file=sys.stderr
+            )
+            return 2
     where = "standard output" if args.output == "-" else args.output
     what = "recorded" if status == 0 else "kept what arrived:"
     print(

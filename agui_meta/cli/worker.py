@@ -6,7 +6,10 @@ See :mod:`agui_meta.redis` for what a worker does and guarantees.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ._args import count, seconds
@@ -27,9 +30,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "outputs stream with stable keys, thread snapshots at each run's end, usage\n"
             "counters, all committed atomically per batch. Start as many as you like; a\n"
             "worker that dies is replaced by the others when its lease runs out.\n\n"
-            "Exit status: 0 when it stopped after --exit-when-idle; 1 on a Redis error; 2 when\n"
-            "Redis cannot be reached at the start or an argument is wrong; 130 when interrupted\n"
-            "(Ctrl-C: what it did not commit, another worker takes over after the lease)."
+            "A thread whose stored hash is corrupt is quarantined (logged with its key, its\n"
+            "entries parked in {NS}:parked); the others go on. With --verbose, one line per\n"
+            "commit on standard error.\n\n"
+            "Exit status: 0 when it stopped idle (--exit-when-idle); 1 on a Redis error, or a\n"
+            "commit the server refuses for its size; 2 on a bad argument or when Redis cannot\n"
+            "be reached at the start; 130 when interrupted (Ctrl-C)."
         ),
         epilog=(
             "examples:\n"
@@ -67,6 +73,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--stats", action="store_true", help="print the worker's counters on exit, as JSON"
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say what it does: a line per commit (shard, entries, outputs, snapshots, bytes)",
+    )
     return parser
 
 
@@ -77,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         import msgspec
         import redis.exceptions
 
-        from ..redis import DEFAULT_SHARDS, Worker
+        from ..redis import DEFAULT_SHARDS, CommitTooLarge, Worker
 
         with anyio.fail_after(30):  # a server still loading its AOF answers LOADING: wait
             while True:
@@ -96,7 +108,11 @@ def run(args: argparse.Namespace) -> int:
             shards=args.shards or DEFAULT_SHARDS,
         )
         try:
-            await worker.run(exit_when_idle=args.exit_when_idle)
+            with _log_to_stderr(args.verbose):
+                await worker.run(exit_when_idle=args.exit_when_idle)
+        except CommitTooLarge as exc:
+            print(f"agui-meta: {exc}", file=sys.stderr)
+            return 1
         finally:
             if args.stats:
                 sys.stdout.write(msgspec.json.encode(worker.stats).decode() + "\n")
@@ -104,3 +120,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     return run_with_redis(args, body)
+
+
+@contextlib.contextmanager
+def _log_to_stderr(verbose: bool) -> Iterator[None]:
+    """The worker's log (quarantines; with ``verbose``, each commit) as lines on stderr."""
+    logger = logging.getLogger("agui_meta.redis.worker")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("agui-meta: %(message)s"))
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
