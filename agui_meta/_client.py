@@ -134,7 +134,9 @@ class TransportError(AguiMetaError):
 
 
 class HttpStatusError(TransportError):
-    """The endpoint answered with an error status.
+    """The endpoint answered with a status other than 2xx: an error, or a redirect that its
+    httpx client was not told to follow (``follow_redirects=True``; a redirect's body is not
+    the run).
 
     ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
     ``url`` the URL requested.
@@ -828,7 +830,9 @@ class _Source:
         return AutoDecoder(max_frame_size=size, invalid_utf8=invalid)
 
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
-        if response.status_code >= 400:
+        # Not 2xx: an error, or a redirect the client was not told to follow (httpx follows
+        # them when its client has follow_redirects=True); either way its body is not the run.
+        if not response.is_success:
             preview = b""
             async with _closing_bytes(response) as chunks:
                 async for chunk in chunks:

@@ -484,6 +484,48 @@ def test_record_does_not_save_a_redirect_as_the_run(
     assert target.read_bytes() == b""
 
 
+def test_run_does_not_read_a_redirect_as_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    with raw_server(redirect) as url:
+        status, out, err = cli_in_process(capsys, "run", url, "-m", "hi")
+    assert status == 1
+    assert err == (
+        f"agui-meta: HTTP 302 from {url}, a redirect: run does not follow redirects (give it "
+        "the URL the endpoint points to)\n"
+    )
+    assert "moved" not in out  # the redirect's body, a run, is not shown as the run
+
+
+def test_http_agent_follows_a_redirect_only_when_its_client_is_told_to() -> None:
+    import anyio
+    import httpx
+
+    import agui_meta
+
+    answers = iter([redirect, redirect, a_run])
+
+    def answer(connection: socket.socket) -> None:
+        next(answers)(connection)
+
+    async def main(url: str) -> None:
+        with pytest.raises(agui_meta.HttpStatusError) as refused:
+            await agui_meta.HttpAgent(url).run_agent()
+        assert refused.value.status == 302
+        async with httpx.AsyncClient(follow_redirects=True) as client:
+            agent = agui_meta.HttpAgent(url, http_client=client)
+            await agent.run_agent()
+        assert [m["content"] for m in agent.messages_wire()] == ["moved"]
+
+    with raw_server(answer) as url:
+        anyio.run(main, url)
+
+
+def a_run(connection: socket.socket) -> None:
+    connection.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(A_RUN), A_RUN)
+    )
+
+
 def test_record_shows_an_error_body_on_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -564,12 +606,6 @@ def test_record_reads_a_bounded_part_of_a_huge_error_body(tmp_path: Path) -> Non
 
 
 def test_stdout_closed_while_recording_is_one_line(tmp_path: Path) -> None:
-    def a_run(connection: socket.socket) -> None:
-        connection.sendall(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
-            % (len(A_RUN), A_RUN)
-        )
-
     with raw_server(a_run) as url:
         done = _closed(1, "record", url)
     assert done.returncode == 2

@@ -195,6 +195,12 @@ def _describe(exc: BaseException, url: str) -> str:
 
     if isinstance(exc, DataError):
         return format_report(url, exc.to_report(), Style(False, isatty(sys.stderr)))
+    status = getattr(exc, "status", None)  # HttpStatusError
+    if isinstance(status, int) and 300 <= status < 400:
+        return (
+            f"HTTP {status} from {url}, a redirect: run does not follow redirects (give it the "
+            "URL the endpoint points to)"
+        )
     if isinstance(exc, httpx.TimeoutException):
         return f"{url} sent nothing for too long ({type(exc).__name__}); see --timeout"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
