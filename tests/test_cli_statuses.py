@@ -127,6 +127,15 @@ HOSTILE: list[tuple[list[str], str]] = [
     (["replay", "--keep-going", "--strict", TRAVEL], "not allowed with argument"),
     (["validate", "/nonexistent/x.sse"], "cannot read /nonexistent/x.sse"),
     (["validate", "--max-errors", "-3", TRAVEL], "argument --max-errors: not a count"),
+    (["validate", "http://127.0.0.1:99999/agent"], "Port out of range"),
+    (["validate", "http://[::1"], "Invalid IPv6 URL"),
+    (["validate", "http://127.0.0.1:1/", "-H", "X-A: caf\u00e9"], "must be printable ASCII"),
+    (["validate", "http://127.0.0.1:1/", "-H", "nocolon"], "not a header 'NAME: VALUE'"),
+    (["validate", "http://127.0.0.1:1/", "--timeout", "nan"], "argument --timeout: not a"),
+    (["validate", "http://127.0.0.1:1/", "--input", "/nonexistent"], "cannot read /nonexist"),
+    (["validate", "--rule", "x=loud", TRAVEL], "argument --rule: not CODE=SEVERITY"),
+    (["serve", TRAVEL, "--keepalive", "nan"], "argument --keepalive: not a positive number"),
+    (["serve", TRAVEL, "--max-pause", "inf"], "argument --max-pause: not a positive number"),
     (["compact", "/nonexistent/x.sse"], "cannot read /nonexistent/x.sse"),
     (["compact", TRAVEL, "-o", "/nonexistent/dir/out.jsonl"], "cannot write /nonexistent/dir"),
     (["compact", "--format", "sse", BROKEN], "looks like JSON lines, not SSE"),
@@ -159,6 +168,14 @@ def test_a_hostile_argument_is_one_line_and_exit_status_2(
     assert said[0].startswith("agui-meta"), err
     assert says in said[0], err
     assert "\x1b" not in err and "\r" not in said[0]
+
+
+def test_a_run_input_nested_too_deeply_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = _write(tmp_path / "deep.json", DEEP.encode())
+    status, _, err = cli_in_process(capsys, "validate", "http://127.0.0.1:1/", "--input", deep)
+    assert (status, err) == (2, f"agui-meta: {deep} is not JSON: nested too deeply\n")
 
 
 def test_the_table_covers_every_command() -> None:
