@@ -101,7 +101,8 @@ _WORKER_ARGUMENTS: list[tuple[list[str], str]] = [
     (["--batch", "0"], "argument --batch: not a count"),
     (["--batch", "1e30"], "argument --batch: not a count"),
     (["--batch", "99999999999999999999999"], "argument --batch: not a count"),
-    (["--shards", "-1"], "argument --shards: not a count"),
+    (["--shards", "-1"], "argument --shards: not a number of shards"),
+    (["--shards", "99999999999999999999"], "argument --shards: not a number of shards"),
 ]
 
 HOSTILE: list[tuple[list[str], str]] = [
@@ -117,6 +118,15 @@ HOSTILE: list[tuple[list[str], str]] = [
     (["thread", "t"], "the following arguments are required: --redis"),
     *[(["worker", "--redis", NO_REDIS, *args], says) for args, says in _WORKER_ARGUMENTS],
     (["ingest", "--redis", NO_REDIS, "--thread", "t", "/nonexistent/x.sse"], "No such file"),
+    *[
+        (["ingest", "--redis", NO_REDIS, "--thread", "t", option, value, TRAVEL], says)
+        for option, value, says in [
+            ("--batch", "0", "argument --batch: not a count"),
+            ("--batch", "1e30", "argument --batch: not a count"),
+            ("--pipeline", "-1", "argument --pipeline: not a count"),
+            ("--shards", "1" + "0" * 20, "argument --shards: not a number of shards"),
+        ]
+    ],
     (["replay", "/nonexistent/x.sse"], "cannot read /nonexistent/x.sse"),
     (["replay", "/"], "cannot read /: Is a directory"),
     (["replay", "--format", "xml", TRAVEL], "argument --format: invalid choice"),

@@ -24,6 +24,7 @@ __all__ = [
     "limit",
     "port",
     "seconds",
+    "shards",
     "tool",
 ]
 
@@ -145,4 +146,19 @@ def port(text: str) -> int:
         value = -1
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"not a port (0 to 65535): {text!r}")
+    return value
+
+
+#: Virtual shards of a namespace at most: each is a stream a worker scans for leases.
+MAX_SHARDS = 1 << 16
+
+
+def shards(text: str) -> int:
+    """A number of virtual shards, 1 to :data:`MAX_SHARDS`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"not a number of shards from 1 to {MAX_SHARDS}: {text!r}")
     return value

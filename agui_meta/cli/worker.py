@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ._args import count, seconds
+from ._args import count, seconds, shards
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 
@@ -68,7 +68,10 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     )
     parser.add_argument("--name", help="this worker's consumer name (default: host-pid-random)")
     parser.add_argument(
-        "--shards", type=count, default=None, help="virtual shards of a new namespace (default: 64)"
+        "--shards",
+        type=shards,
+        default=None,
+        help="virtual shards of a new namespace (default: 64)",
     )
     parser.add_argument(
         "--stats", action="store_true", help="print the worker's counters on exit, as JSON"
