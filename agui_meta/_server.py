@@ -36,6 +36,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
 import anyio
+import msgspec
+from msgspec import UnsetType
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -43,13 +45,21 @@ from starlette.types import Message, Receive, Scope, Send
 from ._accumulate import Update
 from ._client import RESUMED_HEADER
 from ._decode import encode_event
-from ._events import Event, RunErrorEvent
+from ._events import Event, RunErrorEvent, RunStartedEvent
 from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost
-from ._framing import _JSONL_MEDIA_TYPES, encode_jsonl, encode_sse
+from ._framing import (
+    JSONL_MEDIA_TYPE,
+    JSONL_MEDIA_TYPES,
+    SSE_MEDIA_TYPE,
+    encode_jsonl,
+    encode_sse,
+    media_type,
+)
 from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
-from ._resume import _Stream
+from ._resume import BufferedStream
 from ._stage import Mode, ReportHandler
+from ._tracecontext import TRACEPARENT_KEY, TRACESTATE_KEY, current_carrier
 
 __all__ = ["EventStreamResponse"]
 
@@ -59,8 +69,8 @@ _NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def _wants_jsonl(accept: str) -> bool:
-    kinds = [part.split(";")[0].strip().lower() for part in accept.split(",")]
-    return "text/event-stream" not in kinds and any(k in _JSONL_MEDIA_TYPES for k in kinds)
+    kinds = [media_type(part) for part in accept.split(",")]
+    return SSE_MEDIA_TYPE not in kinds and any(k in JSONL_MEDIA_TYPES for k in kinds)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -85,6 +95,12 @@ class EventStreamResponse(Response):
     :param buffer: how many events the source may run ahead of the client.
     :param retry: the SSE ``retry`` (milliseconds) sent first when ``replay`` is set.
     :param mode, on_report: as in ``wrap``.
+    :param trace_context: stamp the current OpenTelemetry span's W3C context in each
+        RUN_STARTED's metadata, under ``w3c.traceparent`` and ``w3c.tracestate`` (when
+        ``opentelemetry-api`` is installed and a span is current: the one current when the
+        response is made, else when it is served, such as an instrumented server's request
+        span), so that clients and browsers can join the trace; a RUN_STARTED that carries a
+        ``w3c.traceparent`` of its own keeps it.
 
     If the source or a stage fails after the response has started, the client gets a
     ``RUN_ERROR`` event (code ``"server_error"``; the message of an agui-meta error, the
@@ -97,7 +113,7 @@ class EventStreamResponse(Response):
             return agui_meta.EventStreamResponse(my_agent(run), agui_meta.Ledger())
     """
 
-    media_type = "text/event-stream"
+    media_type = SSE_MEDIA_TYPE
 
     def __init__(
         self,
@@ -113,6 +129,7 @@ class EventStreamResponse(Response):
         status_code: int = 200,
         headers: Mapping[str, str] | None = None,
         background: BackgroundTask | None = None,
+        trace_context: bool = True,
     ) -> None:
         if format not in ("auto", "sse", "jsonl"):
             raise ValueError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
@@ -131,6 +148,8 @@ class EventStreamResponse(Response):
         self.background = background
         self.body = b""
         self.extra_headers = dict(headers or {})
+        self.trace_context = trace_context
+        self._carrier: dict[str, str] = current_carrier() if trace_context else {}
         self.raw_headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1"))
             for k, v in {**_NO_BUFFERING, **self.extra_headers}.items()
@@ -138,13 +157,15 @@ class EventStreamResponse(Response):
 
     def _start_headers(self, jsonl: bool, resumed: str | None) -> list[tuple[bytes, bytes]]:
         headers = [h for h in self.raw_headers if h[0] != b"content-type"]
-        media = b"application/jsonl" if jsonl else b"text/event-stream; charset=utf-8"
+        media = (JSONL_MEDIA_TYPE if jsonl else f"{SSE_MEDIA_TYPE}; charset=utf-8").encode()
         headers.append((b"content-type", media))
         if resumed is not None:
             headers.append((RESUMED_HEADER.encode(), resumed.encode("latin-1")))
         return headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.trace_context and not self._carrier:
+            self._carrier = current_carrier()
         jsonl = self.format == "jsonl" or (
             self.format == "auto" and _wants_jsonl(_header(scope, b"accept") or "")
         )
@@ -182,7 +203,7 @@ class EventStreamResponse(Response):
         opened: AbstractAsyncContextManager[ReplayLog]
         if replay is None:
             key = "" if jsonl else uuid.uuid4().hex
-            opened = contextlib.nullcontext(_Stream(key, self.buffer, ring=False))
+            opened = contextlib.nullcontext(BufferedStream(key, self.buffer, ring=False))
         else:
             opened = replay.open()
         async with contextlib.AsyncExitStack() as stack:
@@ -218,10 +239,22 @@ class EventStreamResponse(Response):
             raise TypeError(
                 f"EventStreamResponse writes events (or Updates); a stage gave {item!r}"
             )
+        if self._carrier and isinstance(event, RunStartedEvent):
+            event = self._stamped(event)
         data = encode_event(event)
         if jsonl:
             return encode_jsonl(data)
         return encode_sse(data, id=f"{key}:{seq}")
+
+    def _stamped(self, event: RunStartedEvent) -> RunStartedEvent:
+        """``event`` with the trace context in its metadata (unless it has a traceparent)."""
+        metadata = {} if isinstance(event.metadata, UnsetType) else event.metadata
+        if TRACEPARENT_KEY in metadata:
+            return event
+        stamp = {TRACEPARENT_KEY: self._carrier["traceparent"]}
+        if "tracestate" in self._carrier:
+            stamp[TRACESTATE_KEY] = self._carrier["tracestate"]
+        return msgspec.structs.replace(event, metadata={**metadata, **stamp})
 
     async def _produce(self, log: ReplayLog, jsonl: bool) -> None:
         """Run the pipeline into ``log``, numbering the events; end it (not when cancelled)."""

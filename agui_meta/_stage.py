@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVa
 import msgspec
 
 from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, ToolCallArgsEvent
-from ._exceptions import DataError, Report, Severity, StrictError
+from ._exceptions import DataError, Report, Severity, StrictError, UsageError
 from ._warn import ReportWarnings
 
 __all__ = ["CONTENT_DELTAS", "Context", "Mode", "ReportHandler", "Transducer"]
@@ -84,6 +84,7 @@ class Context:
         "mode",
         "on_report",
         "reports",
+        "timestamp",
     )
 
     def __init__(
@@ -94,7 +95,7 @@ class Context:
         max_reports: int = 10_000,
     ) -> None:
         if mode not in ("default", "strict", "keep_going"):
-            raise ValueError(f"mode must be 'default', 'strict' or 'keep_going', got {mode!r}")
+            raise UsageError(f"mode must be 'default', 'strict' or 'keep_going', got {mode!r}")
         self.mode: Mode = mode
         self.on_report: ReportHandler = on_report or ReportWarnings()
         self.index = -1
@@ -105,6 +106,12 @@ class Context:
         #: an error of one of these events gets the frame's byte offset and line.
         self.frames: Sequence[Any] = ()
         self.frames_start = 0
+        #: While a stage emits the events it synthesizes from a source event (chunk
+        #: expansion), that event's ``timestamp``; ``None`` otherwise. A synthesized event
+        #: carries no ``timestamp`` of its own (as the reference builds it): stages that time
+        #: events (the ledger, ``otel()``) read this one instead of the time of receipt — those
+        #: in the same run of synchronous stages (an async stage between them ends the run).
+        self.timestamp: int | None = None
 
     def report(
         self,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import agui_meta
 from tests.helpers import Terminal, cli, cli_process
 from tests.oracle import REPO_ROOT
 
@@ -195,10 +196,8 @@ def test_validate_caps_the_problems_it_prints(tmp_path: Path) -> None:
 
 
 def test_version() -> None:
-    from importlib.metadata import version
-
     done = cli_process("--version")  # the installed entry point, in a process of its own
-    assert (done.returncode, done.stdout) == (0, f"agui-meta {version('agui-meta')}\n")
+    assert (done.returncode, done.stdout) == (0, f"agui-meta {agui_meta.__version__}\n")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,10 @@ replay`` (see :mod:`agui_meta.cli._command` for the two functions a command modu
   through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`);
 - ``compact FILE|- [-o OUT]``: a recorded stream compacted as the official client's
   ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`);
-- ``serve FILE``: a recorded stream served as an AG-UI endpoint (:mod:`agui_meta.cli.serve`).
+- ``serve FILE``: a recorded stream served as an AG-UI endpoint (:mod:`agui_meta.cli.serve`);
+- ``gateway --agent NAME=SPEC``: serve agents behind the gateway (:mod:`agui_meta.cli.gateway`);
+- ``attach URL --thread T``: show a gateway thread and its running run (:mod:`agui_meta.cli.attach`);
+- ``stop URL --thread T``: stop a gateway thread's running run (:mod:`agui_meta.cli.stop`).
 
 Modules whose name starts with ``_`` are shared helpers, not commands.
 """
@@ -22,7 +25,6 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
-import importlib.metadata
 import io
 import os
 import pkgutil
@@ -30,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO, cast
 
+from .._version import __version__
 from ._command import Command
 
 __all__ = ["build_parser", "commands", "main"]
@@ -63,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
             "'agui-meta COMMAND --help' tells more about each command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"agui-meta {_version()}")
+    parser.add_argument("--version", action="version", version=f"agui-meta {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in commands().items():
         command.add_parser(subparsers).set_defaults(run=command.run, command=name)
@@ -78,13 +81,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("agui-meta")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

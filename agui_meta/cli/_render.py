@@ -245,12 +245,12 @@ def _json_or_text(text: Any) -> list[str]:
 # The conversation
 
 
-def _indent(lines: Iterable[str], by: str) -> Iterator[str]:
+def indent_lines(lines: Iterable[str], by: str) -> Iterator[str]:
     for line in lines:
         yield by + line if line else line
 
 
-def _content_lines(item: MessageItem, style: Style) -> list[str]:
+def content_lines(item: MessageItem, style: Style) -> list[str]:
     content = item.content
     if content is None:
         return []
@@ -285,7 +285,7 @@ def _part_lines(part: Any) -> list[str]:
     return [f"[{what}]"]
 
 
-def _metadata_line(metadata: Any, style: Style) -> list[str]:
+def metadata_line(metadata: Any, style: Style) -> list[str]:
     if metadata is UNSET or metadata is None:
         return []
     if not isinstance(metadata, Mapping):  # a history may hold anything
@@ -293,7 +293,7 @@ def _metadata_line(metadata: Any, style: Style) -> list[str]:
     return [style.dim("metadata: ") + style.text(metadata_text(metadata))]
 
 
-def _header(item: MessageItem, store: ItemStore, style: Style) -> str:
+def message_header(item: MessageItem, store: ItemStore, style: Style) -> str:
     t = style.text
     role = t(item.role) if item.role is not None else "(no role)"
     parts = [style.role(role, role), style.dim(t(item.id))]
@@ -310,15 +310,15 @@ def _header(item: MessageItem, store: ItemStore, style: Style) -> str:
     return " ".join(parts)
 
 
-def _tool_call_lines(call: ToolCallItem, style: Style) -> Iterator[str]:
+def tool_call_lines(call: ToolCallItem, style: Style) -> Iterator[str]:
     name = style.text(call.name) if isinstance(call.name, str) else "(no name)"
     yield f"{style.bold('tool call')} {name} {style.dim(f'({style.text(call.id)})')}"
     arguments = call.arguments
     if arguments is not None and arguments != "":
-        yield from _indent(style.lines(_json_or_text(arguments)), "  ")
+        yield from indent_lines(style.lines(_json_or_text(arguments)), "  ")
     if call.encrypted_value is not None:
         yield "  " + style.dim(f"(encrypted value, {len(str(call.encrypted_value))} characters)")
-    yield from _indent(_metadata_line(call.metadata, style), "  ")
+    yield from indent_lines(metadata_line(call.metadata, style), "  ")
 
 
 def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
@@ -326,8 +326,8 @@ def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
     for n, item in enumerate(store.messages()):
         if n:
             yield ""
-        yield _header(item, store, style)
-        body = _content_lines(item, style)
+        yield message_header(item, store, style)
+        body = content_lines(item, style)
         error = item.fields.get("error")
         if error is not None:
             body.append(style.severity("error", f"error: {style.text(error)}"))
@@ -335,10 +335,10 @@ def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
             body.append(
                 style.dim(f"(encrypted value, {len(str(item.encrypted_value))} characters)")
             )
-        body.extend(_metadata_line(item.metadata, style))
+        body.extend(metadata_line(item.metadata, style))
         for call in item.tool_calls or ():
-            body.extend(_tool_call_lines(call, style))
-        yield from _indent(body, "  ")
+            body.extend(tool_call_lines(call, style))
+        yield from indent_lines(body, "  ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,7 +386,7 @@ def _outcome_lines(record: RunRecord, style: Style) -> Iterator[str]:
             if interrupt.message is not UNSET:
                 text += f": {interrupt.message}"
             yield t(text)
-            yield from _indent(_metadata_line(interrupt.metadata, style), "  ")
+            yield from indent_lines(metadata_line(interrupt.metadata, style), "  ")
     if (
         isinstance(outcome, (RunSuccess, RunInterrupted, RunCancelled))
         and outcome.result is not None
@@ -407,8 +407,11 @@ def _run_header(record: RunRecord, style: Style) -> str:
     return " ".join(parts)
 
 
-def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
-    """Each run: ids, status, outcome, usage (summed per provider and model), run metadata."""
+def render_ledger(
+    runs: Iterable[RunRecord], style: Style, currency: str | None = None
+) -> Iterator[str]:
+    """Each run: ids, status, outcome, usage (summed per provider and model) and its cost
+    (when priced, in ``currency``), run metadata."""
     for n, record in enumerate(runs):
         if n:
             yield ""
@@ -421,6 +424,8 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
         body.extend(_outcome_lines(record, style))
         for entry in record.aggregated_usage:
             body.append(f"usage {t(usage_text(entry))}")
+        if record.cost is not None and currency is not None:
+            body.append(f"cost {record.cost:.6f} {t(currency)}")
         for label, metadata in (
             ("started", record.started_metadata),
             ("finished", record.finished_metadata),
@@ -451,7 +456,7 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
             body.append(t(f"custom event {custom.name} (event {custom.index}){meta}"))
         if record.raw_events:
             body.append(f"raw events: {len(record.raw_events)}")
-        yield from _indent(body, "  ")
+        yield from indent_lines(body, "  ")
 
 
 # ---------------------------------------------------------------------------------------------

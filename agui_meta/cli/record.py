@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from .._exceptions import FramingError
-from .._framing import AutoDecoder
+from .._framing import ACCEPT, ACCEPT_ENCODING, Framer
 from .._inspector import InspectorRecording
 from ._command import Commands
 from ._render import Style, escape_controls
@@ -96,7 +96,7 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import _closing_bytes
+    from .._client import closing_bytes
 
     try:
         agent, tools = build_agent(args)
@@ -105,11 +105,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     body = msgspec.json.encode(wire)
-    headers = {**agent.headers, "Content-Type": "application/json"}
-    headers["Accept"] = "text/event-stream" if args.accept == "sse" else "application/jsonl"
+    headers = {
+        "Accept-Encoding": ACCEPT_ENCODING,
+        **agent.headers,
+        "Content-Type": "application/json",
+    }
+    headers["Accept"] = ACCEPT[args.accept]
     progress = _Progress(sys.stderr, args.url)
     counts = {"bytes": 0, "events": 0}
-    counter: AutoDecoder | None = AutoDecoder()
+    counter: Framer | None = Framer()
     inspector = InspectorRecording(args.url, body) if args.inspector else None
 
     async def save(out: IO[bytes]) -> None:
@@ -125,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 if inspector is not None:
                     inspector.error_body(preview)
                 raise _Answered(response.status_code, preview, response.headers.get("location"))
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     if inspector is not None:
                         inspector.feed(chunk)
@@ -134,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
                     counts["bytes"] += len(chunk)
                     if counter is not None:
                         try:
-                            counts["events"] += len(counter.feed(chunk))
+                            for piece in counter.slices(chunk):
+                                counts["events"] += len(counter.feed(piece))
                         except FramingError:
                             counter = None  # not a stream we can count: still saved as it is
                     progress.update(counts["bytes"], counts["events"])
@@ -197,10 +202,10 @@ def run(args: argparse.Namespace) -> int:
 
 async def _preview(response: Any) -> bytes:
     """The first :data:`ERROR_BODY` bytes of an error's body, the rest left unread."""
-    from .._client import _closing_bytes
+    from .._client import closing_bytes
 
     preview = b""
-    async with _closing_bytes(response) as chunks:
+    async with closing_bytes(response) as chunks:
         async for chunk in chunks:
             preview += chunk[: ERROR_BODY - len(preview)]
             if len(preview) >= ERROR_BODY:

@@ -16,9 +16,11 @@ import msgspec
 
 from .._exceptions import Report
 from .._stage import Mode
-from ._args import http_url, limit
+from . import _otlp as otlp
+from ._args import limit
 from ._command import Commands
 from ._live import LiveView
+from ._prices import PriceTableError, add_prices_argument, load_prices
 from ._render import (
     ReportGroups,
     Style,
@@ -90,7 +92,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "  curl -sN -X POST http://localhost:8000/agent | agui-meta replay -\n"
             "  agui-meta replay --json examples/streams/support.jsonl | jq '.ledger.runs[].usage'\n"
             "  agui-meta replay --keep-going examples/streams/broken.jsonl\n"
-            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse"
+            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse\n"
+            "  agui-meta replay --otlp http://127.0.0.1:6006/v1/traces --otlp-signals traces "
+            "examples/streams/support.jsonl"
         ),
     )
     add_stream_arguments(parser)
@@ -99,14 +103,8 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         action="store_true",
         help="print {messages, state, ledger, reports} as JSON instead (messages in wire JSON)",
     )
-    parser.add_argument(
-        "--otlp",
-        metavar="URL",
-        type=http_url,
-        help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
-        "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; needs "
-        "pip install 'agui-meta[otel,otlp]')",
-    )
+    otlp.add_arguments(parser)
+    add_prices_argument(parser)
     parser.add_argument(
         "--max-errors",
         metavar="N",
@@ -131,15 +129,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
     reports = _Reports()
-    export = None
-    if args.otlp:
-        from ._otlp import OtlpExport
-
-        try:
-            export = OtlpExport(args.otlp)
-        except RuntimeError as exc:
-            print(f"agui-meta: {exc}", file=sys.stderr)
-            return 2
+    try:
+        prices = load_prices(args)
+        export = otlp.from_args(args, prices)
+    except (RuntimeError, PriceTableError) as exc:
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
+        return 2
     style = Style(use_color(args), use_escapes(args))
     # Standard input is shown live, as the bytes arrive (curl ... | agui-meta replay -).
     live = LiveView(sys.stdout, style) if args.file == "-" and not args.json else None
@@ -167,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"agui-meta: could not export {failure}", file=sys.stderr)
         return 2
     stages, error = result.stages, result.error
+    if prices is not None:  # each run's cost, on its record (and so in --json too)
+        for record in stages.ledger.runs:
+            record.cost = prices.total(record.aggregated_usage)
     # What was assembled up to an error is shown too, then the error.
     if args.json:
         output: dict[str, Any] = {
@@ -179,8 +177,11 @@ def run(args: argparse.Namespace) -> int:
             output["error"] = _report_json(error)
         write_json(_encode(output) + b"\n")
     elif error is None or len(stages.store) or stages.ledger.runs or len(reports):
+        currency = prices.currency if prices is not None else None
         lines = list(
-            _replay_lines(args.file, result, reports, style, live is None, args.max_errors)
+            _replay_lines(
+                args.file, result, reports, style, live is None, currency, args.max_errors
+            )
         )
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
@@ -205,6 +206,7 @@ def _replay_lines(
     reports: _Reports,
     style: Style,
     transcript: bool = True,
+    currency: str | None = None,
     limit: int = MAX_SHOWN,
 ) -> Iterator[str]:
     stages = result.stages
@@ -224,7 +226,7 @@ def _replay_lines(
     yield ""
     yield _section(f"runs ({len(runs)})", style)
     if runs:
-        yield from render_ledger(runs, style)
+        yield from render_ledger(runs, style, currency)
     else:
         yield style.dim("(no runs)")
     if len(reports):
