@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -81,6 +81,7 @@ def assert_shows(shown: dict[str, Any], expected: dict[str, Any]) -> None:
     content = expected.get("content")
     body = "\n".join(shown["body"])
     if expected["role"] == "tool":
+        assert isinstance(content, str)
         assert json.loads(body) == json.loads(content)
         assert f"({expected['toolCallId']})" in header
     elif expected["role"] == "activity":
@@ -427,7 +428,9 @@ def test_a_stream_that_cannot_be_framed_stops_with_its_location(tmp_path: Path) 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["default", "keep_going"])
-async def test_frames_decoded_by_the_caller_with_an_error(mode: str) -> None:
+async def test_frames_decoded_by_the_caller_with_an_error(
+    mode: Literal["default", "keep_going"],
+) -> None:
     """wrap() treats a non-UTF-8 Frame it is given like one it decoded itself."""
     import agui_meta
     from agui_meta._framing import make_decoder
@@ -441,7 +444,7 @@ async def test_frames_decoded_by_the_caller_with_an_error(mode: str) -> None:
     decoder = make_decoder("jsonl", invalid_utf8="frame")
     frames = decoder.feed(data) + decoder.close()
     reports: list[agui_meta.Report] = []
-    stream = agui_meta.wrap(frames, mode=mode, on_report=reports.append)  # type: ignore[arg-type]
+    stream = agui_meta.wrap(frames, mode=mode, on_report=reports.append)
     if mode == "default":
         with pytest.raises(agui_meta.FramingError) as info:
             async with stream:
@@ -477,8 +480,8 @@ def test_validate_lists_every_planted_defect() -> None:
     assert "[unknown-field]" in by_line[2][0] and "(at $.colour)" in by_line[2][0]
     assert "[unprefixed-metadata-key]" in by_line[2][1]
     assert "(at $.metadata.provider)" in by_line[2][1]
-    for number in ERROR_LINES:
-        assert len(by_line[number]) == 1 and ": error: " in by_line[number][0]
+    for line_number in ERROR_LINES:
+        assert len(by_line[line_number]) == 1 and ": error: " in by_line[line_number][0]
     assert ": warning: [unknown-event-type]" in by_line[8][0]
     assert "(at $.delta)" in by_line[6][0]
     # The end of the stream: the run and the tool call left open.
