@@ -290,3 +290,31 @@ def test_every_error_class_the_docs_name_is_one_of_the_package_or_python() -> No
                 assert name in known, f"{rel}:{n}: no error class {name}"
                 checked += 1
     assert checked >= 30
+
+
+def test_every_file_of_the_repository_the_docs_name_exists() -> None:
+    # A path under agui_meta/, tests/, examples/ or benchmarks/, and a module file named alone
+    # (`_driver.py`, `cli/replay.py`), exists; NAME.py-like placeholders are left alone.
+    modules = {
+        p.relative_to(ROOT / "agui_meta").as_posix() for p in (ROOT / "agui_meta").rglob("*")
+    }
+    checked = 0
+    for path in DOC_FILES:
+        rel = path.relative_to(ROOT).as_posix()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for span in re.findall(r"`([^`]+)`", line):
+                for name in re.findall(
+                    r"(?<![\w./-])[\w./-]*\w\.(?:py|cjs|jsonl|sse)\b|\w+/", span
+                ):
+                    if re.search(r"\b[A-Z_]+\.\w+$", name) or name.startswith(("../", "./")):
+                        continue  # a placeholder (CASES.jsonl), or outside the repository
+                    top = name.split("/", 1)[0]
+                    if top in ("agui_meta", "tests", "examples", "benchmarks"):
+                        assert (ROOT / name).exists(), f"{rel}:{n}: no {name}"
+                    elif name.endswith(".py") and (name.startswith("_") or "/" in name):
+                        found = any(m == name or m.endswith("/" + name) for m in modules)
+                        assert found, f"{rel}:{n}: no {name} in agui_meta/"
+                    else:
+                        continue
+                    checked += 1
+    assert checked >= 50
