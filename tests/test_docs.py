@@ -273,10 +273,11 @@ def test_every_agui_meta_name_the_docs_mention_exists() -> None:
 
 
 def test_every_error_class_the_docs_name_is_one_of_the_package_or_python() -> None:
+    import agui_meta.gateway
     import agui_meta.redis
     import agui_meta.threads
 
-    public = (agui_meta, agui_meta.threads, agui_meta.redis)
+    public = (agui_meta, agui_meta.threads, agui_meta.redis, agui_meta.gateway)
     known = {name for module in public for name in module.__all__} | set(dir(builtins))
     named = r"`([A-Z]\w*(?:Error|Conflict|Gap|Lost|Full|Failed|Stream|Consumed|Closed|Large))`"
     checked = 0
