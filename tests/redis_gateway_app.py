@@ -22,6 +22,9 @@ from typing import Any
 
 import anyio
 import redis.asyncio
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
@@ -51,7 +54,12 @@ def _scope(request: Request) -> str:
 
 def replica(redis_url: str, namespace: str, **options: Any) -> Starlette:
     """One replica with its own Redis client (closed by the app's lifespan)."""
-    client = redis.asyncio.Redis.from_url(redis_url)
+    # Retried on a dropped connection (a restarted Redis), as docs/gateway.md advises.
+    client = redis.asyncio.Redis.from_url(
+        redis_url,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.01), 6),
+        retry_on_error=[redis.exceptions.ConnectionError],
+    )
     gateway = redis_gateway(
         client, {"slow": slow}, namespace=namespace, scope=_scope, keepalive=0.5, **options
     )

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,11 +29,12 @@ import pytest
 import agui_meta
 from agui_meta.framing import Frame, SSEDecoder
 from tests.needs import missing
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, _free_port
 from tests.servers import serve
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).resolve().parent.parent
 GUARD = 30  # seconds: a hang guard, not a timing assertion
 USER = {"id": "u1", "role": "user", "content": "hi"}
 
@@ -65,6 +72,41 @@ def replicas(redis_url: str, **options: Any) -> Iterator[tuple[str, str]]:
     a, b = replica(redis_url, namespace, **options), replica(redis_url, namespace, **options)
     with serve(a, lifespan="on") as url_a, serve(b, lifespan="on") as url_b:
         yield url_a, url_b
+
+
+@contextlib.contextmanager
+def replica_process(redis_url: str, namespace: str, **options: Any) -> Iterator[tuple[str, Any]]:
+    """A replica in a process of its own (uvicorn), to be killed: (its URL, the process)."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "AGUI_GW_REDIS": redis_url,
+        "AGUI_GW_NAMESPACE": namespace,
+        "AGUI_GW_OPTIONS": json.dumps(options),
+    }
+    args = [sys.executable, "-m", "uvicorn", "--factory", "tests.redis_gateway_app:from_env"]
+    args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    process = subprocess.Popen(args, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + GUARD
+        while True:
+            assert process.poll() is None, "the replica process exited while starting"
+            assert time.monotonic() < deadline, "the replica process did not start"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(GUARD)
+
+
+async def until_active(client: httpx.AsyncClient, url: str, thread_id: str, run_id: str) -> None:
+    """Wait until ``url`` reports ``run_id`` active on the thread (another replica runs it)."""
+    with anyio.fail_after(GUARD):
+        while (await thread(client, url, thread_id)).get("activeRunId") != run_id:  # noqa: ASYNC110 - state in Redis
+            await anyio.sleep(0.02)
 
 
 def body(thread: str, run: str = "r1", **props: Any) -> dict[str, Any]:
@@ -125,24 +167,188 @@ def same_thread(got: dict[str, Any], want: dict[str, Any]) -> None:
     assert got["state"] == want["state"]
     assert got["version"] == want["version"]
     assert got["activeRunId"] is None
-    runs = [(r["runId"], r["status"], r.get("eventCounts")) for r in got["ledger"]["runs"]]
-    assert runs == [(r["runId"], r["status"], r.get("eventCounts")) for r in want["ledger"]["runs"]]
+    assert got["ledger"] == want["ledger"]
 
 
 async def test_a_run_on_a_is_joined_connected_and_read_on_b(redis_url: str) -> None:
     with replicas(redis_url) as (a, b):
         async with httpx.AsyncClient(timeout=GUARD) as client:
-            _, undisturbed = await stream(client, f"{a}/agents/slow/run", body("t0", deltas=6))
+            _, undisturbed = await stream(client, f"{a}/agents/slow/run", body("t0", deltas=8))
             want = await thread(client, a, "t0")
-            slow = body("t1", deltas=6, pause=0.1)
+            slow = body("t1", deltas=8, pause=0.1)
             _, head = await stream(client, f"{a}/agents/slow/run", slow, upto=3)
+            assert (await thread(client, b, "t1"))["activeRunId"] == "r1"  # B sees it run
+            # A fresh client connects on B while the run executes on A.
+            tab = agui_meta.HttpAgent(f"{b}/agents/slow/run", http_client=client, thread_id="t1")
+            await tab.connect_agent()
             # The same run posted to B joins it from its first event.
             _, joined = await stream(client, f"{b}/agents/slow/run", slow)
             got = await thread(client, b, "t1")
-            tab = agui_meta.HttpAgent(f"{b}/agents/slow/run", http_client=client, thread_id="t1")
-            await tab.connect_agent()
-    assert [e["type"] for e in events_of(joined)] == [e["type"] for e in events_of(undisturbed)]
     assert [f.id for f in joined[:3]] == [f.id for f in head]
     assert events_of(joined) == renamed(events_of(undisturbed), "t0", "t1")
     same_thread(got, want)
     assert tab.messages_wire() == got["messages"]
+    assert tab.state == got["state"]
+
+
+async def test_stop_on_b_reaches_the_run_executing_on_a(redis_url: str) -> None:
+    with replicas(redis_url) as (a, b):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            slow = body("t", deltas=1000, pause=0.05)
+            async with anyio.create_task_group() as tg:
+                got: list[Frame] = []
+
+                async def read() -> None:
+                    got.extend((await stream(client, f"{a}/agents/slow/run", slow))[1])
+
+                tg.start_soon(read)
+                await until_active(client, b, "t", "r1")
+                stopped = await client.post(f"{b}/agents/slow/stop", json={"threadId": "t"})
+            again = await client.post(f"{b}/agents/slow/stop", json={"threadId": "t"})
+            saved = await thread(client, a, "t")
+    assert stopped.status_code == 200
+    assert stopped.json() == {"threadId": "t", "runId": "r1", "ended": True}
+    assert again.status_code == 404
+    events = events_of(got)
+    assert events[-2:] == [
+        {"type": "TEXT_MESSAGE_END", "messageId": "r1-m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1", "outcome": {"type": "cancelled"}},
+    ]
+    assert [e["type"] for e in events].count("RUN_FINISHED") == 1
+    said = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert saved["version"] == 1 and saved["activeRunId"] is None
+    assert saved["messages"] == [USER, {"id": "r1-m", "role": "assistant", "content": said}]
+    assert saved["ledger"]["runs"] == 1
+
+
+async def test_two_runs_at_once_on_one_thread_one_is_refused(redis_url: str) -> None:
+    with replicas(redis_url) as (a, b):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            _, undisturbed = await stream(client, f"{a}/agents/slow/run", body("t0", "r0"))
+            answers: dict[str, tuple[int, list[Frame]]] = {}
+
+            async def post(name: str, url: str) -> None:
+                answers[name] = await stream(client, url, body("t", name, deltas=5, pause=0.05))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(post, "ra", f"{a}/agents/slow/run")
+                tg.start_soon(post, "rb", f"{b}/agents/slow/run")
+            saved = await thread(client, b, "t")
+    statuses = sorted(status for status, _ in answers.values())
+    assert statuses == [200, 409]
+    [(winner, (_, frames))] = [(n, found) for n, found in answers.items() if found[0] == 200]
+    assert len(events_of(frames)) == len(events_of(undisturbed)) + 2  # two more deltas
+    assert saved["version"] == 1 and saved["ledger"]["lastRunId"] == winner
+
+
+async def test_scopes_hold_across_replicas(redis_url: str) -> None:
+    with replicas(redis_url) as (a, b):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            alice, bob = {"X-Scope": "alice"}, {"X-Scope": "bob"}
+            status, _ = await stream(client, f"{a}/agents/slow/run", body("t"), headers=alice)
+            assert status == 200
+            assert (await client.get(f"{b}/threads/t", headers=bob)).status_code == 404
+            assert (await client.get(f"{b}/threads", headers=bob)).json() == {"threads": []}
+            theirs = await stream(
+                client, f"{b}/agents/slow/connect", {"threadId": "t"}, headers=bob
+            )
+            run = await stream(client, f"{b}/agents/slow/run", body("t", "r2"), headers=bob)
+            stop = await client.post(f"{b}/agents/slow/stop", json={"threadId": "t"}, headers=bob)
+            gone = await client.delete(f"{b}/threads/t", headers=bob)
+            mine = (await client.get(f"{b}/threads", headers=alice)).json()
+            kept = await client.get(f"{b}/threads/t", headers=alice)
+    assert theirs[0] == run[0] == stop.status_code == gone.status_code == 404
+    assert mine == {"threads": [{"threadId": "t", "activeRunId": None}]}
+    assert kept.status_code == 200 and kept.json()["version"] == 1
+
+
+def ids_follow(frames: list[Frame]) -> None:
+    """One run's ids, each once and in order: ``KEY:0``, ``KEY:1``, …"""
+    key = (frames[0].id or "").split(":")[0]
+    assert [f.id for f in frames] == [f"{key}:{n}" for n in range(len(frames))]
+
+
+async def test_the_client_of_a_killed_replica_resumes_on_the_other(redis_url: str) -> None:
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    with (
+        replica_process(redis_url, namespace) as (a, process),
+        serve(replica(redis_url, namespace), lifespan="on") as b,
+    ):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            _, undisturbed = await stream(client, f"{b}/agents/slow/run", body("t0", deltas=20))
+            want = await thread(client, b, "t0")
+            slow = body("t", deltas=20, pause=0.05)
+            await stream(client, f"{b}/agents/slow/run", slow, upto=1)  # B executes it
+            _, head = await stream(client, f"{a}/agents/slow/run", slow, upto=5)  # A serves it
+            process.kill()  # SIGKILL
+            process.wait(GUARD)
+            status, rest = await stream(client, f"{b}/agents/slow/run", slow, last_id=head[-1].id)
+            got = await thread(client, b, "t")
+    assert status == 200
+    ids_follow(head + rest)
+    assert events_of(head + rest) == renamed(events_of(undisturbed), "t0", "t")
+    same_thread(got, want)
+
+
+async def test_a_killed_executor_ends_its_run_with_an_error_once(redis_url: str) -> None:
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    with (
+        replica_process(redis_url, namespace, lease=0.6) as (a, process),
+        serve(replica(redis_url, namespace, lease=0.6), lifespan="on") as b,
+    ):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            slow = body("t", deltas=1000, pause=0.05)
+            _, head = await stream(client, f"{a}/agents/slow/run", slow, upto=4)
+            process.kill()  # SIGKILL: the executor dies mid-run
+            process.wait(GUARD)
+            status, rest = await stream(client, f"{b}/agents/slow/run", slow, last_id=head[-1].id)
+            lost = await thread(client, b, "t")
+            # The thread is free again: the next run starts and is saved after the lost one.
+            _, again = await stream(client, f"{b}/agents/slow/run", body("t", "r2"))
+            after = await thread(client, b, "t")
+            _, undisturbed = await stream(client, f"{b}/agents/slow/run", body("t0", "r2"))
+    assert status == 200
+    ids_follow(head + rest)
+    events = events_of(head + rest)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "executor_lost"
+    assert [e["type"] for e in events].count("RUN_ERROR") == 1
+    assert all(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events[2:-1])
+    assert lost["version"] == 1 and lost["activeRunId"] is None
+    assert lost["messages"] == [] and lost["state"] == {}  # what the lost run did is not kept
+    assert lost["ledger"] == {
+        "runs": 1,
+        "lastRunId": "r1",
+        "lastStatus": "error",
+        "statuses": {"error": 1},
+    }
+    assert events_of(again) == renamed(events_of(undisturbed), "t0", "t")
+    assert after["version"] == 2 and after["ledger"]["runs"] == 2
+    assert after["messages"][-1]["id"] == "r2-m"
+
+
+async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: Path) -> None:
+    srv = RedisServer(tmp_path)  # appendfsync always: nothing acknowledged is lost
+    srv.start()
+    try:
+        with replicas(srv.url) as (a, b):
+            async with httpx.AsyncClient(timeout=GUARD) as client:
+                _, first = await stream(client, f"{a}/agents/slow/run", body("t"))
+                before = await thread(client, a, "t")
+                srv.restart()  # SIGKILL, then started again from its append-only file
+                got = await thread(client, b, "t")
+                tab = agui_meta.HttpAgent(f"{b}/agents/slow/run", http_client=client, thread_id="t")
+                await tab.connect_agent()
+                listed = (await client.get(f"{b}/threads")).json()
+                _, second = await stream(client, f"{b}/agents/slow/run", body("t", "r2"))
+                after = await thread(client, a, "t")
+    finally:
+        srv.stop()
+    assert got == before
+    assert tab.messages_wire() == before["messages"]
+    assert listed == {"threads": [{"threadId": "t", "activeRunId": None}]}
+    assert events_of(second)[-1]["type"] == "RUN_FINISHED"
+    assert after["version"] == 2 and after["messages"][:2] == before["messages"]
