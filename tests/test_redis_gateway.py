@@ -336,7 +336,7 @@ async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: P
     try:
         with replicas(srv.url) as (a, b):
             async with httpx.AsyncClient(timeout=GUARD) as client:
-                _, first = await stream(client, f"{a}/agents/slow/run", body("t"))
+                await stream(client, f"{a}/agents/slow/run", body("t"))
                 before = await thread(client, a, "t")
                 srv.restart()  # SIGKILL, then started again from its append-only file
                 got = await thread(client, b, "t")
