@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.routing import Mount
 
 from agui_meta.events import RunAgentInput
-from agui_meta.redis import redis_gateway
+from agui_meta.gateway import redis_gateway
 
 
 async def slow(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:

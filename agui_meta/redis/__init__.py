@@ -10,9 +10,8 @@ Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or
 - :class:`RedisThreadStore` reads (and writes, with compare-and-set) the threads' snapshots;
 - :class:`RedisReplay` keeps the events an ``EventStreamResponse`` sends, so that a stream
   started on one replica is resumed (``Last-Event-ID``) on any other;
-- :func:`redis_gateway` is the gateway across replicas: its runs (:class:`RedisRuns`), run
-  logs, catalog (:class:`RedisCatalog`) and threads in Redis, keys hashed per thread shard
-  (:class:`GatewayKeys`);
+- :class:`RedisCatalog` and :class:`GatewayKeys` are the gateway's catalog and key layout
+  across replicas (:func:`agui_meta.gateway.redis_gateway`; keys hashed per thread shard);
 - :func:`run_local` is the same processing in one process, without Redis: the reference the
   workers' results equal.
 
@@ -32,13 +31,11 @@ from .._exceptions import SourceConflict as SourceConflict
 from .._public import public_module as _public_module
 from ._catalog import RedisCatalog as RedisCatalog
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
-from ._gateway import redis_gateway as redis_gateway
 from ._ingest import IngestResult as IngestResult
 from ._ingest import publish as publish
 from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys
 from ._replay import RedisReplay as RedisReplay
-from ._runs import RedisRuns as RedisRuns
 from ._shards import GatewayKeys as GatewayKeys
 from ._store import RedisThreadStore as RedisThreadStore
 from ._worker import Worker as Worker
@@ -55,7 +52,6 @@ __all__ = (
     "Output",
     "RedisCatalog",
     "RedisReplay",
-    "RedisRuns",
     "RedisThreadStore",
     "SequenceGap",
     "SourceConflict",
@@ -64,7 +60,6 @@ __all__ = (
     "envelopes",
     "publish",
     "read_frames",
-    "redis_gateway",
     "run_local",
 )
 

@@ -27,22 +27,7 @@ def redis_gateway(
     lease: float = 10.0,
     **options: Any,
 ) -> Gateway:
-    """A gateway replica: every replica made with the same Redis, ``namespace`` and ``shards``
-    serves every route for every thread.
-
-    :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client (closed
-        by the caller).
-    :param agents: as :class:`~agui_meta.gateway.Gateway`'s (each replica runs the runs it
-        accepts, so each needs every agent).
-    :param namespace: the key namespace; the keys are ``{namespace:S}:…``, ``S`` the thread's
-        shard, so that a Redis Cluster spreads the threads.
-    :param shards: virtual shards (the same on every replica).
-    :param lease: seconds a replica holds a run without renewing it (every third); a run whose
-        replica died is ended with ``RUN_ERROR`` code ``executor_lost`` within about
-        ``4/3`` of ``lease``.
-    :param options: :class:`~agui_meta.gateway.Gateway`'s other options (``max_runs`` counts
-        this replica's runs).
-    """
+    """:func:`agui_meta.gateway.redis_gateway` (documented there)."""
     keys = GatewayKeys(namespace, shards)
     return Gateway(
         agents,

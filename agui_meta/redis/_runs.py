@@ -41,7 +41,7 @@ from .._store import Store
 from .._threads import ThreadSnapshot, ThreadStore, encode_snapshot
 from . import _runscripts
 from ._common import text
-from ._replay import RedisReplay, _entries, _fields, _index, _RedisReader
+from ._replay import RedisReplay, RedisStreamReader, entry_fields, entry_index, stream_entries
 from ._shards import GatewayKeys
 
 if TYPE_CHECKING:
@@ -158,9 +158,9 @@ class _RedisRun(Run):
                     self.fence()
                     return
                 reply = await client.xread({control: seen}, count=16, block=_ms(step))
-                for entry_id, raw in _entries(reply):
+                for entry_id, raw in stream_entries(reply):
                     seen = text(entry_id)
-                    reason = _STOPS.get(text(_fields(raw).get("stop", b"")))
+                    reason = _STOPS.get(text(entry_fields(raw).get("stop", b"")))
                     if reason is not None:
                         self._stop(reason)
                 now = anyio.current_time()
@@ -315,7 +315,7 @@ class RedisRuns(MemoryRuns):
 
     def reader(self, key: str, start: int) -> ReplayReader:
         """A reader of run ``key``'s log in Redis from event ``start`` on."""
-        return _RedisReader(self._space, key, start - 1)
+        return RedisStreamReader(self._space, key, start - 1)
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -448,7 +448,7 @@ class RedisRuns(MemoryRuns):
         last = await self.client.xrevrange(self.keys.replay(key), count=1)
         events = 0
         if last:
-            events = _index(last[0][0]) - (1 if "end" in _fields(last[0][1]) else 0)
+            events = entry_index(last[0][0]) - (1 if "end" in entry_fields(last[0][1]) else 0)
         return _RemoteRun(self, key, meta, events)
 
     async def _held(self, thread_id: str) -> str | None:
