@@ -95,6 +95,7 @@ from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
 from ._threads import ThreadSnapshot, ThreadStore
 from ._tokens import Usage
+from ._tracecontext import TRACEPARENT_KEY, current_carrier, current_context, trace_id
 
 if TYPE_CHECKING:
     import httpx
@@ -127,7 +128,11 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     - ``usage``: the token usage entries of RUN_FINISHED, as sent (:class:`~agui_meta.Usage`);
     - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
     - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
-    - ``record``: the ledger's record of the run; ``reports``: what the run reported.
+    - ``record``: the ledger's record of the run; ``reports``: what the run reported;
+    - ``trace_id``: the W3C trace id of the run (32 hex digits) — the client's, when an
+      OpenTelemetry span was current as the run started (its ``traceparent`` went with each
+      request), else the one the server stamped in RUN_STARTED's metadata
+      (``w3c.traceparent``) — to attach feedback to; ``None`` when neither.
 
     :meth:`to_json` gives it as JSON ``bytes``, :meth:`to_builtins` as a ``dict`` for
     ``json.dumps``.
@@ -143,6 +148,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     pending_tool_call_ids: list[str]
     record: RunRecord | None
     reports: list[Report]
+    trace_id: str | None = None
 
     def to_json(self) -> bytes:
         """The result as JSON, in ``bytes`` (UTF-8): camelCase names, the messages, outcome,
@@ -353,6 +359,7 @@ class HttpAgent:
             )
         self.url = url
         self.headers = dict(headers or {})
+        self._trace: dict[str, str] = {}  # the run's traceparent and tracestate headers
         self.http_client = http_client
         self.timeout = timeout
         self.thread_id = thread_id if thread_id is not None else str(uuid.uuid4())
@@ -759,6 +766,13 @@ class HttpAgent:
         http = _require_httpx()
         watch = _Watch()
         stages = DefaultStages(self.store, ledger=self.ledger)
+        # Trace context: the span current as the run starts goes with each request, and
+        # parents the spans of the run's otel() stages.
+        self._trace = current_carrier()
+        context = current_context()
+        for stage in self.stages:
+            if hasattr(stage, "parent_context"):  # an otel() stage
+                stage.parent_context = context
         self._aborted = False
         failure: Exception | None = None
         with anyio.CancelScope() as scope:
@@ -850,6 +864,8 @@ class HttpAgent:
             pending_tool_call_ids=self.store.pending_tool_call_ids,
             record=record,
             reports=list(run.reports),
+            trace_id=trace_id(self._trace.get("traceparent"))
+            or trace_id((record.started_metadata or {}).get(TRACEPARENT_KEY) if record else None),
         )
 
 
@@ -874,6 +890,7 @@ class _Source:
         url: str | None = None,
     ):
         self.agent = agent
+        self.trace = dict(agent._trace)  # traceparent, tracestate: sent with each request
         self.url = agent.url if url is None else url
         self.client = client
         self.body = body
@@ -939,6 +956,7 @@ class _Source:
         headers = {
             "Accept-Encoding": ACCEPT_ENCODING,  # what the body reader inflates, in bounds
             **agent.headers,
+            **self.trace,
             "Content-Type": "application/json",
             "Accept": ACCEPT[agent.accept],
         }
