@@ -352,3 +352,35 @@ async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: P
     assert listed == {"threads": [{"threadId": "t", "activeRunId": None}]}
     assert events_of(second)[-1]["type"] == "RUN_FINISHED"
     assert after["version"] == 2 and after["messages"][:2] == before["messages"]
+
+
+def test_the_command_line_serves_one_thread_from_two_replicas(redis_url: str) -> None:
+    from tests.test_gateway_cli import DEMO, cli, gateway
+
+    on_redis = ("--threads", "redis", "--redis", redis_url, "--namespace", fresh())
+    with gateway(*DEMO, *on_redis) as (a, _), gateway(*DEMO, *on_redis) as (b, _b):
+        ran = cli("run", f"{a}/agents/demo/run", "-m", "hello", "--thread-id", "t1")
+        on_a = httpx.get(f"{a}/threads/t1", timeout=GUARD).json()
+        on_b = httpx.get(f"{b}/threads/t1", timeout=GUARD).json()
+        listed = httpx.get(f"{b}/threads", timeout=GUARD).json()
+    assert ran.returncode == 0, ran.stderr
+    assert on_a == on_b
+    assert on_b["version"] == 1 and on_b["messages"][0]["content"] == "hello"
+    assert listed == {"threads": [{"threadId": "t1", "activeRunId": None}]}
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (("--threads", "redis"), "--threads redis and --redis URL go together"),
+        (("--redis", "redis://127.0.0.1:1/0"), "--threads redis and --redis URL go together"),
+        (("--threads", "redis", "--redis", "http://x"), "Redis URL must specify one of"),
+        (("--threads", "disk"), "--threads is memory, sqlite:PATH or redis"),
+    ],
+)
+def test_bad_redis_arguments_exit_2_with_the_reason(argv: tuple[str, ...], reason: str) -> None:
+    from tests.test_gateway_cli import DEMO, cli
+
+    done = cli("gateway", *DEMO, *argv)
+    assert done.returncode == 2
+    assert reason in done.stderr
