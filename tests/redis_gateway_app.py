@@ -52,14 +52,19 @@ def _scope(request: Request) -> str:
     return request.headers.get("x-scope", "")
 
 
-def replica(redis_url: str, namespace: str, **options: Any) -> Starlette:
-    """One replica with its own Redis client (closed by the app's lifespan)."""
-    # Retried on a dropped connection (a restarted Redis), as docs/gateway.md advises.
-    client = redis.asyncio.Redis.from_url(
-        redis_url,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.01), 6),
-        retry_on_error=[redis.exceptions.ConnectionError],
-    )
+def replica(redis_url: str, namespace: str, *, cluster: bool = False, **options: Any) -> Starlette:
+    """One replica with its own Redis client (closed by the app's lifespan); ``cluster``: a
+    ``RedisCluster`` client of the cluster one of whose nodes ``redis_url`` is."""
+    client: Any
+    if cluster:
+        client = redis.asyncio.RedisCluster.from_url(redis_url)
+    else:
+        # Retried on a dropped connection (a restarted Redis), as docs/gateway.md advises.
+        client = redis.asyncio.Redis.from_url(
+            redis_url,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.01), 6),
+            retry_on_error=[redis.exceptions.ConnectionError],
+        )
     gateway = redis_gateway(
         client, {"slow": slow}, namespace=namespace, scope=_scope, keepalive=0.5, **options
     )

@@ -384,3 +384,62 @@ def test_bad_redis_arguments_exit_2_with_the_reason(argv: tuple[str, ...], reaso
     done = cli("gateway", *DEMO, *argv)
     assert done.returncode == 2
     assert reason in done.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests.redis_cluster import RedisClusterNodes
+
+    nodes = RedisClusterNodes(tmp_path_factory.mktemp("cluster"))
+    nodes.start()
+    try:
+        yield nodes.url
+    finally:
+        nodes.stop()
+
+
+async def test_on_a_redis_cluster_the_threads_spread_over_the_masters(cluster_url: str) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import GatewayKeys
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    a = replica(cluster_url, namespace, cluster=True)
+    b = replica(cluster_url, namespace, cluster=True)
+    threads = [f"t{n}" for n in range(8)]
+    with serve(a, lifespan="on") as url_a, serve(b, lifespan="on") as url_b:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            _, undisturbed = await stream(client, f"{url_a}/agents/slow/run", body("u", deltas=4))
+            want = await thread(client, url_a, "u")
+            for name in threads:  # run on A, joined and read on B
+                slow = body(name, deltas=4, pause=0.02)
+                _, head = await stream(client, f"{url_a}/agents/slow/run", slow, upto=2)
+                _, joined = await stream(client, f"{url_b}/agents/slow/run", slow)
+                assert [f.id for f in joined[:2]] == [f.id for f in head]
+                assert events_of(joined) == renamed(events_of(undisturbed), "u", name)
+                same_thread(await thread(client, url_b, name), want)
+            # Stop on B, for a run executing on A.
+            long = body("s", deltas=1000, pause=0.05)
+            async with anyio.create_task_group() as tg:
+                got: list[Frame] = []
+
+                async def read() -> None:
+                    got.extend((await stream(client, f"{url_a}/agents/slow/run", long))[1])
+
+                tg.start_soon(read)
+                await until_active(client, url_b, "s", "r1")
+                stopped = await client.post(f"{url_b}/agents/slow/stop", json={"threadId": "s"})
+            listed = (await client.get(f"{url_b}/threads")).json()["threads"]
+    assert stopped.json()["ended"] is True
+    assert events_of(got)[-1]["outcome"] == {"type": "cancelled"}
+    assert sorted(t["threadId"] for t in listed) == sorted([*threads, "u", "s"])
+    # Where the threads' keys live: on more than one master.
+    check = redis.asyncio.RedisCluster.from_url(cluster_url)
+    try:
+        await check.initialize()
+        keys = GatewayKeys(namespace)
+        homes = {check.get_node_from_key(keys.thread(name)).name for name in threads}
+    finally:
+        await check.aclose()
+    assert len(homes) >= 2
