@@ -191,6 +191,36 @@ async def test_a_run_on_a_is_joined_connected_and_read_on_b(redis_url: str) -> N
     assert tab.state == got["state"]
 
 
+async def test_a_follower_on_b_gets_the_later_runs_executed_on_a(redis_url: str) -> None:
+    with replicas(redis_url) as (a, b):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            await stream(client, f"{a}/agents/slow/run", body("t"))
+            followed: list[Frame] = []
+
+            async def follow() -> None:
+                decoder = SSEDecoder()
+                connect = {"threadId": "t", "follow": True}
+                async with client.stream("POST", f"{b}/agents/slow/connect", json=connect) as got:
+                    async for chunk in got.aiter_bytes():
+                        followed.extend(f for f in decoder.feed(chunk) if f.data)
+                        if any(json.loads(f.data).get("runId") == "r2" and
+                               json.loads(f.data)["type"] == "RUN_FINISHED" for f in followed):  # fmt: skip
+                            return
+
+            with anyio.fail_after(GUARD):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(follow)
+                    while not followed:  # noqa: ASYNC110 - the prelude arrived: attached
+                        await anyio.sleep(0.01)
+                    _, direct = await stream(client, f"{a}/agents/slow/run", body("t", "r2"))
+    events = events_of(followed)
+    later = [n for n, e in enumerate(events) if e["type"] == "RUN_STARTED" and e["runId"] == "r2"]
+    assert events[later[0] :] == events_of(direct)
+    assert [e["type"] for e in events[: later[0]]] == [
+        "RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED",
+    ]  # fmt: skip
+
+
 async def test_stop_on_b_reaches_the_run_executing_on_a(redis_url: str) -> None:
     with replicas(redis_url) as (a, b):
         async with httpx.AsyncClient(timeout=GUARD) as client:
