@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -55,6 +55,8 @@ __all__ = ["RedisRuns"]
 logger = logging.getLogger("agui_meta.gateway")
 
 _REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
+#: Events a run may have queued for Redis before it waits for the writes.
+_AHEAD = 1024
 _STOPS: dict[str, StopReason] = {"stopped": "stopped", "superseded": "superseded"}
 
 
@@ -63,13 +65,22 @@ def _ms(seconds: float) -> int:
 
 
 class _RedisRunLog:
-    """A :class:`~agui_meta.gateway.RunLog` in a Redis stream, written by the run's holder."""
+    """A :class:`~agui_meta.gateway.RunLog` in a Redis stream, written by the run's holder.
+
+    ``append`` queues the events and returns (the run never waits for Redis, unless
+    ``_AHEAD`` events are queued); :meth:`flush`, a task of the run, writes what is queued in
+    one script call at a time, so a fast agent's events go to Redis in batches.
+    """
 
     def __init__(self, run: _RedisRun) -> None:
         self.run = run
         self.key = run.key
         self._next = 0
+        self.written = 0  # events in Redis
+        self._pending: list[bytes] = []
         self._ended = False
+        self._closed = False  # no more appends: the flush ends once the queue is empty
+        self._changed = anyio.Event()
 
     @property
     def next_seq(self) -> int:
@@ -79,32 +90,48 @@ class _RedisRunLog:
     def ended(self) -> bool:
         return self._ended
 
-    async def append(self, frames: list[bytes] | tuple[bytes, ...] | Any) -> None:
-        if self._ended:
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def append(self, frames: Sequence[bytes]) -> None:
+        if self._ended or self._closed:
             raise RuntimeError(f"run log {self.key}: append after end")
-        run = self.run
-        if not frames or run.fenced:
+        if not frames or self.run.fenced:
             return
-        first = self._next
-        # Counted before the write: the run's store already holds these events, and a
-        # ``join`` taken meanwhile starts its reader after them.
+        # Counted at once: the run's store already holds these events, and a ``join`` taken
+        # now starts its reader after them.
         self._next += len(frames)
+        self._pending.extend(frames)
+        self._notify()
+        while len(self._pending) >= _AHEAD and not self.run.fenced:
+            await self._changed.wait()
+
+    def close(self) -> None:
+        self._closed = True
+        self._notify()
+
+    async def flush(self) -> None:
+        """Write the queued events until :meth:`close` and an empty queue."""
+        run = self.run
         runs = run.runs
         keys = runs.keys
-        held = await runs.script(
-            "LOG",
-            [keys.active(run.thread_id), keys.replay(self.key), keys.replay_alive(self.key)],
-            [
-                run.holder,
-                runs.max_events,
-                _ms(runs.max_run_time + runs.keep),
-                _ms(runs.alive),
-                first + 1,
-                *frames,
-            ],
-        )
-        if not held:
-            run.fence()
+        names = [keys.active(run.thread_id), keys.replay(self.key), keys.replay_alive(self.key)]
+        ttl, alive = _ms(runs.max_run_time + runs.keep), _ms(runs.alive)
+        while True:
+            while not self._pending:
+                if self._closed or run.fenced:
+                    return
+                await self._changed.wait()
+            batch, self._pending = self._pending, []
+            held = await runs.script(
+                "LOG", names, [run.holder, runs.max_events, ttl, alive, self.written + 1, *batch]
+            )
+            self.written += len(batch)
+            self._notify()
+            if not held:
+                run.fence()
+                return
 
     async def end(self) -> None:
         self._ended = True  # the end marker is written with the thread (COMMIT)
@@ -122,7 +149,15 @@ class _RedisRun(Run):
         self.key = key
         self.holder = holder
         self.fenced = False
-        self.log = _RedisRunLog(self)
+        self.log: _RedisRunLog = _RedisRunLog(self)
+
+    async def _stream(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.log.flush)
+            try:
+                await super()._stream()
+            finally:
+                self.log.close()
 
     def fence(self) -> None:
         """The run was taken from this replica: write nothing more, stop the agent."""
