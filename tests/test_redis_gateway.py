@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -75,8 +76,11 @@ def replicas(redis_url: str, **options: Any) -> Iterator[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def replica_process(redis_url: str, namespace: str, **options: Any) -> Iterator[tuple[str, Any]]:
-    """A replica in a process of its own (uvicorn), to be killed: (its URL, the process)."""
+def replica_process(
+    redis_url: str, namespace: str, *, log: Path | None = None, **options: Any
+) -> Iterator[tuple[str, Any]]:
+    """A replica in a process of its own (uvicorn), to be killed: (its URL, the process);
+    its standard error into ``log`` when given."""
     port = _free_port()
     env = {
         **os.environ,
@@ -86,7 +90,10 @@ def replica_process(redis_url: str, namespace: str, **options: Any) -> Iterator[
     }
     args = [sys.executable, "-m", "uvicorn", "--factory", "tests.redis_gateway_app:from_env"]
     args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    process = subprocess.Popen(args, cwd=ROOT, env=env)
+    errors = open(log, "wb") if log is not None else None  # noqa: SIM115 - the child's
+    process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=errors)
+    if errors is not None:
+        errors.close()
     try:
         deadline = time.monotonic() + GUARD
         while True:
@@ -358,6 +365,47 @@ async def test_a_killed_executor_ends_its_run_with_an_error_once(redis_url: str)
     assert events_of(again) == renamed(events_of(undisturbed), "t0", "t")
     assert after["version"] == 2 and after["ledger"]["runs"] == 2
     assert after["messages"][-1]["id"] == "r2-m"
+
+
+async def test_a_paused_executor_past_its_lease_is_fenced_out(
+    redis_url: str, tmp_path: Path
+) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import GatewayKeys
+    from tests.redis_gateway_app import replica
+
+    namespace, log = fresh(), tmp_path / "a.log"
+    with (
+        replica_process(redis_url, namespace, log=log, lease=0.6) as (a, process),
+        serve(replica(redis_url, namespace, lease=0.6), lifespan="on") as b,
+    ):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            slow = body("t", deltas=1000, pause=0.02)
+            _, head = await stream(client, f"{a}/agents/slow/run", slow, upto=4)
+            process.send_signal(signal.SIGSTOP)  # paused past its lease: B takes the run over
+            try:
+                _, rest = await stream(client, f"{b}/agents/slow/run", slow, last_id=head[-1].id)
+                ended = await thread(client, b, "t")
+            finally:
+                process.send_signal(signal.SIGCONT)
+            # A wakes up holding a run that is no longer its own: it notices and stops.
+            with anyio.fail_after(GUARD):
+                while b"was taken over" not in log.read_bytes():  # noqa: ASYNC110 - another process
+                    await anyio.sleep(0.02)
+            after = await thread(client, b, "t")
+    key = (head[0].id or "").split(":")[0]
+    check = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        entries = await check.xrange(GatewayKeys(namespace).replay(key))
+    finally:
+        await check.aclose()
+    ids_follow(head + rest)
+    assert events_of(rest)[-1]["code"] == "executor_lost"
+    # Nothing A had queued got into the log after the takeover: the events the client read,
+    # then the end marker.
+    assert len(entries) == len(head + rest) + 1 and b"end" in entries[-1][1]
+    assert ended == after and after["version"] == 1 and after["ledger"]["lastStatus"] == "error"
 
 
 async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: Path) -> None:
