@@ -387,7 +387,7 @@ class HttpAgent:
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
         if send_messages not in ("all", "new"):
-            raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
+            raise UsageError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
         self.send_messages = send_messages
         self._server_ids: set[Any] | None = None  # messages a gateway holds (send "new")
 
@@ -912,7 +912,9 @@ class _Source:
         )
 
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
-        if response.status_code >= 400:
+        # Not 2xx: an error, or a redirect the client was not told to follow (httpx follows
+        # them when its client has follow_redirects=True); either way its body is not the run.
+        if not response.is_success:
             preview = b""
             async with closing_bytes(response) as chunks:
                 async for chunk in chunks:

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._agents import AgentError, AsgiAgent, GatewayAgent, UpstreamAgent
+from ._agents import AsgiAgent, GatewayAgent, UpstreamAgent
 from ._catalog import Catalog, MemoryCatalog, SQLiteCatalog
+from ._exceptions import AgentError, AtCapacity, ThreadBusy
 from ._gateway import Gateway, ScopeResolver
+from ._public import public_module as _public_module
 from ._registry import RunHandle, RunRegistry
 from ._runlog import MemoryRunLog, RunLog
 from ._runs import MemoryRuns
@@ -25,6 +27,7 @@ from ._runs import MemoryRuns
 __all__ = (
     "AgentError",
     "AsgiAgent",
+    "AtCapacity",
     "Catalog",
     "Gateway",
     "GatewayAgent",
@@ -36,6 +39,7 @@ __all__ = (
     "RunRegistry",
     "SQLiteCatalog",
     "ScopeResolver",
+    "ThreadBusy",
     "UpstreamAgent",
     "redis_gateway",
 )
@@ -72,3 +76,10 @@ def redis_gateway(
     from .redis._gateway import redis_gateway as make
 
     return make(client, agents, namespace=namespace, shards=shards, lease=lease, **options)
+
+
+_public_module(__name__, globals(), __all__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

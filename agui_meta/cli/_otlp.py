@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from ._args import http_url
+
 if TYPE_CHECKING:
     from .._prices import PriceTable
 
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--otlp",
         metavar="URL",
+        type=http_url,
         help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
         "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; a URL ending in "
         "/v1/traces or /v1/metrics is understood; needs pip install 'agui-meta[otel,otlp]')",
@@ -52,10 +55,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "receiver, such as Phoenix, takes traces)",
     )
     parser.add_argument(
-        "--otlp-traces", metavar="URL", help="export spans to this OTLP/HTTP endpoint"
+        "--otlp-traces",
+        metavar="URL",
+        type=http_url,
+        help="export spans to this OTLP/HTTP endpoint",
     )
     parser.add_argument(
-        "--otlp-metrics", metavar="URL", help="export metrics to this OTLP/HTTP endpoint"
+        "--otlp-metrics",
+        metavar="URL",
+        type=http_url,
+        help="export metrics to this OTLP/HTTP endpoint",
     )
     parser.add_argument(
         "--otlp-legacy-names",
@@ -67,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def from_args(args: argparse.Namespace, prices: PriceTable | None = None) -> OtlpExport | None:
-    """The export the options ask for (``None`` when none); raises ``RuntimeError`` without
+    """The export the options ask for (``None`` when none); raises ``ImportError`` without
     the SDK."""
     traces = metrics = None
     if args.otlp:
@@ -113,7 +122,7 @@ class OtlpExport:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
         except ImportError as exc:
-            raise RuntimeError(
+            raise ImportError(
                 f"--otlp needs the OpenTelemetry SDK and its OTLP exporter "
                 f"(pip install 'agui-meta[otel,otlp]'): {exc}"
             ) from None

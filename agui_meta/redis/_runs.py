@@ -32,10 +32,11 @@ import redis.exceptions
 
 from .._decode import encode_event
 from .._events import Event, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
+from .._exceptions import AtCapacity, ThreadBusy
 from .._framing import encode_sse
 from .._join import thread_prelude
 from .._ledger import RunRecord
-from .._registry import AtCapacity, StopReason, ThreadBusy
+from .._registry import StopReason
 from .._runs import MemoryRuns, Run
 from .._store import Store
 from .._threads import ThreadSnapshot, ThreadStore, encode_snapshot
