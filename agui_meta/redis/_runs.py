@@ -32,7 +32,7 @@ import redis.exceptions
 
 from .._decode import encode_event
 from .._events import Event, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
-from .._exceptions import AtCapacity, ThreadBusy
+from .._exceptions import AtCapacity, ThreadBusy, ThreadStoreError
 from .._framing import encode_sse
 from .._join import thread_prelude
 from .._ledger import RunRecord
@@ -63,6 +63,18 @@ _STOPS: dict[str, StopReason] = {"stopped": "stopped", "superseded": "superseded
 
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
+
+
+def _count(value: Any, key: str, thread_id: str) -> int:
+    """A counter read from Redis, or :class:`ThreadStoreError` naming the key and thread."""
+    try:
+        return int(text(value))
+    except (TypeError, ValueError):
+        raise ThreadStoreError(
+            f"holds {value!r} where the count of the thread's runs belongs",
+            store=f"Redis gateway (key {key!r})",
+            thread_id=thread_id,
+        ) from None
 
 
 class _RedisRunLog:
@@ -580,19 +592,21 @@ class RedisRuns(MemoryRuns):
         return run
 
     async def latest(self, thread_id: str) -> tuple[int, RunHandle | None]:  # type: ignore[override]
-        n, key = await self.client.hmget(
-            self.keys.latest(self.keys.of(thread_id)), [f"n:{thread_id}", thread_id]
-        )
+        name = self.keys.latest(self.keys.of(thread_id))
+        n, key = await self.client.hmget(name, [f"n:{thread_id}", thread_id])
         if n is None:
             return 0, None
-        return int(text(n)), None if key is None else await self._handle(text(key))
+        count = _count(n, name, thread_id)
+        return count, None if key is None else await self._handle(text(key))
 
     async def wait_started(self, thread_id: str, after: int, within: float) -> None:
         name = self.keys.latest(self.keys.of(thread_id))
         with anyio.move_on_after(within):
             while True:
                 n = await self.client.hget(name, f"n:{thread_id}")
-                if (n is None and after > 0) or (n is not None and int(text(n)) > after):
+                if (n is None and after > 0) or (
+                    n is not None and _count(n, name, thread_id) > after
+                ):
                     return
                 await anyio.sleep(self.poll)
 
