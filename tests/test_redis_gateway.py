@@ -522,3 +522,15 @@ async def test_on_a_redis_cluster_the_threads_spread_over_the_masters(cluster_ur
     finally:
         await check.aclose()
     assert len(homes) >= 2
+
+
+def test_the_gateway_benchmark_runs_on_redis(redis_url: str) -> None:
+    # Speed is never asserted: this only keeps `python -m benchmarks.gateway --redis` working.
+    argv = ["-m", "benchmarks.gateway", "--events", "50", "--rounds", "1", "--redis", redis_url]
+    done = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    for row in ("Redis, 1 replica (run)", "Redis, 2 replicas (run on A, read on B)"):
+        assert f"| {row} |" in done.stdout
+    assert "| Redis, 2 replicas (on B, run on A) |" in done.stdout
