@@ -298,14 +298,24 @@ class _RemoteRun:
         return True
 
     async def wait_ended(self, within: float) -> bool:
+        """Wait for the end marker of the run's log (written with the thread)."""
         runs = self.runs
-        name = runs.keys.run(self.key)
+        client = runs.client
+        name, log = runs.keys.run(self.key), runs.keys.replay(self.key)
+        deadline = anyio.current_time() + within
         with anyio.move_on_after(within):
+            last = await client.xrevrange(log, count=1)
+            position = text(last[0][0]) if last else "0-0"
             while True:
-                ended = await runs.client.hget(name, "ended")
+                ended = await client.hget(name, "ended")
                 if ended is None or text(ended) == "1":
                     return True
-                await anyio.sleep(runs.poll)
+                block = min(1.0, max(deadline - anyio.current_time(), 0.001))
+                reply = await client.xread({log: position}, count=100, block=_ms(block))
+                for entry_id, raw in stream_entries(reply):
+                    position = text(entry_id)
+                    if "end" in entry_fields(raw):
+                        return True
         return False
 
 
