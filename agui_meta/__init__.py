@@ -84,6 +84,9 @@ from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._tools import ClientTool as ClientTool
+from ._tools import ToolResult as ToolResult
+from ._tools import ToolRoundsExceeded as ToolRoundsExceeded
 from ._usage import UsageMeter as UsageMeter
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
@@ -97,6 +100,7 @@ __all__ = (
     "AguiWarning",
     "ApplyError",
     "ChunkError",
+    "ClientTool",
     "Context",
     "CustomRecord",
     "DataError",
@@ -143,6 +147,8 @@ __all__ = (
     "StrictError",
     "SubagentRecord",
     "ToolCallItem",
+    "ToolResult",
+    "ToolRoundsExceeded",
     "Transducer",
     "TransportError",
     "Update",

@@ -79,10 +79,12 @@ from ._middleware import middleware
 from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
+from ._tools import DEFAULT_TOOL_TIMEOUT, ToolResult, ToolRoundsExceeded, call_tools, client_tools
 
 if TYPE_CHECKING:
     import httpx
 
+    from ._events import AgentCapabilities
     from ._threads import ThreadSnapshot, ThreadStore
 
 __all__ = [
@@ -332,6 +334,18 @@ class HttpAgent:
     :param save_timeout: the longest a save may take, in seconds (a save is shielded from
         cancellation, so it needs a bound of its own); past it the save raises ``TimeoutError``
         and its outcome is unknown.
+    :param tools: tools declared in every run: Python functions (sync or async) and
+        :class:`~agui_meta.ClientTool` objects, which the client executes when the agent calls
+        them (see :meth:`run_agent` and :meth:`call_tools`), and wire declarations (dicts or
+        :class:`~agui_meta.events.Tool`), only declared. A run's own ``tools=`` follow them.
+    :param max_tool_rounds: the most runs :meth:`run_agent` makes while the agent calls client
+        tools (past it, :class:`~agui_meta.ToolRoundsExceeded`).
+    :param tool_timeout: the longest one client tool call may take, in seconds (a
+        :class:`~agui_meta.ClientTool` may set its own); past it the call is answered with an
+        error result.
+    :param tool_concurrency: how many client tool calls of a run execute at once.
+    :param capabilities_url: where :meth:`capabilities` asks (``GET``); by default the
+        endpoint's URL followed by ``/capabilities``.
 
     >>> from agui_meta import HttpAgent
     >>> agent = HttpAgent("http://127.0.0.1:8000/agent", thread_id="t-1",
@@ -362,6 +376,11 @@ class HttpAgent:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         thread_store: ThreadStore | None = None,
         save_timeout: float = 30.0,
+        tools: Iterable[Any] = (),
+        max_tool_rounds: int = 10,
+        tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        tool_concurrency: int = 8,
+        capabilities_url: str | None = None,
     ) -> None:
         if accept not in _ACCEPT:
             raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
@@ -401,6 +420,19 @@ class HttpAgent:
         self._saved_runs = 0  # the ledger's records the last save counted
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
+        if max_tool_rounds < 1 or tool_concurrency < 1:
+            raise ValueError(
+                "max_tool_rounds and tool_concurrency must be >= 1, got "
+                f"{max_tool_rounds!r} and {tool_concurrency!r}"
+            )
+        if not tool_timeout > 0:
+            raise ValueError(f"tool_timeout must be > 0 seconds, got {tool_timeout!r}")
+        self._tools_given = tuple(tools)
+        self._client_tools, self._tool_declarations = client_tools(self._tools_given)
+        self.max_tool_rounds = max_tool_rounds
+        self.tool_timeout = tool_timeout
+        self.tool_concurrency = tool_concurrency
+        self.capabilities_url = capabilities_url
 
     # -- the thread --------------------------------------------------------------------------
 
@@ -440,6 +472,188 @@ class HttpAgent:
         if not isinstance(message, msgspec.Struct):
             message = decode_message(dict(message))
         self.store.append(MessageItem.from_message(message))
+
+    def add_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> None:
+        """Append messages to the thread, in order (the official ``addMessages``).
+
+        Every message is checked before any is appended: a bad one leaves the thread as it was.
+
+        :raises ~agui_meta.DecodeError: a message is not a valid AG-UI message.
+        """
+        for item in self._items(messages):
+            self.store.append(item)
+
+    def set_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> None:
+        """Replace the thread's messages with copies of ``messages`` (the official
+        ``setMessages``: the state and the pending interrupts stay as they are).
+
+        :raises ~agui_meta.UsageError: a run is in progress.
+        :raises ~agui_meta.DecodeError: a message is not a valid AG-UI message (the thread is
+            left as it was).
+        """
+        if self._busy:
+            raise UsageError("HttpAgent.set_messages(): a run, load or save is in progress")
+        self.store.reset(self._items(messages))
+
+    def _items(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[MessageItem]:
+        from ._decode import decode_message
+
+        items = []
+        for message in messages:
+            if not isinstance(message, msgspec.Struct):
+                message = decode_message(dict(message))
+            items.append(MessageItem.from_message(message))
+        return items
+
+    def clone(self) -> HttpAgent:
+        """A new agent on the same thread (the official ``clone()``): the same endpoint,
+        headers, HTTP client, options, stages, middleware and tools, the same ``thread_id``
+        and thread store, and copies of the messages, the state and the pending interrupts.
+        The clone is not running and its ledger starts empty: runs on one do not change the
+        other. With a thread store, both continue from the version last loaded or saved, so
+        the second of them to save meets a :class:`~agui_meta.threads.VersionConflict`.
+        """
+        twin = HttpAgent(
+            self.url,
+            headers=self.headers,
+            http_client=self.http_client,
+            timeout=self.timeout,
+            thread_id=self.thread_id,
+            messages=self.store.messages_wire(),
+            state=self.store.state,
+            stages=self.stages,
+            middleware=self.middleware,
+            accept=self.accept,
+            reconnect=self.reconnect,
+            reconnect_delay=self.reconnect_delay,
+            max_reconnect_delay=self.max_reconnect_delay,
+            reconnect_timeout=self.reconnect_timeout,
+            mode=self.mode,
+            on_report=self.on_report,
+            max_frame_size=self.max_frame_size,
+            thread_store=self.thread_store,
+            save_timeout=self.save_timeout,
+            tools=self._tools_given,
+            max_tool_rounds=self.max_tool_rounds,
+            tool_timeout=self.tool_timeout,
+            tool_concurrency=self.tool_concurrency,
+            capabilities_url=self.capabilities_url,
+        )
+        twin.store.pending_interrupts = list(self.store.pending_interrupts)
+        twin._snapshot = self._snapshot
+        twin._state_assigned = self._state_assigned
+        twin._save_error = self._save_error
+        return twin
+
+    # -- capabilities ------------------------------------------------------------------------
+
+    async def capabilities(self) -> AgentCapabilities | None:
+        """The agent's :class:`~agui_meta.events.AgentCapabilities`, when it offers them.
+
+        AG-UI leaves discovery to each integration (the official ``HttpAgent`` does not
+        implement ``getCapabilities()``); this asks as the official ADK integration's agent
+        does: ``GET`` the endpoint's URL followed by ``/capabilities`` (or
+        ``capabilities_url``), expecting the JSON object. ``None`` when the agent does not
+        offer them (404, 405 or 501). Members this version does not know are ignored.
+
+        :raises HttpStatusError: another error status.
+        :raises ~agui_meta.DataError: the answer is not JSON, not an ``AgentCapabilities``
+            object (the message gives the JSON path), or larger than ``max_frame_size``.
+        """
+        from ._events import AgentCapabilities
+
+        http = _require_httpx()
+        url = self.capabilities_url or self.url.rstrip("/") + "/capabilities"
+        headers = {**self.headers, "Accept": "application/json"}
+        limit = self.max_frame_size
+        async with contextlib.AsyncExitStack() as stack:
+            client: httpx.AsyncClient
+            if self.http_client is not None:
+                client = self.http_client
+            else:
+                timeout = self.timeout if self.timeout is not None else http.Timeout(10.0)
+                client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
+            response = await stack.enter_async_context(client.stream("GET", url, headers=headers))
+            if response.status_code in (404, 405, 501):
+                return None
+            body = b""
+            async with _closing_bytes(response) as chunks:
+                async for chunk in chunks:
+                    body += chunk
+                    if response.status_code >= 400 and len(body) >= _BODY_PREVIEW:
+                        break
+                    if len(body) > limit:
+                        raise DataError(
+                            f"the capabilities from {url} are larger than {limit:,} bytes "
+                            "(HttpAgent(max_frame_size=...))"
+                        )
+            if response.status_code >= 400:
+                raise HttpStatusError(response.status_code, body[:_BODY_PREVIEW], url)
+        try:
+            return msgspec.json.decode(body, type=AgentCapabilities)
+        except msgspec.ValidationError as exc:
+            text = str(exc)
+            path = text.rpartition(" - at `")[2].rstrip("`") if " - at `" in text else "$"
+            raise DataError(
+                f"the capabilities from {url} are not a valid AgentCapabilities object: {exc}",
+                path=path,
+            ) from None
+        except msgspec.DecodeError as exc:
+            raise DataError(f"the capabilities from {url} are not JSON: {exc}") from None
+
+    # -- client tools ------------------------------------------------------------------------
+
+    def _unanswered_calls(self) -> tuple[list[Any], list[str]]:
+        """The pending calls of the last run no tool message answers: those of client tools
+        (as ToolCallItems) and the ids of the others."""
+        pending = self.store.pending_tool_call_ids
+        if not pending:
+            return [], []
+        answered = {item.tool_call_id for item in self.store.messages() if item.role == "tool"}
+        mine: list[Any] = []
+        others: list[str] = []
+        for call_id in pending:
+            if call_id in answered:
+                continue
+            call = self.store.tool_call(call_id)
+            if call is not None and call.name in self._client_tools:
+                mine.append(call)
+            else:
+                others.append(call_id)
+        return mine, others
+
+    async def call_tools(self) -> list[ToolResult]:
+        """Execute the client tools the last run called and left unanswered, and append their
+        results to the thread as ``tool`` messages (in the order of the calls).
+
+        The calls run concurrently (at most ``tool_concurrency`` at once), each within its
+        timeout. Arguments that are not JSON or do not match the tool's parameters, an
+        exception and a timeout each become an error result (``ToolResult.error``, and the
+        message's ``error`` member) naming the tool and the problem, for the agent to read.
+        Calls to tools the client does not execute are left alone. The results are appended
+        only once every call has its answer: a cancellation (raised as it is) appends none,
+        leaving the calls pending. Returns the results (empty when nothing was to be done).
+
+        :raises ~agui_meta.UsageError: a run, load or save is in progress.
+        """
+        if self._busy:
+            raise UsageError("HttpAgent.call_tools(): a run, load or save is in progress")
+        mine, _ = self._unanswered_calls()
+        if not mine:
+            return []
+        calls = [(c.id, c.name, c.arguments, str(uuid.uuid4())) for c in mine]
+        self._busy = True
+        try:
+            results = await call_tools(
+                self._client_tools,
+                calls,
+                timeout_s=self.tool_timeout,
+                concurrency=self.tool_concurrency,
+            )
+        finally:
+            self._busy = False
+        self.add_messages([result.to_message() for result in results])
+        return results
 
     def abort_run(self) -> None:
         """Cancel the run in progress, if any: its response and pipeline are closed and the
@@ -611,7 +825,7 @@ class HttpAgent:
             "threadId": self.thread_id,
             "runId": run_id or str(uuid.uuid4()),
             "protocolVersion": "1.0",
-            "tools": [_as_wire(t) for t in tools],
+            "tools": [_as_wire(t) for t in (*self._tool_declarations, *tools)],
             "context": [_as_wire(c) for c in context],
             "forwardedProps": {} if forwarded_props is None else _as_wire(forwarded_props),
             "state": self.store.state,
@@ -753,22 +967,48 @@ class HttpAgent:
         resume: Iterable[Any] | None = None,
         parent_run_id: str | None = None,
     ) -> RunResult:
-        """Run the agent once and return the :class:`RunResult` (the official ``runAgent``).
+        """Run the agent and return the :class:`RunResult` (the official ``runAgent``).
 
         The thread's messages and state are updated as the events arrive (also when the run
         fails part way). Raises as :meth:`run` does.
+
+        With client tools (``HttpAgent(tools=[function, ...])``): while a run ends (with
+        success) leaving calls to them unanswered, they are executed (:meth:`call_tools`), their
+        results appended, and the agent run again — with the same ``tools``, ``context`` and
+        ``forwarded_props``, a new run id, no ``resume`` — until no call of a client tool is
+        pending (or calls to tools the client does not execute are pending too: those are the
+        caller's to answer). The result is the last run's; ``agent.ledger`` has every run.
+        Each run, and the tool calls between them, can be cancelled; a cancelled round leaves
+        the thread as the last completed step left it.
+
+        :raises ~agui_meta.ToolRoundsExceeded: a run still left client calls pending after
+            ``max_tool_rounds`` runs (they are not executed; the error has the last result).
         """
-        async with self.run(
-            run_id=run_id,
-            tools=tools,
-            context=context,
-            forwarded_props=forwarded_props,
-            resume=resume,
-            parent_run_id=parent_run_id,
-        ) as run:
-            async for _ in run.batches():
-                pass
-        return run.result
+        rounds = 0
+        while True:
+            async with self.run(
+                run_id=run_id,
+                tools=tools,
+                context=context,
+                forwarded_props=forwarded_props,
+                resume=resume,
+                parent_run_id=parent_run_id,
+            ) as run:
+                async for _ in run.batches():
+                    pass
+            result = run.result
+            rounds += 1
+            if not self._client_tools or result.pending_interrupts:
+                return result
+            mine, others = self._unanswered_calls()
+            if not mine:
+                return result
+            if rounds >= self.max_tool_rounds:
+                raise ToolRoundsExceeded(rounds, result)
+            await self.call_tools()
+            if others:
+                return result
+            run_id = resume = parent_run_id = None
 
     def _result_of(self, run: AgentRun, finished: RunFinishedEvent) -> RunResult:
         known = run._known

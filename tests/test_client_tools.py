@@ -1,0 +1,487 @@
+"""Client-side tools: HttpAgent(tools=[functions]) declares them, runs the calls, runs again.
+
+Against real servers on 127.0.0.1: pydantic-ai's AG-UI app driving a ``FunctionModel`` that
+calls two frontend tools at once (the final thread compared with the official HttpAgent's when
+its tool results are supplied by hand), and a scripted agent of this file whose tool calls are
+chosen by the test (bad JSON, arguments of the wrong type, a failing or hanging tool, a tool the
+client does not execute, too many rounds, cancellation).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.lowlevel
+import msgspec
+import pytest
+
+import agui_meta
+from tests import needs
+from tests.servers import official_http_agent, serve
+from tests.test_producers import same_ids
+
+pytestmark = pytest.mark.anyio
+
+
+def sunny(city: str) -> str:
+    return f"sunny in {city}"
+
+
+WEATHER = agui_meta.ClientTool(sunny, name="weather")
+
+
+def positional(a: int, /) -> int:
+    return a
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas
+
+
+class Place(msgspec.Struct):
+    city: str
+    country: str = "PT"
+
+
+def test_a_functions_schema_comes_from_its_signature() -> None:
+    def show_weather(place: Place, unit: Literal["C", "F"] = "C", days: int = 1) -> str:
+        """Show the weather on the user's screen.
+
+        Longer text that is not part of the description.
+        """
+        return ""
+
+    tool = agui_meta.ClientTool(show_weather)
+    declared = tool.declaration()
+    assert declared["name"] == "show_weather"
+    assert declared["description"] == "Show the weather on the user's screen."
+    schema = declared["parameters"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["place"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["unit"] == {"enum": ["C", "F"], "default": "C"}
+    assert schema["properties"]["days"] == {"type": "integer", "default": 1}
+    assert schema["properties"]["place"] == {"$ref": "#/$defs/Place"}
+    assert schema["$defs"]["Place"]["required"] == ["city"]
+    # The declaration is a valid wire Tool, as the run input is checked.
+    msgspec.convert(declared, agui_meta.events.Tool)
+
+
+def test_a_given_schema_is_declared_as_given() -> None:
+    parameters = {"type": "object", "properties": {"q": {"type": "string"}}}
+    tool = agui_meta.ClientTool(
+        lambda q: q, name="search", description="Search", parameters=parameters
+    )
+    assert tool.declaration() == {
+        "name": "search",
+        "description": "Search",
+        "parameters": parameters,
+    }
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        ([lambda x: x], "needs a name"),
+        ([42], "takes functions, ClientTool objects and tool declarations"),
+        ([positional], "cannot be passed by name"),
+        (
+            [{"name": "a", "description": ""}, agui_meta.ClientTool(lambda: 1, name="a")],
+            "two tools are named 'a'",
+        ),
+    ],
+)
+def test_tools_that_cannot_be_declared_are_refused_up_front(tools: Any, message: str) -> None:
+    with pytest.raises(agui_meta.UsageError, match=message):
+        agui_meta.HttpAgent("http://127.0.0.1:1/agent", tools=tools)
+
+
+# ---------------------------------------------------------------------------------------------
+# A scripted agent: the test chooses its tool calls (query ``calls``: [[id, name, args], ...]).
+
+
+def scripted_tools_app() -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    seen: list[dict[str, Any]] = []
+
+    async def agent(request: Request) -> Response:
+        run = json.loads(await request.body())
+        seen.append(run)
+        calls = json.loads(request.query_params.get("calls", "[]"))
+        again = request.query_params.get("again") == "1"
+        ids = {"threadId": run["threadId"], "runId": run["runId"]}
+        messages = run["messages"]
+        events: list[dict[str, Any]] = [{"type": "RUN_STARTED", **ids}]
+        answers = []
+        for message in reversed(messages):
+            if message["role"] != "tool":
+                break
+            answers.insert(0, message)
+        if answers and not again:
+            text = " | ".join(f"{m['toolCallId']}={m['content']}" for m in answers)
+            events += [
+                {
+                    "type": "TEXT_MESSAGE_START",
+                    "messageId": f"{ids['runId']}-a",
+                    "role": "assistant",
+                },
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{ids['runId']}-a", "delta": text},
+                {"type": "TEXT_MESSAGE_END", "messageId": f"{ids['runId']}-a"},
+            ]
+        else:
+            parent = f"{ids['runId']}-m"
+            for call_id, name, args in calls:
+                call_id = f"{call_id}-{len(messages)}"
+                events += [
+                    {
+                        "type": "TOOL_CALL_START",
+                        "toolCallId": call_id,
+                        "toolCallName": name,
+                        "parentMessageId": parent,
+                    },
+                    {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args},
+                    {"type": "TOOL_CALL_END", "toolCallId": call_id},
+                ]
+        events.append({"type": "RUN_FINISHED", **ids})
+
+        async def stream() -> AsyncIterator[dict[str, Any]]:
+            for event in events:
+                yield event
+
+        return agui_meta.EventStreamResponse(stream(), keepalive=None)
+
+    app = Starlette(routes=[Route("/agent", agent, methods=["POST"])])
+    app.state.seen = seen
+    return app
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    app = scripted_tools_app()
+    with serve(app) as url:
+        yield url + "/agent", app.state.seen
+
+
+def url_calling(base: str, *calls: tuple[str, str, str], again: bool = False) -> str:
+    from urllib.parse import quote
+
+    query = quote(json.dumps([list(c) for c in calls]))
+    return f"{base}?calls={query}" + ("&again=1" if again else "")
+
+
+def tool_messages(agent: agui_meta.HttpAgent) -> list[dict[str, Any]]:
+    return [m for m in agent.messages_wire() if m["role"] == "tool"]
+
+
+async def test_the_loop_runs_tools_concurrently_and_runs_again(
+    scripted: tuple[str, list[dict[str, Any]]],
+) -> None:
+    base, seen = scripted
+    both_started = anyio.Event()
+    started: list[str] = []
+
+    async def weather(city: str) -> dict[str, Any]:
+        started.append(city)
+        if len(started) == 2:
+            both_started.set()
+        await both_started.wait()  # only returns when both calls run at once
+        return {"city": city, "sky": "sunny"}
+
+    def clock(zone: str = "UTC") -> str:  # a sync function: it runs in a worker thread
+        return f"noon in {zone}"
+
+    url = url_calling(
+        base,
+        ("w1", "weather", '{"city": "Lisbon"}'),
+        ("w2", "weather", '{"city": "Porto"}'),
+        ("c1", "clock", "{}"),
+    )
+    agent = agui_meta.HttpAgent(
+        url, tools=[weather, clock], messages=[{"id": "u", "role": "user", "content": "hi"}]
+    )
+    before = len(seen)
+    result = await agent.run_agent(run_id="first")
+    # Two runs: the first called the tools, the second got the three answers.
+    assert agent.ledger.runs[0].run_id == "first"
+    assert len(agent.ledger.runs) == 2
+    assert result.pending_tool_call_ids == []
+    assert [(m["toolCallId"], m["content"]) for m in tool_messages(agent)] == [
+        ("w1-1", '{"city":"Lisbon","sky":"sunny"}'),
+        ("w2-1", '{"city":"Porto","sky":"sunny"}'),
+        ("c1-1", "noon in UTC"),
+    ]
+    assert agent.messages_wire()[-1]["content"] == (
+        'w1-1={"city":"Lisbon","sky":"sunny"} | w2-1={"city":"Porto","sky":"sunny"} | '
+        "c1-1=noon in UTC"
+    )
+    # Both runs declared the tools, with the schemas derived from the signatures.
+    inputs = seen[before:]
+    assert len(inputs) == 2
+    for sent in inputs:
+        assert [t["name"] for t in sent["tools"]] == ["weather", "clock"]
+        assert sent["tools"][0]["parameters"]["required"] == ["city"]
+    assert inputs[1]["runId"] != "first"
+    assert [m["role"] for m in inputs[1]["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "tool",
+    ]
+
+
+async def test_bad_arguments_failures_and_timeouts_are_results_the_agent_reads(
+    scripted: tuple[str, list[dict[str, Any]]],
+) -> None:
+    base, _ = scripted
+
+    def weather(city: str, days: int = 1) -> str:
+        return f"{city} for {days} day(s)"
+
+    def broken() -> str:
+        raise RuntimeError("the sensor is offline")
+
+    async def hangs() -> str:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    url = url_calling(
+        base,
+        ("a", "weather", '{"city": "Lis'),  # not JSON
+        ("b", "weather", '{"city": "Lisbon", "days": "two"}'),  # not an int
+        ("c", "weather", '{"town": "Lisbon"}'),  # unknown member, missing city
+        ("d", "broken", ""),
+        ("e", "hangs", "{}"),
+        ("f", "weather", '{"city": "Faro", "days": 2}'),
+    )
+    agent = agui_meta.HttpAgent(
+        url,
+        tools=[weather, broken, agui_meta.ClientTool(hangs, timeout=0.05)],
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+    )
+    await agent.run_agent()
+    answers = {m["toolCallId"][0]: m for m in tool_messages(agent)}
+    assert sorted(answers) == list("abcdef")
+    assert "error" not in answers["f"] and answers["f"]["content"] == "Faro for 2 day(s)"
+    errors = {k: m["error"] for k, m in answers.items() if k != "f"}
+    for key, message in errors.items():
+        assert answers[key]["content"] == message  # the agent reads the error as the content
+    assert errors["a"].startswith("tool 'weather': the arguments are not valid JSON")
+    assert errors["b"] == (
+        "tool 'weather': the arguments do not match its parameters: "
+        "Expected `int`, got `str` - at `$.days`"
+    )
+    assert errors["c"].startswith("tool 'weather': the arguments do not match its parameters")
+    assert errors["d"] == "tool 'broken': raised RuntimeError: the sensor is offline"
+    assert errors["e"] == "tool 'hangs': timed out after 0.05 s"
+    # The second run sent them all back, and the agent answered.
+    assert agent.messages_wire()[-1]["role"] == "assistant"
+    assert len(agent.ledger.runs) == 2
+
+
+async def test_calls_to_tools_the_client_does_not_run_are_left_to_the_caller(
+    scripted: tuple[str, list[dict[str, Any]]],
+) -> None:
+    base, _ = scripted
+    declared_only = {"name": "confirm", "description": "Ask the user to confirm"}
+    url = url_calling(base, ("w", "weather", '{"city": "Lisbon"}'), ("k", "confirm", "{}"))
+    agent = agui_meta.HttpAgent(
+        url,
+        tools=[WEATHER, declared_only],
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+    )
+    result = await agent.run_agent()
+    # The client's own call is answered; the other stays pending, and no second run was made.
+    assert len(agent.ledger.runs) == 1
+    assert result.pending_tool_call_ids == ["w-1", "k-1"]
+    assert [m["toolCallId"] for m in tool_messages(agent)] == ["w-1"]
+    # The caller answers the rest, and the thread goes on.
+    agent.add_message({"id": "t-k", "role": "tool", "toolCallId": "k-1", "content": "yes"})
+    assert await agent.call_tools() == []  # nothing left for the client
+    await agent.run_agent()
+    assert agent.messages_wire()[-1]["content"] == "w-1=sunny in Lisbon | k-1=yes"
+
+
+async def test_the_rounds_are_bounded(scripted: tuple[str, list[dict[str, Any]]]) -> None:
+    base, _ = scripted
+    url = url_calling(base, ("w", "weather", '{"city": "Lisbon"}'), again=True)
+    agent = agui_meta.HttpAgent(
+        url,
+        tools=[WEATHER],
+        max_tool_rounds=3,
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+    )
+    with pytest.raises(agui_meta.ToolRoundsExceeded, match="after 3 run") as caught:
+        await agent.run_agent()
+    assert caught.value.rounds == 3
+    assert len(agent.ledger.runs) == 3
+    # The last run's call is left unanswered (two answered before it), and can be answered.
+    assert caught.value.result.pending_tool_call_ids == ["w-5"]
+    assert [m["toolCallId"] for m in tool_messages(agent)] == ["w-1", "w-3"]
+    results = await agent.call_tools()
+    assert [(r.tool_call_id, r.content, r.error) for r in results] == [
+        ("w-5", "sunny in Lisbon", None)
+    ]
+
+
+async def test_a_cancelled_round_leaves_the_thread_consistent(
+    scripted: tuple[str, list[dict[str, Any]]],
+) -> None:
+    base, _ = scripted
+    url = url_calling(base, ("w", "weather", '{"city": "Lisbon"}'), ("x", "slow", "{}"))
+    cancel = True
+    scope = anyio.CancelScope()
+
+    async def slow() -> str:
+        if cancel:
+            scope.cancel()  # the caller gives up while the tools run
+            await anyio.sleep_forever()
+        return "done"
+
+    agent = agui_meta.HttpAgent(
+        url,
+        tools=[WEATHER, slow],
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+    )
+    with scope:
+        await agent.run_agent()
+    assert scope.cancelled_caught  # the cancellation went through, not swallowed
+    # One run; neither call answered (the finished one included): the calls are still pending.
+    assert len(agent.ledger.runs) == 1
+    assert tool_messages(agent) == []
+    mine, _ = agent._unanswered_calls()
+    assert [c.id for c in mine] == ["w-1", "x-1"]
+    # Taken up again: the tools run, the agent runs.
+    cancel = False
+    assert [r.content for r in await agent.call_tools()] == ["sunny in Lisbon", "done"]
+    await agent.run_agent()
+    assert agent.messages_wire()[-1]["content"] == "w-1=sunny in Lisbon | x-1=done"
+
+
+async def test_streaming_every_round_by_hand(scripted: tuple[str, list[dict[str, Any]]]) -> None:
+    base, _ = scripted
+    url = url_calling(base, ("w", "weather", '{"city": "Lisbon"}'))
+    agent = agui_meta.HttpAgent(
+        url, tools=[WEATHER], messages=[{"id": "u", "role": "user", "content": "hi"}]
+    )
+    seen = []
+    while True:
+        async with agent.run() as run:
+            async for update in run:
+                seen.append(update.event.type)
+        if not await agent.call_tools():
+            break
+    assert seen.count("RUN_STARTED") == 2
+    assert "TOOL_CALL_START" in seen and "TEXT_MESSAGE_CONTENT" in seen
+    assert agent.messages_wire()[-1]["content"] == "w-1=sunny in Lisbon"
+
+
+# ---------------------------------------------------------------------------------------------
+# pydantic-ai's AG-UI app, a FunctionModel calling two frontend tools at once
+
+
+def pydantic_ai_tools_app() -> Any:
+    needs.module("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        last = messages[-1]
+        returns = [
+            p
+            for p in (last.parts if isinstance(last, ModelRequest) else ())
+            if isinstance(p, ToolReturnPart)
+        ]
+        if returns:
+            for part in returns:
+                yield f"[{part.tool_name}: {part.content}] "
+            return
+        assert sorted(t.name for t in info.function_tools) == ["convert", "show_weather"]
+        yield {0: DeltaToolCall(name="show_weather", json_args='{"city": ', tool_call_id="fc-1")}
+        yield {0: DeltaToolCall(json_args='"Lisbon"}')}
+        yield {1: DeltaToolCall(name="convert", json_args='{"amount": "ten"}', tool_call_id="fc-2")}
+
+    agent = Agent(FunctionModel(stream_function=model))
+
+    async def endpoint(request: Request) -> Response:
+        return await AGUIAdapter.dispatch_request(request, agent=agent)
+
+    return Starlette(routes=[Route("/agent", endpoint, methods=["POST"])])
+
+
+async def show_weather(city: str) -> str:
+    """Show the weather on the user's screen."""
+    await anyio.lowlevel.checkpoint()
+    return f"shown for {city}"
+
+
+def convert(amount: int, to: str = "EUR") -> float:
+    """Convert an amount of money."""
+    return amount * 1.1
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_pydantic_ai_frontend_tools_agree_with_the_official_client_answered_by_hand(
+    tmp_path: Path,
+) -> None:
+    user = {"id": "u-1", "role": "user", "content": "Weather and money?"}
+    with serve(pydantic_ai_tools_app()) as base:
+        url = base + "/agent"
+        agent = agui_meta.HttpAgent(
+            url, thread_id="pai-tools", messages=[user], tools=[show_weather, convert]
+        )
+        result = await agent.run_agent(run_id="run-1")
+        ours = agent.messages_wire()
+        assert len(agent.ledger.runs) == 2
+        assert result.pending_tool_call_ids == []
+        bad = (
+            "tool 'convert': the arguments do not match its parameters: "
+            "Expected `int`, got `str` - at `$.amount`"
+        )
+        assert ours[-1]["role"] == "assistant"
+        assert ours[-1]["content"] == f"[show_weather: shown for Lisbon] [convert: {bad}] "
+        # The official client, its tool results supplied by hand (the same answers).
+        declarations = [agui_meta.ClientTool(show_weather).declaration()]
+        declarations.append(agui_meta.ClientTool(convert).declaration())
+        by_hand = [
+            {
+                "id": str(uuid.uuid4()),
+                "role": "tool",
+                "toolCallId": "fc-1",
+                "content": "shown for Lisbon",
+            },
+            {
+                "id": str(uuid.uuid4()),
+                "role": "tool",
+                "toolCallId": "fc-2",
+                "content": bad,
+                "error": bad,
+            },
+        ]
+        spec = {
+            "threadId": "pai-tools",
+            "messages": [user],
+            "runs": [
+                {"runId": "run-1", "tools": declarations},
+                {"tools": declarations, "addMessages": by_hand},
+            ],
+        }
+        official = await anyio.to_thread.run_sync(official_http_agent, url, spec, tmp_path)
+    assert [line.get("error") for line in official] == [None, None]
+    assert same_ids(ours) == same_ids(official[-1]["messages"])
+    assert agent.state == official[-1]["state"]
