@@ -121,7 +121,7 @@ def scripted_tools_app() -> Any:
         ids = {"threadId": run["threadId"], "runId": run["runId"]}
         messages = run["messages"]
         events: list[dict[str, Any]] = [{"type": "RUN_STARTED", **ids}]
-        answers = []
+        answers: list[dict[str, Any]] = []
         for message in reversed(messages):
             if message["role"] != "tool":
                 break
@@ -485,3 +485,194 @@ async def test_pydantic_ai_frontend_tools_agree_with_the_official_client_answere
     assert [line.get("error") for line in official] == [None, None]
     assert same_ids(ours) == same_ids(official[-1]["messages"])
     assert agent.state == official[-1]["state"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Capabilities: GET <endpoint>/capabilities, as the official ADK integration serves them
+
+
+def capabilities_app() -> Any:
+    """Endpoints offering capabilities built with ``ag_ui.core`` (the Python SDK's types)."""
+    from ag_ui import core
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+
+    offered = core.AgentCapabilities(
+        identity=core.IdentityCapabilities(
+            name="weather-bot",
+            type="pydantic-ai",
+            version="1.2.0",
+            documentation_url="https://example.com/docs",
+            metadata={"acme.team": "forecasts"},
+        ),
+        transport=core.TransportCapabilities(streaming=True, resumable=False),
+        tools=core.ToolsCapabilities(
+            supported=True,
+            client_provided=True,
+            parallel_calls=True,
+            items=[core.Tool(name="lookup", description="Look up", parameters={"type": "object"})],
+        ),
+        multi_agent=core.MultiAgentCapabilities(
+            supported=True, subagents=[core.SubagentInfo(name="researcher")]
+        ),
+        multimodal=core.MultimodalCapabilities(input=core.MultimodalInputCapabilities(image=True)),
+        execution=core.ExecutionCapabilities(max_iterations=5, max_execution_time=60000),
+        human_in_the_loop=core.HumanInTheLoopCapabilities(interrupts=True, approve_with_edits=True),
+        custom={"acme.region": "eu"},
+    )
+    wire = offered.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def capabilities(request: Request) -> Response:
+        return JSONResponse(wire)
+
+    async def bad(request: Request) -> Response:
+        return JSONResponse({"execution": {"maxIterations": -1}})
+
+    async def down(request: Request) -> Response:
+        return PlainTextResponse("maintenance", status_code=503)
+
+    app = Starlette(
+        routes=[
+            Route("/agent/capabilities", capabilities, methods=["GET"]),
+            Route("/bad/capabilities", bad, methods=["GET"]),
+            Route("/down/capabilities", down, methods=["GET"]),
+        ]
+    )
+    app.state.wire = wire
+    return app
+
+
+async def test_capabilities_where_the_agent_offers_them() -> None:
+    needs.module("ag_ui")
+    app = capabilities_app()
+    with serve(app) as base:
+        caps = await agui_meta.HttpAgent(base + "/agent").capabilities()
+        assert isinstance(caps, agui_meta.events.AgentCapabilities)
+        assert msgspec.to_builtins(caps) == app.state.wire  # every member, camelCase
+        assert caps.identity and caps.identity.documentation_url == "https://example.com/docs"
+        assert caps.tools and caps.tools.items and caps.tools.items[0].name == "lookup"
+        assert caps.execution and caps.execution.max_iterations == 5
+        assert caps.transport and caps.transport.websocket is agui_meta.events.UNSET
+        # An agent that offers none: None. Another URL can be given.
+        assert await agui_meta.HttpAgent(base + "/none").capabilities() is None
+        given = agui_meta.HttpAgent(base + "/x", capabilities_url=base + "/agent/capabilities")
+        assert await given.capabilities() == caps
+        with pytest.raises(agui_meta.DataError, match="maxIterations") as bad:
+            await agui_meta.HttpAgent(base + "/bad").capabilities()
+        assert bad.value.path == "$.execution.maxIterations"
+        with pytest.raises(agui_meta.HttpStatusError, match="maintenance") as down:
+            await agui_meta.HttpAgent(base + "/down").capabilities()
+        assert down.value.status == 503
+
+
+def test_capabilities_ignore_members_this_version_does_not_know() -> None:
+    caps = msgspec.json.decode(
+        b'{"identity": {"name": "x", "future": 1}, "later": {}}',
+        type=agui_meta.events.AgentCapabilities,
+    )
+    assert caps == agui_meta.events.AgentCapabilities(
+        identity=agui_meta.events.IdentityCapabilities(name="x")
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# add_messages, set_messages, clone: as the official HttpAgent's, step by step
+
+
+def official_steps(url: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    import subprocess
+
+    from tests.oracle import OracleUnavailable, oracle_missing, prepare_oracle
+
+    try:
+        directory = prepare_oracle()
+    except OracleUnavailable as exc:
+        oracle_missing(exc)
+    done = subprocess.run(
+        ["node", str(Path(__file__).with_name("agent_methods_ref.cjs")), str(directory), url],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+async def our_steps(url: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    agents = [
+        agui_meta.HttpAgent(
+            url, thread_id=spec["threadId"], messages=spec["messages"], state=spec["state"]
+        )
+    ]
+    lines = []
+    for n, (op, who, *rest) in enumerate(spec["steps"]):
+        agent = agents[who]
+        if op == "add":
+            agent.add_messages(rest[0])
+        elif op == "set":
+            agent.set_messages(rest[0])
+        elif op == "clone":
+            assert rest[0] == len(agents)
+            agents.append(agent.clone())
+        else:
+            await agent.run_agent(run_id=rest[0])
+        view = [
+            {"threadId": a.thread_id, "messages": a.messages_wire(), "state": a.state}
+            for a in agents
+        ]
+        lines.append({"step": n, "agents": view})
+    return lines
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_add_set_and_clone_agree_with_the_official_client(tmp_path: Path) -> None:
+    from tests.servers import agent_app
+
+    user = {"id": "u-1", "role": "user", "content": "What's the weather?"}
+    spec = {
+        "threadId": "t-methods",
+        "messages": [user],
+        "state": {"tz": "Europe/Lisbon"},
+        "steps": [
+            ["add", 0, [{"id": "u-2", "role": "user", "content": "In Lisbon"}]],
+            ["clone", 0, 1],
+            ["run", 0, "r-1"],  # the original runs: the clone keeps the thread as it was
+            [
+                "add",
+                0,
+                [{"id": "t-1", "role": "tool", "toolCallId": "r-1-call", "content": "sunny"}],
+            ],
+            ["run", 1, "r-2"],
+            ["set", 1, [user, {"id": "a-9", "role": "assistant", "content": "Hello"}]],
+            ["clone", 1, 2],
+            ["run", 0, "r-3"],
+            ["add", 2, [{"id": "u-3", "role": "user", "content": "snapshot"}]],
+            ["run", 2, "r-4"],
+        ],
+    }
+    with serve(agent_app()) as base:
+        url = base + "/thread"
+        ours = await our_steps(url, spec)
+        official = await anyio.to_thread.run_sync(official_steps, url, spec)
+    assert len(official) == len(ours) == len(spec["steps"])
+    for mine, theirs in zip(ours, official, strict=True):
+        assert mine == theirs, mine["step"]
+    # Not vacuous: the three agents ended on three different threads of messages.
+    last = ours[-1]["agents"]
+    assert len({json.dumps(a["messages"]) for a in last}) == 3
+
+
+def test_set_and_add_messages_check_every_message_first() -> None:
+    agent = agui_meta.HttpAgent("http://127.0.0.1:1/agent", state={"k": 1})
+    agent.set_messages([{"id": "a", "role": "user", "content": "x"}])
+    bad = [{"id": "b", "role": "user", "content": "y"}, {"id": "c", "role": "nobody"}]
+    with pytest.raises(agui_meta.DecodeError):
+        agent.add_messages(bad)
+    with pytest.raises(agui_meta.DecodeError):
+        agent.set_messages(bad)
+    assert agent.messages_wire() == [{"id": "a", "role": "user", "content": "x"}]
+    assert agent.state == {"k": 1}
