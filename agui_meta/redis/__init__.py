@@ -3,7 +3,8 @@
 Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or later).
 
 - :func:`publish` appends a producer's envelopes (:func:`envelopes` cuts frames into them) to
-  the shard streams, idempotently per source sequence number;
+  the shard streams, idempotently per source sequence number (a retry is recognised by its
+  content; a different envelope at a taken number is refused);
 - :class:`Worker` owns shards through fenced leases and commits each batch atomically:
   outputs with stable keys, watermark, snapshots at run ends, usage, acknowledgements;
 - :class:`RedisThreadStore` reads (and writes, with compare-and-set) the threads' snapshots;
@@ -25,16 +26,19 @@ from .._durable import run_local as run_local
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
 from ._ingest import IngestResult as IngestResult
 from ._ingest import SequenceGap as SequenceGap
+from ._ingest import SourceConflict as SourceConflict
 from ._ingest import publish as publish
 from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys
 from ._replay import RedisReplay as RedisReplay
 from ._store import RedisThreadStore as RedisThreadStore
+from ._worker import CommitTooLarge as CommitTooLarge
 from ._worker import Worker as Worker
 from ._worker import WorkerStats as WorkerStats
 
 __all__ = (
     "DEFAULT_SHARDS",
+    "CommitTooLarge",
     "Envelope",
     "IngestResult",
     "Keys",
@@ -43,6 +47,7 @@ __all__ = (
     "RedisReplay",
     "RedisThreadStore",
     "SequenceGap",
+    "SourceConflict",
     "Worker",
     "WorkerStats",
     "envelopes",
