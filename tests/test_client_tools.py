@@ -676,3 +676,20 @@ def test_set_and_add_messages_check_every_message_first() -> None:
         agent.set_messages(bad)
     assert agent.messages_wire() == [{"id": "a", "role": "user", "content": "x"}]
     assert agent.state == {"k": 1}
+
+
+async def test_the_docs_tools_example_runs_its_two_rounds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.doc_blocks import doc_block
+    from tests.servers import agent_app
+
+    block = doc_block("async def weather(city: str, unit")
+    namespace: dict[str, Any] = {}
+    exec(compile(block.code, block.path, "exec"), namespace)  # noqa: S102 - running the docs is the point
+    with serve(agent_app()) as base:
+        await namespace["main"](base + "/thread")
+    lines = capsys.readouterr().out.splitlines()
+    assert "tool sunny, 24 °C in Lisbon None" in lines
+    assert "assistant It is sunny, 24 °C in Lisbon. None" in lines
+    assert lines[-1] == "2 runs; pending: []"
