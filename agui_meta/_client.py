@@ -77,9 +77,11 @@ from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
 from ._middleware import middleware
 from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
+from ._schema import CAPABILITIES_NODE, Findings, render, walk_obj
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
 from ._tools import DEFAULT_TOOL_TIMEOUT, ToolResult, ToolRoundsExceeded, call_tools, client_tools
+from ._warn import ReportWarnings
 
 if TYPE_CHECKING:
     import httpx
@@ -554,7 +556,8 @@ class HttpAgent:
         implement ``getCapabilities()``); this asks as the official ADK integration's agent
         does: ``GET`` the endpoint's URL followed by ``/capabilities`` (or
         ``capabilities_url``), expecting the JSON object. ``None`` when the agent does not
-        offer them (404, 405 or 501). Members this version does not know are ignored.
+        offer them (404, 405 or 501). Members this version does not know are stripped, each
+        with an ``unknown-field`` :class:`~agui_meta.Report` (to ``on_report``).
 
         :raises HttpStatusError: another error status.
         :raises ~agui_meta.DataError: the answer is not JSON, not an ``AgentCapabilities``
@@ -590,7 +593,17 @@ class HttpAgent:
             if response.status_code >= 400:
                 raise HttpStatusError(response.status_code, body[:_BODY_PREVIEW], url)
         try:
-            return msgspec.json.decode(body, type=AgentCapabilities)
+            data = msgspec.json.decode(body)
+        except msgspec.DecodeError as exc:
+            raise DataError(f"the capabilities from {url} are not JSON: {exc}") from None
+        # As the reference's loose schemas: unknown members are stripped, with a report each.
+        findings = Findings()
+        data = walk_obj(data, CAPABILITIES_NODE, None, findings)
+        report = self.on_report or ReportWarnings()
+        for code, where, message in findings.items:
+            report(Report(code=code, message=f"capabilities: {message}", path=render(where)))
+        try:
+            return msgspec.convert(data, AgentCapabilities)
         except msgspec.ValidationError as exc:
             text = str(exc)
             path = text.rpartition(" - at `")[2].rstrip("`") if " - at `" in text else "$"
@@ -598,8 +611,6 @@ class HttpAgent:
                 f"the capabilities from {url} are not a valid AgentCapabilities object: {exc}",
                 path=path,
             ) from None
-        except msgspec.DecodeError as exc:
-            raise DataError(f"the capabilities from {url} are not JSON: {exc}") from None
 
     # -- client tools ------------------------------------------------------------------------
 

@@ -471,9 +471,8 @@ class RunAgentInput(_Wire, kw_only=True, frozen=True):
 # Agent capabilities (what an agent declares about itself; every member optional)
 
 
-class _Capabilities(_Wire, kw_only=True, frozen=True, forbid_unknown_fields=False):
-    """Base of the capability objects. As the reference's loose schemas, a member this version
-    does not know is not an error (it is ignored); an omitted member is undeclared (UNSET), not
+class _Capabilities(_Wire, kw_only=True, frozen=True):
+    """Base of the capability objects: an omitted member is undeclared (UNSET), not
     unsupported."""
 
 
@@ -606,7 +605,7 @@ class AgentCapabilities(_Capabilities, kw_only=True, frozen=True):
     multimodal: MultimodalCapabilities | UnsetType = UNSET
     execution: ExecutionCapabilities | UnsetType = UNSET
     human_in_the_loop: HumanInTheLoopCapabilities | UnsetType = UNSET
-    custom: dict[str, Any] | UnsetType = UNSET
+    custom: Metadata | UnsetType = UNSET
 
 
 # ---------------------------------------------------------------------------------------------

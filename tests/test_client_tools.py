@@ -567,14 +567,38 @@ async def test_capabilities_where_the_agent_offers_them() -> None:
         assert down.value.status == 503
 
 
-def test_capabilities_ignore_members_this_version_does_not_know() -> None:
-    caps = msgspec.json.decode(
-        b'{"identity": {"name": "x", "future": 1}, "later": {}}',
-        type=agui_meta.events.AgentCapabilities,
+async def test_capabilities_strip_unknown_members_with_a_report_each() -> None:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    async def newer(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "identity": {"name": "x", "future": 1},
+                "tools": {"items": [{"name": "a", "description": "b", "later": True}]},
+                "teleport": {"supported": True},
+                "custom": {"acme.any": {"thing": [1]}},
+            }
+        )
+
+    reports: list[agui_meta.Report] = []
+    app = Starlette(routes=[Route("/agent/capabilities", newer, methods=["GET"])])
+    with serve(app) as base:
+        agent = agui_meta.HttpAgent(base + "/agent", on_report=reports.append)
+        caps = await agent.capabilities()
+    events = agui_meta.events
+    assert caps == events.AgentCapabilities(
+        identity=events.IdentityCapabilities(name="x"),
+        tools=events.ToolsCapabilities(items=[events.Tool(name="a", description="b")]),
+        custom={"acme.any": {"thing": [1]}},
     )
-    assert caps == agui_meta.events.AgentCapabilities(
-        identity=agui_meta.events.IdentityCapabilities(name="x")
-    )
+    assert [(r.code, r.path) for r in reports] == [
+        ("unknown-field", "$.identity.future"),
+        ("unknown-field", "$.tools.items[0].later"),
+        ("unknown-field", "$.teleport"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
