@@ -193,7 +193,8 @@ async def test_the_loop_runs_tools_concurrently_and_runs_again(
         started.append(city)
         if len(started) == 2:
             both_started.set()
-        await both_started.wait()  # only returns when both calls run at once
+        with anyio.fail_after(10):  # a bound, not a timing: fails the call if they never meet
+            await both_started.wait()  # only returns when both calls run at once
         return {"city": city, "sky": "sunny"}
 
     def clock(zone: str = "UTC") -> str:  # a sync function: it runs in a worker thread
