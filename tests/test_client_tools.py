@@ -436,56 +436,87 @@ def convert(amount: int, to: str = "EUR") -> float:
     return amount * 1.1
 
 
+BAD_AMOUNT = (
+    "tool 'convert': the arguments do not match its parameters: "
+    "Expected `int`, got `str` - at `$.amount`"
+)
+
+
+async def tools_against_official(
+    url: str, tmp_path: Path, thread_ids: tuple[str, str]
+) -> list[dict[str, Any]]:
+    """The pydantic-ai thread run by HttpAgent(tools=...) and by the official HttpAgent with its
+    tool results supplied by hand, on ``url``; checks they agree and returns ours."""
+    user = {"id": "u-1", "role": "user", "content": "Weather and money?"}
+    agent = agui_meta.HttpAgent(
+        url, thread_id=thread_ids[0], messages=[user], tools=[show_weather, convert]
+    )
+    result = await agent.run_agent(run_id=f"{thread_ids[0]}-1")
+    ours = agent.messages_wire()
+    assert len(agent.ledger.runs) == 2
+    assert result.pending_tool_call_ids == []
+    assert ours[-1]["role"] == "assistant"
+    assert ours[-1]["content"] == f"[show_weather: shown for Lisbon] [convert: {BAD_AMOUNT}] "
+    # The official client, its tool results supplied by hand (the same answers).
+    declarations = [agui_meta.ClientTool(show_weather).declaration()]
+    declarations.append(agui_meta.ClientTool(convert).declaration())
+    by_hand = [
+        {
+            "id": str(uuid.uuid4()),
+            "role": "tool",
+            "toolCallId": "fc-1",
+            "content": "shown for Lisbon",
+        },
+        {
+            "id": str(uuid.uuid4()),
+            "role": "tool",
+            "toolCallId": "fc-2",
+            "content": BAD_AMOUNT,
+            "error": BAD_AMOUNT,
+        },
+    ]
+    spec = {
+        "threadId": thread_ids[1],
+        "messages": [user],
+        "runs": [
+            {"runId": f"{thread_ids[1]}-1", "tools": declarations},
+            {"tools": declarations, "addMessages": by_hand},
+        ],
+    }
+    official = await anyio.to_thread.run_sync(official_http_agent, url, spec, tmp_path)
+    assert [line.get("error") for line in official] == [None, None]
+    assert same_ids(ours) == same_ids(official[-1]["messages"])
+    assert agent.state == official[-1]["state"]
+    return ours
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_pydantic_ai_frontend_tools_agree_with_the_official_client_answered_by_hand(
     tmp_path: Path,
 ) -> None:
-    user = {"id": "u-1", "role": "user", "content": "Weather and money?"}
     with serve(pydantic_ai_tools_app()) as base:
-        url = base + "/agent"
-        agent = agui_meta.HttpAgent(
-            url, thread_id="pai-tools", messages=[user], tools=[show_weather, convert]
-        )
-        result = await agent.run_agent(run_id="run-1")
-        ours = agent.messages_wire()
-        assert len(agent.ledger.runs) == 2
-        assert result.pending_tool_call_ids == []
-        bad = (
-            "tool 'convert': the arguments do not match its parameters: "
-            "Expected `int`, got `str` - at `$.amount`"
-        )
-        assert ours[-1]["role"] == "assistant"
-        assert ours[-1]["content"] == f"[show_weather: shown for Lisbon] [convert: {bad}] "
-        # The official client, its tool results supplied by hand (the same answers).
-        declarations = [agui_meta.ClientTool(show_weather).declaration()]
-        declarations.append(agui_meta.ClientTool(convert).declaration())
-        by_hand = [
-            {
-                "id": str(uuid.uuid4()),
-                "role": "tool",
-                "toolCallId": "fc-1",
-                "content": "shown for Lisbon",
-            },
-            {
-                "id": str(uuid.uuid4()),
-                "role": "tool",
-                "toolCallId": "fc-2",
-                "content": bad,
-                "error": bad,
-            },
-        ]
-        spec = {
-            "threadId": "pai-tools",
-            "messages": [user],
-            "runs": [
-                {"runId": "run-1", "tools": declarations},
-                {"tools": declarations, "addMessages": by_hand},
-            ],
-        }
-        official = await anyio.to_thread.run_sync(official_http_agent, url, spec, tmp_path)
-    assert [line.get("error") for line in official] == [None, None]
-    assert same_ids(ours) == same_ids(official[-1]["messages"])
-    assert agent.state == official[-1]["state"]
+        await tools_against_official(base + "/agent", tmp_path, ("pai-tools", "pai-tools"))
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_through_the_gateway_the_loop_agrees_with_the_official_client(
+    tmp_path: Path,
+) -> None:
+    import importlib
+
+    try:
+        module: Any = importlib.import_module("agui_meta.gateway")
+    except ImportError:
+        pytest.skip("the gateway (agui_meta.gateway) is not on this branch yet")
+    gateway = module.Gateway({"pai": module.AsgiAgent(pydantic_ai_tools_app(), path="/agent")})
+    with serve(gateway, lifespan="on") as base:
+        # The gateway owns its threads: each client runs one of its own.
+        ours = await tools_against_official(base + "/agents/pai/run", tmp_path, ("gw-a", "gw-b"))
+        import httpx
+
+        async with httpx.AsyncClient(base_url=base) as http:
+            held = (await http.get("/threads/gw-a")).json()
+    assert same_ids(held["messages"]) == same_ids(ours)  # the gateway's copy of the thread
 
 
 # ---------------------------------------------------------------------------------------------
