@@ -263,17 +263,22 @@ async def test_bad_arguments_failures_and_timeouts_are_results_the_agent_reads(
         ("d", "broken", ""),
         ("e", "hangs", "{}"),
         ("f", "weather", '{"city": "Faro", "days": 2}'),
+        ("g", "anything", '{"x": 1, "y": [2]}'),
+    )
+    anything = agui_meta.ClientTool(
+        lambda **kw: kw, name="anything", description="Echo", parameters={"type": "object"}
     )
     agent = agui_meta.HttpAgent(
         url,
-        tools=[weather, broken, agui_meta.ClientTool(hangs, timeout=0.05)],
+        tools=[weather, broken, agui_meta.ClientTool(hangs, timeout=0.05), anything],
         messages=[{"id": "u", "role": "user", "content": "hi"}],
     )
     await agent.run_agent()
     answers = {m["toolCallId"][0]: m for m in tool_messages(agent)}
-    assert sorted(answers) == list("abcdef")
+    assert sorted(answers) == list("abcdefg")
     assert "error" not in answers["f"] and answers["f"]["content"] == "Faro for 2 day(s)"
-    errors = {k: m["error"] for k, m in answers.items() if k != "f"}
+    assert "error" not in answers["g"] and answers["g"]["content"] == '{"x":1,"y":[2]}'
+    errors = {k: m["error"] for k, m in answers.items() if k not in "fg"}
     for key, message in errors.items():
         assert answers[key]["content"] == message  # the agent reads the error as the content
     assert errors["a"].startswith("tool 'weather': the arguments are not valid JSON")
@@ -749,3 +754,25 @@ async def test_the_docs_tools_example_runs_its_two_rounds(
     assert "tool sunny, 24 °C in Lisbon None" in lines
     assert "assistant It is sunny, 24 °C in Lisbon. None" in lines
     assert lines[-1] == "2 runs; pending: []"
+
+
+async def test_clones_on_one_stored_thread_conflict_on_save() -> None:
+    from agui_meta.threads import MemoryThreadStore, VersionConflict
+    from tests.servers import agent_app
+
+    threads = MemoryThreadStore()
+    user = {"id": "u-1", "role": "user", "content": "What's the weather?"}
+    with serve(agent_app()) as base:
+        agent = agui_meta.HttpAgent(
+            base + "/thread", thread_id="t-c", thread_store=threads, messages=[user]
+        )
+        await agent.load()
+        twin = agent.clone()
+        assert twin.snapshot == agent.snapshot and twin.thread_store is threads
+        await agent.run_agent()
+        with pytest.raises(VersionConflict):
+            await twin.run_agent()  # it ran on its own copy; the save finds a newer version
+        assert agent.snapshot is not None and agent.snapshot.version == 1
+        again = twin.clone()  # the clone inherits the failed save: it refuses to run
+        with pytest.raises(agui_meta.UsageError, match="another writer"):
+            await again.run_agent()
