@@ -31,21 +31,19 @@ keeps the same content and the same merged metadata. The rules, as the reference
   then tool calls: START and joined delta, no END, then what they held back), then the state.
 
 Events are passed through as the same objects where the reference passes them by reference.
-:func:`compact_events` runs the rules over a whole history; :class:`Compact` is the same as a
+:func:`~agui_meta.compact_events` runs the rules over a whole history; :class:`Compact` is the same as a
 stage (it writes each group as soon as it is complete, the rest when the stream ends).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Generic, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ._decode import EventDecoder
-from ._driver import Runner
 from ._events import (
     Event,
     Metadata,
@@ -62,12 +60,11 @@ from ._events import (
     ToolCallStartEvent,
     protocol_class,
 )
-from ._framing import make_decoder
 from ._metadata import copy_json, merge_wire
 from ._patch import PatchError, apply_patch
-from ._stage import Context, Mode, ReportHandler, Transducer
+from ._stage import Transducer
 
-__all__ = ["Compact", "compact_events"]
+__all__ = ["Compact"]
 
 S = TypeVar("S", TextMessageStartEvent, ToolCallStartEvent)
 _StateEvent = Union[StateSnapshotEvent, StateDeltaEvent]
@@ -256,55 +253,3 @@ class Compact(Transducer[Event, Event]):
         for event in window:
             metadata = merge_wire(metadata, event.metadata)
         self.emit(StateSnapshotEvent(snapshot=state, metadata=metadata))
-
-
-def compact_events(
-    events: Iterable[Any] | bytes | str,
-    *,
-    mode: Mode = "default",
-    on_report: ReportHandler | None = None,
-) -> list[Event]:
-    """Compact a history of events exactly as the official client's ``compactEvents`` does.
-
-    ``events`` is an iterable of anything agui-meta decodes as one event (an
-    :class:`~agui_meta.events.Event`, a wire ``dict``, an ``ag_ui.core`` model, one event's JSON as
-    ``bytes``/``str``), or a whole recorded stream as one ``bytes``/``str`` (SSE or JSON
-    lines, detected). Every item is decoded and validated first, with the usual reports and
-    errors (``mode`` and ``on_report`` as for a pipeline); the result is a new list of events
-    (see :mod:`agui_meta._compact` for the rules). Collect an async source first:
-    ``compact_events([e async for e in agui_meta.wrap(source)])``.
-
-    >>> compact_events(b'{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}\\n'
-    ...                b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hi"}\\n'
-    ...                b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"!"}\\n'
-    ...                b'{"type":"TEXT_MESSAGE_END","messageId":"m"}\\n')[1].delta
-    'Hi!'
-    """
-    items: Iterable[Any]
-    if isinstance(events, (bytes, bytearray, memoryview, str)):
-        data = events.encode() if isinstance(events, str) else bytes(events)
-        decoder = make_decoder("auto")
-        items = [*decoder.feed(data), *decoder.close()]
-    else:
-        items = events
-    ctx = Context(mode, on_report)
-    runner = Runner([_Decode(), Compact()], ctx)
-    try:
-        for item in items:
-            runner.feed(item)
-        runner.close()
-    finally:
-        ctx.finish()
-    return runner.out
-
-
-class _Decode(Transducer[Any, Event]):
-    """Decodes each item as one event (frames, JSON, dicts, Events, ``ag_ui`` models)."""
-
-    def __init__(self) -> None:
-        self._decoder = EventDecoder()
-
-    def feed(self, item: Any) -> None:
-        event = self._decoder.decode(item, self.ctx)
-        if event is not None:
-            self.emit(event)

@@ -1,10 +1,12 @@
 """The driver: connects a chain of transducers, runs a stream through it and closes it.
 
 :class:`Runner` is the one loop every way of running stages goes through (``wrap()``'s
-segments, :func:`run_sync`, ``transduce``, the conformance runner, the tests): it frames byte
-chunks when asked to, numbers the events (``ctx.index``), attaches where a data error happened
-(event index; byte offset and line for a frame), skips it in keep-going mode, and closes the
-chain at the end.
+segments, the one-call runners of ``_runners``: ``run_sync``, ``transduce``,
+``compact_events``, the conformance runner; the tests): it frames byte chunks when asked to
+(with the framing's one owner, ``_framing.Framer``, a slice at a time), numbers the events
+(``ctx.index``), attaches where a data error happened (event index; byte offset and line for
+a frame), skips it in keep-going mode, and closes the chain at the end. Events from no byte
+stream come one at a time (:meth:`Runner.feed`) or in batches (:meth:`Runner.feed_batch`).
 
 It also runs the fast path the stages describe (see ``_stage``): when the chain begins with a
 run of stages that offer one, a content delta of an open item that every one of them lets pass
@@ -16,30 +18,24 @@ connects the stages one by one (the tests compare both ways).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import msgspec
 from msgspec import UNSET
 
-from ._decode import Enforce
 from ._events import ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
-    AutoDecoder,
     Frame,
-    FrameDecoder,
+    Framer,
     Ignored,
-    InvalidUtf8,
     PayloadRun,
-    SSEDecoder,
     ignored_report,
-    make_decoder,
 )
-from ._stage import CONTENT_DELTAS, Context, Mode, ReportHandler, Transducer
+from ._stage import CONTENT_DELTAS, Context, Transducer
 
-__all__ = ["Runner", "close_chain", "connect_chain", "run_sync"]
+__all__ = ["Runner", "close_chain", "connect_chain"]
 
 
 def connect_chain(
@@ -213,19 +209,7 @@ class Runner:
         self._fast = fast if fast is not None and (fast.useful or fast.decode) else None
         self._framing = framing
         self._max_frame_size = max_frame_size
-        self._framer: FrameDecoder | None = None
-        self._feed_chunk: Callable[[bytes], list[Any]] | None = None
-        # Lines given without their line ending (httpx's aiter_lines(), a list of
-        # json.dumps(event) strings), see _line_ending: whether the last chunk left a line
-        # open; whether chunks are known to be such lines; the chunks that look like SSE lines
-        # held until the next chunk tells; whether the bytes fed end with a line ending added
-        # here; whether no chunk came yet.
-        self._mid_line = False
-        self._lines = False
-        self._held: list[bytes] = []
-        self._held_size = 0
-        self._added = False
-        self._first = True
+        self._framer: Framer | None = None
         self._number = number
         self._count = 0
         self._close_errors = close_errors
@@ -240,28 +224,30 @@ class Runner:
     def feed(self, item: Any) -> None:
         """One source item through the chain (see the class documentation)."""
         if self._framing is not None and isinstance(item, (bytes, bytearray, memoryview, str)):
-            # A str chunk's lone surrogates become the bytes they would be (CESU-8), which the
-            # framer refuses as it refuses them in bytes: one rule for every source.
-            chunk = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
-            whole = self._line_ending(chunk)
-            if whole is not None:
-                self._feed_bytes(whole)
+            framer = self._framer or self._new_framer()
+            for piece in framer.slices(item):
+                self._feed_piece(piece)
         elif type(item) is Frame:
             self._run_frames([item])
         else:
             self._one(item)
 
-    def _feed_bytes(self, chunk: bytes) -> None:
-        """Bytes of the stream through the framer, its frames through the chain."""
-        feed_chunk = self._feed_chunk
-        if feed_chunk is None:
-            feed_chunk = self._feed_chunk = self._frames()
-        try:
-            parts = feed_chunk(chunk)
-        except FramingError as exc:
-            raise exc.locate(index=self._count) from None
+    def steps(self, item: Any) -> Iterator[None]:
+        """:meth:`feed` one source chunk a slice of the framer at a time: one step per slice
+        (the caller takes the outputs, and yields to cancellation, between steps)."""
+        framer = self._framer or self._new_framer()
+        for piece in framer.slices(item):
+            self._feed_piece(piece)
+            yield None
+
+    def _feed_piece(self, piece: bytes) -> None:
+        """A piece of the stream through the framer, its frames through the chain."""
         framer = self._framer
         assert framer is not None
+        try:
+            parts = framer.feed(piece)
+        except FramingError as exc:
+            raise exc.locate(index=self._count) from None
         if framer.ignored:  # the lines' places count frames: each frame of a run
             frames = [f for p in parts for f in (p.frames() if type(p) is PayloadRun else [p])]
             self._run_noted(frames, framer.ignored)
@@ -271,6 +257,22 @@ class Runner:
                     self._run_payloads(part)
                 else:
                     self._run_frames([part])
+
+    def feed_batch(self, items: Sequence[bytes]) -> None:
+        """A batch of events, each the JSON text of one event, from no byte stream (a Redis
+        worker's envelope): as a chunk's frames go, through the fast path in one loop.
+
+        Each is numbered and its data error located (by its index: it has no byte offset or
+        line) and skipped in keep-going mode, else raised, as :meth:`feed` does one at a time;
+        the outputs are the same. The chain must begin with a stage that decodes bytes
+        (:class:`~agui_meta.Enforce`).
+        """
+        fast = self._fast
+        if fast is None or fast.decode is None:
+            for item in items:
+                self._one(item)
+        else:
+            self._run_batch(items, items)
 
     def _run_noted(self, frames: list[Frame], ignored: list[Ignored]) -> None:
         """``frames`` with a report for each line the framer ignored, in stream order."""
@@ -300,9 +302,9 @@ class Runner:
         """End of stream: the frames still held, then each transducer's ``close``, in order."""
         ctx = self.ctx
         ctx.index = -1
-        if self._held:  # the stream ended while they were held: lines, each of them
-            self._feed_bytes(self._held_lines())
         if self._framer is not None:
+            for piece in self._framer.rest():
+                self._feed_piece(piece)
             try:
                 frames = self._framer.close()
             except FramingError as exc:
@@ -321,116 +323,16 @@ class Runner:
 
     # -- the loops ---------------------------------------------------------------------------
 
-    def _line_ending(self, chunk: bytes) -> bytes | None:
-        """What to feed the framer for a source chunk (``None``: nothing yet, it is held).
-
-        A chunk with no line ending may be one whole line given without its ending (httpx's
-        ``aiter_lines()``, a list of ``json.dumps(event)`` strings) or a piece of a byte
-        stream. When it starts a line (the chunk before it ended one):
-
-        - a JSON value (``{``, ``[`` or a blank first) is taken as a whole line at once: it
-          gets a line ending, and chunks without one are lines from then on;
-        - a chunk that looks like an SSE line (``:`` a comment, or a ``data``, ``event``,
-          ``id`` or ``retry`` field) is held, with any such chunks after it, until a chunk
-          tells: an empty one (the blank line ``aiter_lines()`` gives between SSE events) or
-          the end of the stream makes them lines, and chunks without a line ending are lines
-          from then on; one holding a line ending, or one that starts no SSE line (the rest of
-          a line), makes them pieces of a byte stream, fed as they came. Holding costs an SSE
-          stream nothing: its event is dispatched at the blank line anyway.
-
-        Once chunks are lines, none is decoded to decide. A chunk holding a line ending is a
-        byte stream's; when it starts with the LF of a line that already got an ending here
-        (a byte stream split right before its line ending), that LF is dropped, so offsets
-        and line numbers stay those of the stream (of a CRLF the CR is kept, at the next
-        line's start where it is JSON whitespace; in SSE it is kept as it was). In line mode,
-        offsets count one byte per line ending.
-        """
-        first = self._first
-        self._first = False
-        if b"\n" in chunk or b"\r" in chunk:
-            if self._held:
-                chunk = b"".join(self._held) + chunk
-                self._held.clear()
-                self._held_size = 0
-            elif self._added:
-                if chunk[:1] == b"\n":
-                    chunk = chunk[1:]
-                elif chunk[:2] == b"\r\n" and not self._sse():
-                    chunk = b"\r" + chunk[2:]
-            self._lines = self._added = False
-            self._mid_line = not chunk.endswith((b"\n", b"\r"))
-            return chunk
-        if self._mid_line:
-            self._added = False
-            return chunk
-        if self._lines:
-            self._added = True
-            return chunk + b"\n"
-        probe = chunk[3:] if first and chunk.startswith(b"\xef\xbb\xbf") else chunk
-        if self._held:
-            if not chunk:
-                self._lines = self._added = True
-                return self._held_lines() + b"\n"
-            if not _sse_line(probe):  # the rest of the held line: a byte stream's pieces
-                chunk = b"".join(self._held) + chunk
-                self._held.clear()
-                self._held_size = 0
-                self._mid_line = True
-                return chunk
-        elif not chunk:
-            return chunk
-        if _sse_line(probe):
-            self._held.append(chunk)
-            self._held_size += len(chunk) + 1
-            if self._held_size > self._max_frame_size:  # bounded: lines (the framer judges)
-                self._lines = self._added = True
-                return self._held_lines()
-            return None
-        if probe[:1] in (b"{", b" ", b"\t", b"["):
-            try:
-                msgspec.json.decode(probe)
-            except (msgspec.DecodeError, RecursionError):
-                pass
-            else:
-                self._lines = self._added = True
-                return chunk + b"\n"
-        self._mid_line = True
-        self._added = False
-        return chunk
-
-    def _held_lines(self) -> bytes:
-        """The held chunks as lines, each with its line ending."""
-        held = self._held
-        out = b"\n".join(held) + b"\n"
-        held.clear()
-        self._held_size = 0
-        return out
-
-    def _sse(self) -> bool:
-        """Whether the framer reads SSE."""
-        framer = self._framer
-        if isinstance(framer, AutoDecoder):
-            return framer.format == "sse"
-        return isinstance(framer, SSEDecoder)
-
-    def _frames(self) -> Callable[[bytes], list[Any]]:
-        """The framer's feed: runs of simple SSE blocks as PayloadRuns where it can."""
-        if self._framer is None:
-            fmt = self._framing
-            invalid_utf8: InvalidUtf8 = "frame" if self.ctx.mode == "keep_going" else "raise"
-            self._framer = (
-                AutoDecoder(max_frame_size=self._max_frame_size, invalid_utf8=invalid_utf8)
-                if fmt == "auto"
-                else make_decoder(
-                    fmt,  # type: ignore[arg-type]
-                    max_frame_size=self._max_frame_size,
-                    invalid_utf8=invalid_utf8,
-                )
-            )
-        framer = self._framer
-        if self._fast is not None and self._fast.decode is not None:
-            return getattr(framer, "feed_runs", framer.feed)
-        return framer.feed
+    def _new_framer(self) -> Framer:
+        """The framer of the stream: runs of simple SSE blocks as PayloadRuns where it can."""
+        self._framer = Framer(
+            self._framing,  # type: ignore[arg-type]
+            max_frame_size=self._max_frame_size,
+            invalid_utf8="frame" if self.ctx.mode == "keep_going" else "raise",
+            lines=True,
+            runs=self._fast is not None and self._fast.decode is not None,
+        )
+        return self._framer
 
     def _one(self, item: Any) -> None:
         """One event that is not a frame."""
@@ -489,10 +391,13 @@ class Runner:
         """A run of simple SSE blocks, as one batch: a Frame only when one is asked for."""
         self._run_batch(run.payloads, _RunFrames(run))
 
-    def _run_batch(self, payloads: Sequence[bytes | None], frames: Sequence[Frame]) -> None:
+    def _run_batch(
+        self, payloads: Sequence[bytes | None], frames: Sequence[Frame] | Sequence[bytes]
+    ) -> None:
         """One batch of frames: the fast path inline, the rest through the stages.
 
-        ``payloads[k]`` is the data of ``frames[k]`` (``None``: a frame that is not UTF-8).
+        ``payloads[k]`` is the data of ``frames[k]`` (``None``: a frame that is not UTF-8);
+        ``frames`` is ``payloads`` itself for events that come from no byte stream.
         The loop touches ``frames`` only for an event that leaves the fast path's decoder,
         fails, or is reported: its place in the stream.
         """
@@ -541,15 +446,16 @@ class Runner:
                         self._tally(passed)
                     if event is not None:
                         after_decode(event)
-                    elif data is None:
-                        self._bad_frame(frames[index - 1 - start])
+                    elif data is None:  # only a frame of a byte stream has no data
+                        self._bad_frame(frames[index - 1 - start])  # type: ignore[arg-type]
                     else:  # the decoding stage says what is wrong, and where
                         self._head(frames[index - 1 - start])
                 except DataError as exc:
                     if passed:
                         self._tally(passed)
                     frame = frames[index - 1 - start]
-                    exc.locate(offset=frame.offset, line=frame.line)
+                    if isinstance(frame, Frame):  # from a byte stream: its place in it
+                        exc.locate(offset=frame.offset, line=frame.line)
                     ctx.skip(exc)
                 fast.refresh()
                 note = passed.append if fast.tallies else None
@@ -589,70 +495,3 @@ class Runner:
         assert error is not None
         # Report a fresh copy: the frame's own is never raised.
         raise FramingError(error.reason, offset=error.offset, line=error.line)
-
-
-_SSE_FIELDS = (b"data", b"event", b"id", b"retry")
-
-
-def _sse_line(chunk: bytes) -> bool:
-    """Whether ``chunk`` begins like an SSE line: a comment, or a known field."""
-    return chunk[:1] == b":" or chunk.partition(b":")[0] in _SSE_FIELDS
-
-
-def run_sync(
-    transducers: Iterable[Transducer[Any, Any]],
-    items: Iterable[Any],
-    *,
-    mode: Mode = "default",
-    on_report: ReportHandler | None = None,
-    ctx: Context | None = None,
-    fuse: bool = True,
-) -> list[Any]:
-    """Run items through transducers synchronously and return every output (for tests, CLIs).
-
-    Each item is one event. When the first stage takes events
-    (:attr:`~agui_meta.Transducer.takes_events`: every built-in event stage), items in an
-    event's wire form (a dict, the JSON of one event as ``bytes``/``str``, an ``ag_ui.core``
-    model, a frame) are decoded first, with the reports and errors of
-    :class:`~agui_meta.Enforce`, as ``wrap()`` does; anything else (events, updates, your own
-    items) passes as it is. ``fuse=False`` runs every stage's ``feed`` (no fast path).
-
-    >>> import agui_meta
-    >>> stages = agui_meta.DefaultStages()
-    >>> _ = run_sync(stages, [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
-    >>> stages.ledger.runs[0].run_id
-    'r'
-    """
-    transducers = list(transducers)
-    if transducers and transducers[0].takes_events:
-        transducers.insert(0, _DecodeWire())
-    ctx = ctx or Context(mode, on_report)
-    try:
-        return Runner(transducers, ctx, fuse=fuse).feed_all(items)
-    finally:
-        ctx.finish()
-
-
-#: What run_sync() decodes before a stage that takes events (and pydantic models).
-_WIRE_FORMS = (Mapping, bytes, bytearray, memoryview, str, Frame)
-
-
-class _DecodeWire(Transducer[Any, Any]):
-    """run_sync()'s entry: decodes wire forms with an Enforce, passes everything else."""
-
-    def __init__(self) -> None:
-        self._enforce = Enforce()
-
-    def connect(self, emit: Callable[[Any], None], ctx: Context) -> Callable[[Any], None]:
-        decode = self._enforce.connect(emit, ctx)
-
-        def feed(item: Any) -> None:
-            if isinstance(item, _WIRE_FORMS) or hasattr(item, "model_dump"):
-                decode(item)
-            else:
-                emit(item)
-
-        self.emit = emit
-        self.ctx = ctx
-        self.feed = feed  # type: ignore[method-assign]
-        return feed

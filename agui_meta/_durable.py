@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal
 
 import msgspec
-from msgspec import UNSET
 
 from ._decode import Enforce
 from ._defaults import DefaultStages
@@ -182,8 +181,7 @@ def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
         name = f"runs|{record.status}"
         out[name] = out.get(name, 0) + 1
         for entry in record.usage:
-            provider = None if entry.provider is UNSET else entry.provider
-            model = None if entry.model is UNSET else entry.model
+            provider, model = entry.provider, entry.model
             for count, value in msgspec.to_builtins(entry).items():
                 if count in ("provider", "model"):
                     continue

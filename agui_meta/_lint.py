@@ -32,7 +32,7 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._exceptions import Severity
+from ._exceptions import Severity, UsageError
 from ._metadata import AGUI_METADATA_KEY, is_prefixed, iter_metadata, key_path
 from ._stage import CONTENT_DELTAS, Transducer
 
@@ -223,7 +223,7 @@ class Lint(Transducer[Any, Any]):
 
     def __init__(self, *, max_closed_ids: int | None = 10_000) -> None:
         if max_closed_ids is not None and max_closed_ids < 0:
-            raise ValueError(f"max_closed_ids must be >= 0 or None, got {max_closed_ids}")
+            raise UsageError(f"max_closed_ids must be >= 0 or None, got {max_closed_ids}")
         self._limit = max_closed_ids
         #: How many events the stream had up to the last one this stage saw (by index).
         self.events = 0

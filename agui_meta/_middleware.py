@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, Union
 
-from ._driver import Runner
+from ._chunks import ExpandChunks
 from ._events import (
     Event,
     RunAgentInput,
@@ -28,7 +28,8 @@ from ._events import (
     protocol_class,
 )
 from ._exceptions import UsageError
-from ._stage import Context, Transducer
+from ._runners import transduce
+from ._stage import Transducer
 
 __all__ = [
     "Agent",
@@ -36,7 +37,6 @@ __all__ = [
     "FunctionMiddleware",
     "Middleware",
     "middleware",
-    "transduce",
 ]
 
 
@@ -58,8 +58,6 @@ class Middleware(ABC):
 
     def run_next(self, input: RunAgentInput, next: Agent) -> AsyncIterator[Event]:
         """``next.run(input)`` with ``*_CHUNK`` events already expanded (the reference's runNext)."""
-        from ._chunks import ExpandChunks
-
         return transduce(next.run(input), ExpandChunks())
 
 
@@ -111,32 +109,6 @@ def middleware(
     return stage
 
 
-async def transduce(
-    upstream: AsyncIterator[Any],
-    *transducers: Transducer[Any, Any],
-    ctx: Context | None = None,
-) -> AsyncIterator[Any]:
-    """Run transducers over an async iterator, outside a pipeline; closes ``upstream`` when done."""
-    runner = Runner(transducers, ctx or Context())
-    out = runner.out
-    try:
-        async for item in upstream:
-            runner.feed(item)
-            if out:
-                batch = out[:]
-                out.clear()
-                for x in batch:
-                    yield x
-        runner.close()
-        for x in out:
-            yield x
-    finally:
-        runner.ctx.finish()
-        aclose = getattr(upstream, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
 class FilterToolCalls(Transducer[Event, Event]):
     """Drops the events of blocked tool calls, as the reference's FilterToolCallsMiddleware.
 
@@ -154,9 +126,9 @@ class FilterToolCalls(Transducer[Event, Event]):
         disallowed: Iterable[str] | None = None,
     ) -> None:
         if allowed is not None and disallowed is not None:
-            raise ValueError("Cannot specify both allowed and disallowed tool calls")
+            raise UsageError("Cannot specify both allowed and disallowed tool calls")
         if allowed is None and disallowed is None:
-            raise ValueError("Must specify either allowed or disallowed tool calls")
+            raise UsageError("Must specify either allowed or disallowed tool calls")
         self._allowed = None if allowed is None else frozenset(allowed)
         self._disallowed = None if disallowed is None else frozenset(disallowed)
         self._blocked: set[str] = set()

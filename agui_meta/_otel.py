@@ -73,9 +73,9 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import (
     EVENT_TYPES,
@@ -92,7 +92,7 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._exceptions import Report
+from ._exceptions import Report, UsageError
 from ._ledger import (
     Ledger,
     RunCancelled,
@@ -275,7 +275,7 @@ class OTel(Transducer[T, T]):
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         if max_attribute_length < 1 or max_series < 1:
-            raise ValueError(
+            raise UsageError(
                 "max_attribute_length and max_series must be at least 1, got "
                 f"{max_attribute_length}, {max_series}"
             )
@@ -523,7 +523,7 @@ class OTel(Transducer[T, T]):
         for entry in record.aggregated_usage:
             for field, name in _USAGE_ATTRIBUTES:
                 value = getattr(entry, field)
-                if value is not UNSET:
+                if value is not None:
                     sums[name] = sums.get(name, 0) + value
         attributes.update(sums)
         attributes.update(
@@ -551,13 +551,13 @@ class OTel(Transducer[T, T]):
             )
         for entry in record.aggregated_usage:
             labels: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
-            if isinstance(entry.provider, str) and entry.provider:
+            if entry.provider:
                 labels["gen_ai.provider.name"] = entry.provider
-            if isinstance(entry.model, str) and entry.model:
+            if entry.model:
                 labels["gen_ai.request.model"] = entry.model
             for field, token_type in (("input_tokens", "input"), ("output_tokens", "output")):
                 value = getattr(entry, field)
-                if value is not UNSET:
+                if value is not None:
                     point = self._points(
                         "gen_ai.client.token.usage", {**labels, "gen_ai.token.type": token_type}
                     )
@@ -567,8 +567,8 @@ class OTel(Transducer[T, T]):
     @staticmethod
     def _labels(record: RunRecord) -> tuple[str | None, str | None]:
         """The provider and the model, when the run's usage names exactly one of each."""
-        providers = {e.provider for e in record.aggregated_usage if isinstance(e.provider, str)}
-        models = {e.model for e in record.aggregated_usage if isinstance(e.model, str)}
+        providers = {e.provider for e in record.aggregated_usage if e.provider is not None}
+        models = {e.model for e in record.aggregated_usage if e.model is not None}
         provider = next(iter(providers)) if len(providers) == 1 else None
         model = next(iter(models)) if len(models) == 1 else None
         return provider or None, model or None
@@ -779,6 +779,17 @@ class OTel(Transducer[T, T]):
         span.end(end_time=end)
 
 
+if TYPE_CHECKING:
+
+    class OTelStage(OTel[Any]):
+        """For type checkers only: what :func:`otel` gives, an :class:`OTel` of any items.
+
+        A type without parameters, so that :func:`~agui_meta.wrap`'s overloads can read
+        ``wrap(source, *stages, otel())`` as ``Pipeline[Update]`` (a pass-through stage after
+        the default stages); ``OTel[Any]`` would make the call ambiguous, hence ``Any``.
+        """
+
+
 def otel(
     *,
     tracer_provider: TracerProvider | None = None,
@@ -790,7 +801,7 @@ def otel(
     clock: Callable[[], float] | None = None,
     max_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH,
     max_series: int = DEFAULT_MAX_SERIES,
-) -> OTel[Any]:
+) -> OTelStage:
     """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
 
     :param tracer_provider: where spans go (the global provider by default).
@@ -812,7 +823,7 @@ def otel(
     Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
     :mod:`agui_meta._otel` for the spans, attributes and metrics.
     """
-    return OTel(
+    stage: OTel[Any] = OTel(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         agent_name=agent_name,
@@ -823,3 +834,4 @@ def otel(
         max_attribute_length=max_attribute_length,
         max_series=max_series,
     )
+    return cast("OTelStage", stage)

@@ -3,7 +3,7 @@
 :class:`ReplayBuffer` (the in-process :class:`~agui_meta._replay.Replay`) is shared by the
 requests of an endpoint; each :class:`~agui_meta.EventStreamResponse` given it keeps its
 stream's last events there, numbered, and serves a reconnection that names one of them in
-``Last-Event-ID``. ``_Stream`` (a :class:`~agui_meta._replay.ReplayLog`) is also the bounded
+``Last-Event-ID``. ``BufferedStream`` (a :class:`~agui_meta._replay.ReplayLog`) is also the bounded
 hand-over between a response's producer and its sender when there is no replay, and the local
 copy ``agui_meta.redis.RedisReplay`` serves the first connection from.
 """
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from ._exceptions import ReplayFull, StreamLost
-from ._replay import Replay, parse_event_id
+from ._replay import Replay, ReplayLog, ReplayReader, parse_event_id
 
 __all__ = ["ReplayBuffer"]
 
 
-class _Stream:
+class BufferedStream:
     """The encoded events of one response, numbered, with waiting for more."""
 
     def __init__(self, key: str, capacity: int, ring: bool, linger: float = 0.0) -> None:
@@ -92,8 +92,8 @@ class _Stream:
             self.outcome = "complete" if complete else "abandoned"
             self.finish()
 
-    def reader(self, start: int = 0) -> _StreamReader:
-        return _StreamReader(self, start)
+    def reader(self, start: int = 0) -> BufferedStreamReader:
+        return BufferedStreamReader(self, start)
 
     async def linger(self) -> None:
         """Return once the stream is done or has had no reader for ``linger_for`` seconds.
@@ -114,10 +114,10 @@ class _Stream:
                 await self.changed()
 
 
-class _StreamReader:
-    """A :class:`~agui_meta._replay.ReplayReader` of a :class:`_Stream` from ``start`` on."""
+class BufferedStreamReader:
+    """A :class:`~agui_meta._replay.ReplayReader` of a :class:`BufferedStream` from ``start`` on."""
 
-    def __init__(self, stream: _Stream, start: int) -> None:
+    def __init__(self, stream: BufferedStream, start: int) -> None:
         self.stream = stream
         self.position = start
         self._attached = True
@@ -195,7 +195,7 @@ class ReplayBuffer:
         self.max_events = max_events
         self.linger = linger
         self.max_streams = max_streams
-        self._streams: dict[str, _Stream] = {}
+        self._streams: dict[str, BufferedStream] = {}
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -219,17 +219,17 @@ class ReplayBuffer:
                 )
             del self._streams[min(ended, key=lambda k: self._streams[k].ended_at or 0.0)]
 
-    def _open(self) -> _Stream:
+    def _open(self) -> BufferedStream:
         self._purge()
-        stream = _Stream(uuid.uuid4().hex, self.max_events, ring=True, linger=self.linger)
+        stream = BufferedStream(uuid.uuid4().hex, self.max_events, ring=True, linger=self.linger)
         self._streams[stream.key] = stream
         return stream
 
     @contextlib.asynccontextmanager
-    async def open(self) -> AsyncIterator[_Stream]:
+    async def open(self) -> AsyncIterator[ReplayLog]:
         """A new stream (the :class:`~agui_meta._replay.Replay` protocol).
 
-        :raises ~agui_meta._exceptions.ReplayFull: ``max_streams`` streams are running.
+        :raises ~agui_meta.ReplayFull: ``max_streams`` streams are running.
         """
         stream = self._open()
         try:
@@ -237,7 +237,7 @@ class ReplayBuffer:
         finally:
             stream.finish()
 
-    async def resume(self, last_event_id: str) -> _StreamReader | str:
+    async def resume(self, last_event_id: str) -> ReplayReader | str:
         """A reader of the events after ``last_event_id``, or why they cannot be resumed."""
         found = self._find(last_event_id)
         if isinstance(found, str):
@@ -245,7 +245,7 @@ class ReplayBuffer:
         stream, start = found
         return stream.reader(start)
 
-    def _find(self, last_event_id: str) -> tuple[_Stream, int] | str:
+    def _find(self, last_event_id: str) -> tuple[BufferedStream, int] | str:
         """The stream and the next seq to send, or why the id cannot be resumed."""
         self._purge()
         parsed = parse_event_id(last_event_id)

@@ -45,10 +45,17 @@ from ._client import RESUMED_HEADER
 from ._decode import encode_event
 from ._events import Event, RunErrorEvent
 from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost
-from ._framing import _JSONL_MEDIA_TYPES, encode_jsonl, encode_sse
+from ._framing import (
+    JSONL_MEDIA_TYPE,
+    JSONL_MEDIA_TYPES,
+    SSE_MEDIA_TYPE,
+    encode_jsonl,
+    encode_sse,
+    media_type,
+)
 from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
-from ._resume import _Stream
+from ._resume import BufferedStream
 from ._stage import Mode, ReportHandler
 
 __all__ = ["EventStreamResponse"]
@@ -59,8 +66,8 @@ _NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def _wants_jsonl(accept: str) -> bool:
-    kinds = [part.split(";")[0].strip().lower() for part in accept.split(",")]
-    return "text/event-stream" not in kinds and any(k in _JSONL_MEDIA_TYPES for k in kinds)
+    kinds = [media_type(part) for part in accept.split(",")]
+    return SSE_MEDIA_TYPE not in kinds and any(k in JSONL_MEDIA_TYPES for k in kinds)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -97,7 +104,7 @@ class EventStreamResponse(Response):
             return agui_meta.EventStreamResponse(my_agent(run), agui_meta.Ledger())
     """
 
-    media_type = "text/event-stream"
+    media_type = SSE_MEDIA_TYPE
 
     def __init__(
         self,
@@ -138,7 +145,7 @@ class EventStreamResponse(Response):
 
     def _start_headers(self, jsonl: bool, resumed: str | None) -> list[tuple[bytes, bytes]]:
         headers = [h for h in self.raw_headers if h[0] != b"content-type"]
-        media = b"application/jsonl" if jsonl else b"text/event-stream; charset=utf-8"
+        media = (JSONL_MEDIA_TYPE if jsonl else f"{SSE_MEDIA_TYPE}; charset=utf-8").encode()
         headers.append((b"content-type", media))
         if resumed is not None:
             headers.append((RESUMED_HEADER.encode(), resumed.encode("latin-1")))
@@ -182,7 +189,7 @@ class EventStreamResponse(Response):
         opened: AbstractAsyncContextManager[ReplayLog]
         if replay is None:
             key = "" if jsonl else uuid.uuid4().hex
-            opened = contextlib.nullcontext(_Stream(key, self.buffer, ring=False))
+            opened = contextlib.nullcontext(BufferedStream(key, self.buffer, ring=False))
         else:
             opened = replay.open()
         async with contextlib.AsyncExitStack() as stack:

@@ -443,7 +443,8 @@ class ItemStore(Protocol):
         """Drop every message with no open stream and no open tool call."""
 
     def messages(self) -> Iterator[MessageItem]:
-        """The messages in order."""
+        """The messages in order: an iterator of the live :class:`~agui_meta.MessageItem`
+        objects (later events keep changing them); :meth:`messages_wire` gives wire JSON."""
 
     def begin_run(self) -> None:
         """A run starts: the tool-call tally restarts."""
@@ -547,6 +548,10 @@ class Store:
         return None
 
     def messages(self) -> Iterator[MessageItem]:
+        """The messages in order: an iterator of the live :class:`~agui_meta.MessageItem`
+        objects (later events keep changing them; ``list(store.messages())`` keeps the ones
+        there now). :meth:`messages_wire` gives them as wire JSON, ``to_agui_core(store)`` as
+        ``ag_ui.core`` messages."""
         node = self._head
         while node is not None:
             yield node.item

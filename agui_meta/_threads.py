@@ -30,11 +30,12 @@ import anyio.to_thread
 import msgspec
 
 from ._decode import decode_event
-from ._events import Event, Interrupt, TokenUsage
-from ._exceptions import AguiMetaError, ThreadStoreError
-from ._ledger import RunRecord, RunStatus, aggregate_token_usage
+from ._events import Event, Interrupt
+from ._exceptions import ThreadStoreError, VersionConflict
+from ._ledger import RunRecord, RunStatus
 from ._metadata import copy_json, enc_hook
 from ._store import Store
+from ._tokens import Usage, aggregate_token_usage
 
 __all__ = [
     "LedgerSummary",
@@ -44,23 +45,6 @@ __all__ = [
     "ThreadStore",
     "VersionConflict",
 ]
-
-
-class VersionConflict(AguiMetaError):
-    """A save lost a compare-and-set: the stored version is not the one the writer read.
-
-    ``thread_id``, ``expected`` (the version the writer built on) and ``actual`` (the stored
-    version, ``0`` for a thread never saved) say which.
-    """
-
-    def __init__(self, thread_id: str, expected: int, actual: int) -> None:
-        super().__init__(
-            f"thread {thread_id!r}: version conflict: the save builds on version {expected}, "
-            f"the stored version is {actual}"
-        )
-        self.thread_id = thread_id
-        self.expected = expected
-        self.actual = actual
 
 
 class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
@@ -75,7 +59,7 @@ class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=
     last_run_id: str | None = None
     last_status: RunStatus | None = None
     statuses: dict[str, int] = msgspec.field(default_factory=dict)
-    usage: list[TokenUsage] = msgspec.field(default_factory=list)
+    usage: list[Usage] = msgspec.field(default_factory=list)
 
     def add(self, records: Iterable[RunRecord]) -> LedgerSummary:
         """A new summary with the ended runs ``records`` counted in (this one is unchanged)."""
@@ -168,10 +152,18 @@ class ThreadSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
         return events
 
     def to_json(self) -> bytes:
+        """The snapshot as JSON, in ``bytes`` (UTF-8): what the stores keep."""
         return _encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The snapshot as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
 
     @classmethod
     def from_json(cls, data: bytes | str) -> ThreadSnapshot:
+        """The snapshot :meth:`to_json` wrote (``bytes`` or ``str``)."""
         return _decode(data)
 
 
@@ -187,7 +179,7 @@ _CODEC_ERRORS = (
 )
 
 
-def _encoded(snapshot: ThreadSnapshot, store: str) -> bytes:
+def encode_snapshot(snapshot: ThreadSnapshot, store: str) -> bytes:
     """``snapshot`` as JSON, or a :class:`ThreadStoreError` naming the thread and ``store``."""
     try:
         return snapshot.to_json()
@@ -199,7 +191,7 @@ def _encoded(snapshot: ThreadSnapshot, store: str) -> bytes:
         ) from exc
 
 
-def _decoded(data: bytes | str, thread_id: str, store: str) -> ThreadSnapshot:
+def decode_snapshot(data: bytes | str, thread_id: str, store: str) -> ThreadSnapshot:
     """The stored snapshot, or a :class:`ThreadStoreError` naming the thread and ``store``."""
     try:
         return ThreadSnapshot.from_json(data)
@@ -226,7 +218,7 @@ class ThreadStore(Protocol):
         ...
 
 
-def _check_version(snapshot: ThreadSnapshot) -> None:
+def check_version(snapshot: ThreadSnapshot) -> None:
     if snapshot.version < 1:
         raise ValueError(
             f"thread {snapshot.thread_id!r}: a saved snapshot has version 1 or more, "
@@ -259,15 +251,19 @@ class MemoryThreadStore:
 
     async def load(self, thread_id: str) -> ThreadSnapshot | None:
         found = self._data.get(thread_id)
-        return None if found is None else _decoded(found[1], thread_id, self._name)
+        return None if found is None else decode_snapshot(found[1], thread_id, self._name)
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
+        check_version(snapshot)
         found = self._data.get(snapshot.thread_id)
         actual = 0 if found is None else found[0]
         if actual != snapshot.version - 1:
             raise VersionConflict(snapshot.thread_id, snapshot.version - 1, actual)
-        self._data[snapshot.thread_id] = (snapshot.version, _encoded(snapshot, self._name))
+        self._data[snapshot.thread_id] = (snapshot.version, encode_snapshot(snapshot, self._name))
+
+    async def delete(self, thread_id: str) -> None:
+        """Forget ``thread_id`` (nothing happens if it was never saved)."""
+        self._data.pop(thread_id, None)
 
     def thread_ids(self) -> list[str]:
         """The ids of the threads saved so far, in order of their first save."""
@@ -419,11 +415,19 @@ class SQLiteThreadStore:
             ).fetchone()
         raise VersionConflict(thread_id, version - 1, 0 if row is None else int(row[0]))
 
+    def _delete(self, thread_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
+
+    async def delete(self, thread_id: str) -> None:
+        """Forget ``thread_id`` (nothing happens if it was never saved)."""
+        await anyio.to_thread.run_sync(self._delete, thread_id)
+
     async def load(self, thread_id: str) -> ThreadSnapshot | None:
         data = await anyio.to_thread.run_sync(self._load, thread_id)
-        return None if data is None else _decoded(data, thread_id, self._name)
+        return None if data is None else decode_snapshot(data, thread_id, self._name)
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
-        data = _encoded(snapshot, self._name)
+        check_version(snapshot)
+        data = encode_snapshot(snapshot, self._name)
         await anyio.to_thread.run_sync(self._save, snapshot.thread_id, snapshot.version, data)

@@ -123,7 +123,7 @@ class ClientTool:
         if not callable(function):
             raise UsageError(f"a client tool needs a function, got {function!r}")
         if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+            raise UsageError(f"timeout must be > 0 seconds, got {timeout!r}")
         self.function = function
         self.name: str = name if name is not None else getattr(function, "__name__", "")
         if not self.name or self.name == "<lambda>":
@@ -334,7 +334,7 @@ async def call_tools(
     (at most ``concurrency`` at once, each within its timeout) and return their results in
     the calls' order. Every call gets a result; cancellation goes through (no result then)."""
     if not (timeout_s > 0 and not math.isnan(timeout_s)):
-        raise ValueError(f"tool_timeout must be > 0 seconds, got {timeout_s!r}")
+        raise UsageError(f"tool_timeout must be > 0 seconds, got {timeout_s!r}")
     results: list[ToolResult | None] = [None] * len(calls)
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     async with anyio.create_task_group() as group:

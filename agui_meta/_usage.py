@@ -43,24 +43,18 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import TokenUsage
-from ._ledger import RunRecord, _new_list, aggregate_token_usage
+from ._exceptions import UsageError
+from ._ledger import RunRecord, new_list
+from ._tokens import COUNTS, Usage, aggregate_token_usage
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 __all__ = ["RunUsage", "UsageMeter", "UsageSnapshot"]
 
-_COUNTS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-)
 #: The OpenTelemetry ``gen_ai.token.type`` of each count the counter publishes: the two
 #: well-known values of the GenAI semantic conventions (``input``, ``output``), and custom
 #: values for the parts AG-UI reports inside them.
@@ -79,7 +73,7 @@ class RunUsage(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True)
 
     thread_id: str | None = None
     run_id: str | None = None
-    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    usage: list[Usage] = msgspec.field(default_factory=new_list)
 
 
 class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
@@ -94,23 +88,33 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     (``max_labels``, ``max_label_length``), each time it was counted (replays included).
     """
 
-    total: TokenUsage = msgspec.field(default_factory=TokenUsage)
-    threads: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    providers: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    models: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    provider_models: list[TokenUsage] = msgspec.field(default_factory=list)
+    total: Usage = msgspec.field(default_factory=Usage)
+    threads: dict[str, Usage] = msgspec.field(default_factory=dict)
+    providers: dict[str, Usage] = msgspec.field(default_factory=dict)
+    models: dict[str, Usage] = msgspec.field(default_factory=dict)
+    provider_models: list[Usage] = msgspec.field(default_factory=list)
     runs: list[RunUsage] = msgspec.field(default_factory=list)
     recorded: int = 0
     threads_folded: int = 0
     labels_folded: int = 0
+
+    def to_json(self) -> bytes:
+        """The totals as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return msgspec.json.encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The totals as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self)
+        return result
 
 
 #: The bucket of the threads, providers and models past the meter's bounds.
 OTHER = "_OTHER"
 
 
-def _label(value: str | UnsetType | None) -> str:
-    return value if isinstance(value, str) else ""
+def _label(value: str | None) -> str:
+    return "" if value is None else value
 
 
 class _Sums:
@@ -121,11 +125,11 @@ class _Sums:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
 
-    def add(self, entry: TokenUsage, sign: int) -> None:
+    def add(self, entry: Usage, sign: int) -> None:
         counts = self.counts
-        for name in _COUNTS:
+        for name in COUNTS:
             value = getattr(entry, name)
-            if value is not UNSET:
+            if value is not None:
                 counts[name] = counts.get(name, 0) + sign * value
 
     def merge(self, other: _Sums) -> None:
@@ -133,10 +137,8 @@ class _Sums:
         for name, value in other.counts.items():
             counts[name] = counts.get(name, 0) + value
 
-    def usage(
-        self, provider: str | UnsetType = UNSET, model: str | UnsetType = UNSET
-    ) -> TokenUsage:
-        return TokenUsage(provider=provider, model=model, **self.counts)
+    def usage(self, provider: str | None = None, model: str | None = None) -> Usage:
+        return Usage(provider=provider, model=model, **self.counts)
 
 
 class UsageMeter:
@@ -152,7 +154,7 @@ class UsageMeter:
     >>> for _ in range(2):  # the same run, replayed: counted once
     ...     _ = run_sync([Ledger(on_run=meter.add_run)], stream)
     >>> meter.snapshot().total
-    TokenUsage(provider=UNSET, model=UNSET, input_tokens=10, output_tokens=3, total_tokens=UNSET, reasoning_tokens=UNSET, cached_input_tokens=UNSET, cache_write_input_tokens=UNSET)
+    Usage(provider=None, model=None, input_tokens=10, output_tokens=3, total_tokens=None, reasoning_tokens=None, cached_input_tokens=None, cache_write_input_tokens=None)
     """
 
     def __init__(
@@ -164,9 +166,9 @@ class UsageMeter:
         max_label_length: int = 256,
     ) -> None:
         if max_runs < 0:
-            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+            raise UsageError(f"max_runs must be >= 0, got {max_runs}")
         if max_threads < 1 or max_labels < 1 or max_label_length < 1:
-            raise ValueError(
+            raise UsageError(
                 "max_threads, max_labels and max_label_length must be at least 1, got "
                 f"{max_threads}, {max_labels}, {max_label_length}"
             )
@@ -182,7 +184,7 @@ class UsageMeter:
         self._threads: OrderedDict[str, _Sums] = OrderedDict()  # least recently counted first
         self._providers: dict[str, _Sums] = {}
         self._models: dict[str, _Sums] = {}
-        self._pairs: dict[tuple[str, str], tuple[TokenUsage, _Sums]] = {}
+        self._pairs: dict[tuple[str, str], tuple[Usage, _Sums]] = {}
         self._recorded = 0
         self._threads_folded = 0
         self._labels_folded = 0
@@ -195,7 +197,7 @@ class UsageMeter:
         self,
         thread_id: str | UnsetType | None,
         run_id: str | UnsetType | None,
-        usage: Iterable[TokenUsage],
+        usage: Iterable[TokenUsage | Usage],
     ) -> None:
         """Count ``usage`` (entries of one run) for a thread and run, replacing what the same
         run added before. ``None``/``UNSET`` ids: a run that cannot be recognised again."""
@@ -256,7 +258,7 @@ class UsageMeter:
                     sums = table[OTHER] = _Sums()
         return sums
 
-    def _pair(self, entry: TokenUsage, provider: str, model: str, sign: int) -> _Sums:
+    def _pair(self, entry: Usage, provider: str, model: str, sign: int) -> _Sums:
         pairs = self._pairs
         found = pairs.get((provider, model))
         if found is None:
@@ -271,7 +273,7 @@ class UsageMeter:
             else:
                 found = pairs.get((OTHER, OTHER))
                 if found is None:
-                    other = TokenUsage(provider=OTHER, model=OTHER)
+                    other = Usage(provider=OTHER, model=OTHER)
                     found = pairs[(OTHER, OTHER)] = (other, _Sums())
         return found[1]
 
@@ -318,8 +320,12 @@ class UsageMeter:
             )
 
     def to_json(self) -> bytes:
-        """:meth:`snapshot` as JSON (camelCase, absent counts omitted)."""
-        return msgspec.json.encode(self.snapshot())
+        """:meth:`snapshot` as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return self.snapshot().to_json()
+
+    def to_builtins(self) -> dict[str, Any]:
+        """:meth:`snapshot` as a ``dict`` of JSON types (``json.dumps`` takes it)."""
+        return self.snapshot().to_builtins()
 
     def observe(self, meter: Meter, name: str = "agui_meta.token.usage") -> None:
         """Publish the totals through an OpenTelemetry ``meter`` as an observable gauge of sums.
@@ -344,12 +350,12 @@ class UsageMeter:
         out: list[Observation] = []
         for usage in self.snapshot().provider_models:
             base: dict[str, Any] = {}
-            if not isinstance(usage.provider, UnsetType) and usage.provider:
+            if usage.provider:
                 base["gen_ai.provider.name"] = usage.provider
-            if not isinstance(usage.model, UnsetType) and usage.model:
+            if usage.model:
                 base["gen_ai.request.model"] = usage.model
             for field, token_type in _TOKEN_TYPES.items():
                 value = getattr(usage, field)
-                if value is not UNSET:
+                if value is not None:
                     out.append(Observation(value, {**base, "gen_ai.token.type": token_type}))
         return out

@@ -9,14 +9,14 @@ compare-and-set on the version) and two implementations: :class:`MemoryThreadSto
 
 from __future__ import annotations
 
-from ._exceptions import ThreadStoreError
+from ._exceptions import ThreadStoreError, VersionConflict
+from ._public import public_module as _public_module
 from ._threads import (
     LedgerSummary,
     MemoryThreadStore,
     SQLiteThreadStore,
     ThreadSnapshot,
     ThreadStore,
-    VersionConflict,
 )
 
 __all__ = (
@@ -28,3 +28,9 @@ __all__ = (
     "ThreadStoreError",
     "VersionConflict",
 )
+
+_public_module(__name__, globals(), __all__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

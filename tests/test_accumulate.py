@@ -26,8 +26,8 @@ from agui_meta import (
     UsageError,
     run_sync,
 )
-from agui_meta._conformance import run_case
 from agui_meta._driver import connect_chain
+from agui_meta._runners import run_case
 from agui_meta._stage import Context
 from agui_meta.events import AnyEvent, Event
 from tests.oracle import OracleServer, assert_same_result

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
+from agui_meta import run_sync
 from agui_meta._chunks import ExpandChunks
-from agui_meta._driver import run_sync
 from agui_meta._events import (
     EVENT_TYPES,
     AnyEvent,

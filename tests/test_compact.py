@@ -16,7 +16,8 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta._compact import Compact, compact_events
+from agui_meta import compact_events
+from agui_meta._compact import Compact
 from tests.compact_cases import CASES_FILE, EXPECTED_FILE, NAMED, generated, run_reference_compact
 from tests.example_streams import GOOD
 from tests.example_streams import events as example_events

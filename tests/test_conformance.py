@@ -199,8 +199,8 @@ def test_spec_override_cli(override: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("override", _override_cases(), ids=lambda o: o["name"])
 def test_spec_override_in_process(override: dict[str, Any]) -> None:
-    """The same through ``agui_meta._conformance.run_case``."""
-    from agui_meta._conformance import run_case
+    """The same through ``agui_meta._runners.run_case``."""
+    from agui_meta._runners import run_case
 
     case = _case_part(override)
     ours = run_case(case, verify=override.get("verify", True))

@@ -2,7 +2,7 @@
 
 Hypothesis draws event streams (``tests/strategies.py``); the reference runs them in one
 persistent Node.js process (the ``oracle`` fixture) and ours runs them in-process through
-``agui_meta._conformance.run_case``; the results must be equal under the comparison rules of
+``agui_meta._runners.run_case``; the results must be equal under the comparison rules of
 ``tests/oracle.py`` (JSON values; errors only as "both errored"; the two specification
 overrides normalised away, though the strategies never produce them). Skipped, with the reason,
 only where Node.js is not available.
@@ -25,7 +25,7 @@ DIFFERENTIAL = settings(
 
 
 def _compare(oracle: OracleServer, case: dict[str, Any], verify: bool) -> None:
-    from agui_meta._conformance import run_case
+    from agui_meta._runners import run_case
 
     note(f"verify={verify}")
     reference = oracle.run_one(case, verify)

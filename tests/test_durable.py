@@ -13,9 +13,9 @@ import pytest
 
 import agui_meta
 import agui_meta.events
-from agui_meta import _durable
+import agui_meta.redis
+from agui_meta import _durable, aggregate_token_usage
 from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
-from agui_meta._ledger import aggregate_token_usage
 from agui_meta.redis import read_frames
 from agui_meta.threads import ThreadSnapshot
 
@@ -31,7 +31,8 @@ def _cli_json(*args: str) -> dict:
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(_durable)
+    # Found through the public module, which the objects name as theirs.
+    result = doctest.testmod(agui_meta.redis)
     assert result.attempted >= 1
     assert result.failed == 0
 

@@ -92,11 +92,13 @@ def _run(
     case: dict[str, Any] | None = None,
     sse: bool = False,
     decoded: bool = False,
+    batch: bool = False,
 ) -> dict[str, Any]:
     """The frames through enforce and the stages; everything observable about it.
 
     ``sse``: the frames as one SSE stream in 1 KiB chunks (the driver's batch loop), else one
-    frame per item; ``decoded``: events decoded beforehand, fed without enforce.
+    frame per item; ``decoded``: events decoded beforehand, fed without enforce; ``batch``:
+    the frames in batches of 7 through ``Runner.feed_batch`` (a Redis worker's envelopes).
     """
     minted = (uuid.UUID(int=n) for n in itertools.count())  # ids minted for THINKING_* events
     try:
@@ -122,8 +124,12 @@ def _run(
         )
         error = None
         try:
-            for item in items:
-                runner.feed(item)
+            if batch:
+                for i in range(0, len(items), 7):
+                    runner.feed_batch(items[i : i + 7])
+            else:
+                for item in items:
+                    runner.feed(item)
             runner.close()
         except agui_meta.AguiMetaError as exc:
             error = (type(exc).__name__, str(exc), ctx.index)
@@ -268,6 +274,30 @@ def test_generated_streams(case: dict[str, Any], mode: str, chain: tuple[str, ..
 @given(case=misordered_cases(), mode=st.sampled_from(MODES), chain=st.sampled_from(CHAINS))
 def test_misordered_streams(case: dict[str, Any], mode: str, chain: tuple[str, ...]) -> None:
     _assert_same(_frames(case["events"]), mode=mode, case=case, chain=chain)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_batches_of_events_from_no_byte_stream(mode: str) -> None:
+    # Runner.feed_batch (a Redis worker's envelopes): the fast path's loop over a batch, with
+    # every output, report and error of the stages one event at a time.
+    for case in _golden():
+        frames = _frames(case["events"])
+        batched = _run(frames, fuse=True, mode=mode, case=case, batch=True)
+        assert batched.pop("fused") == len(DEFAULT) + 1
+        one_by_one = _run(frames, fuse=False, mode=mode, case=case)
+        batched.pop("calls"), one_by_one.pop("calls"), one_by_one.pop("fused")
+        assert batched == one_by_one, case.get("name")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(misordered_cases(), st.sampled_from(MODES))
+def test_batches_of_misordered_events(case: dict[str, Any], mode: str) -> None:
+    frames = _frames(case["events"])
+    batched = _run(frames, fuse=True, mode=mode, case=case, batch=True)
+    one_by_one = _run(frames, fuse=False, mode=mode, case=case)
+    for got in (batched, one_by_one):
+        got.pop("calls"), got.pop("fused")
+    assert batched == one_by_one
 
 
 def _delta(kind: str, id: str, **extra: Any) -> dict[str, Any]:

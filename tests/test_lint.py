@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agui_meta import Report, run_sync
+from agui_meta import Report, UsageError, run_sync
 from agui_meta._lint import RULES, Lint
 from tests.example_streams import STREAMS
 from tests.test_cli import cli
@@ -242,7 +242,7 @@ def test_bounded_records_stand_down_instead_of_guessing() -> None:
     run_sync([lint_stage], events + late, on_report=reports.append)
     assert reports == []
     assert all(len(t.ids) <= 2 for t in (lint_stage._ended_calls, lint_stage._known_calls))
-    with pytest.raises(ValueError, match="max_closed_ids"):
+    with pytest.raises(UsageError, match="max_closed_ids"):
         Lint(max_closed_ids=-1)
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agui_meta._conformance import run_case
 from agui_meta._patch import PatchError, apply_patch, js_equal
+from agui_meta._runners import run_case
 from tests.oracle import OracleServer, assert_same_result
 
 DOC: dict[str, Any] = {

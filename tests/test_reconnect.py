@@ -192,7 +192,7 @@ def test_the_backoff_doubles_from_the_server_retry_and_is_capped() -> None:
     ],
 )
 def test_bad_reconnect_settings_are_refused(kwargs: dict[str, Any], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(agui_meta.UsageError, match=match):
         agui_meta.HttpAgent("http://127.0.0.1:1/", **kwargs)
 
 

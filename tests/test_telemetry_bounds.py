@@ -144,7 +144,7 @@ def test_the_series_limit_is_shared_by_the_stages_of_one_provider(tel: Telemetry
 
 @pytest.mark.parametrize("bad", [{"max_attribute_length": 0}, {"max_series": 0}])
 def test_bad_bounds_are_refused(tel: Telemetry, bad: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(agui_meta.UsageError, match="at least 1"):
         agui_meta.otel(meter_provider=tel.meter_provider, **bad)
 
 
@@ -242,5 +242,5 @@ def test_the_meter_memory_stops_growing_past_its_bounds() -> None:
 
 def test_bad_meter_bounds_are_refused() -> None:
     for bad in ({"max_threads": 0}, {"max_labels": 0}, {"max_label_length": 0}):
-        with pytest.raises(ValueError, match="at least 1"):
+        with pytest.raises(agui_meta.UsageError, match="at least 1"):
             UsageMeter(**bad)

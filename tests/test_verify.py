@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_meta._driver import run_sync
+from agui_meta import run_sync
 from agui_meta._events import AnyEvent, Event
 from agui_meta._exceptions import Report, StrictError, VerifyError
 from agui_meta._stage import Context

@@ -28,7 +28,7 @@ import msgspec
 
 from .._defaults import DefaultStages
 from .._exceptions import DataError, FramingError, Report
-from .._framing import Format, Frame, Ignored, detect_format, ignored_report, make_decoder
+from .._framing import Format, Frame, Framer, Ignored, detect_format, ignored_report
 from .._lint import LintMetadataKeys
 from .._pipeline import wrap
 from .._stage import Mode
@@ -187,23 +187,24 @@ class StreamInput:
         # In keep-going mode a frame that is not UTF-8 comes with its error set, and the
         # pipeline skips it as one bad event; otherwise the decoder raises.
         tolerant = on_framing_error is not None
-        decoder = make_decoder(self.format, invalid_utf8="frame" if tolerant else "raise")
+        framer = Framer(self.format, invalid_utf8="frame" if tolerant else "raise")
         lines, offsets, progress = self._lines, self._offsets, self._progress
         done = 0
         try:
             while True:
                 chunk = self._read()
-                batch = decoder.feed(chunk) if chunk else decoder.close()
-                notes = list(decoder.ignored)
-                decoder.ignored.clear()
-                for i, frame in enumerate(batch):
-                    while notes and notes[0].before <= i:
-                        self._ignored(notes.pop(0), len(lines))
-                    lines.append(frame.line)
-                    offsets.append(frame.offset)
-                    yield frame
-                for note in notes:
-                    self._ignored(note, len(lines))
+                for piece in framer.slices(chunk) if chunk else (None,):
+                    batch = framer.close() if piece is None else framer.feed(piece)
+                    notes = list(framer.ignored)
+                    framer.ignored.clear()
+                    for i, frame in enumerate(batch):
+                        while notes and notes[0].before <= i:
+                            self._ignored(notes.pop(0), len(lines))
+                        lines.append(frame.line)
+                        offsets.append(frame.offset)
+                        yield frame
+                    for note in notes:
+                        self._ignored(note, len(lines))
                 if not chunk:
                     break
                 done += len(chunk)

@@ -1,6 +1,6 @@
 """``agui-meta apply CASES.jsonl``: conformance cases through the default pipeline.
 
-Each case (the reference oracle's format, see :mod:`agui_meta._conformance`) gives one result
+Each case (the reference oracle's format, see :mod:`agui_meta._runners`) gives one result
 line, ``{name, messages, state}`` or ``{name, error}``: the same lines as the official client
 gives through ``../shared/oracle/apply.cjs``.
 """
@@ -15,8 +15,8 @@ from typing import IO, Any
 
 import msgspec
 
-from .._conformance import run_case
 from .._exceptions import Report
+from .._runners import run_case
 from ._command import Commands
 
 __all__ = ["add_parser", "run"]

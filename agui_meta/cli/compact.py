@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._compact import compact_events
 from .._decode import encode_event
 from .._exceptions import DataError, Report
+from .._runners import compact_events
 from .._stage import Mode
 from ._command import Commands
 from ._render import Style, format_report

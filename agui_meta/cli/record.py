@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from .._exceptions import FramingError
-from .._framing import AutoDecoder
+from .._framing import ACCEPT, ACCEPT_ENCODING, Framer
 from .._inspector import InspectorRecording
 from ._command import Commands
 from ._stream import isatty
@@ -93,7 +93,8 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import HttpStatusError, _closing_bytes
+    from .._client import closing_bytes
+    from .._exceptions import HttpStatusError
 
     try:
         agent, tools = build_agent(args)
@@ -102,11 +103,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     body = msgspec.json.encode(wire)
-    headers = {**agent.headers, "Content-Type": "application/json"}
-    headers["Accept"] = "text/event-stream" if args.accept == "sse" else "application/jsonl"
+    headers = {
+        "Accept-Encoding": ACCEPT_ENCODING,
+        **agent.headers,
+        "Content-Type": "application/json",
+    }
+    headers["Accept"] = ACCEPT[args.accept]
     progress = _Progress(sys.stderr, args.url)
     counts = {"bytes": 0, "events": 0}
-    counter: AutoDecoder | None = AutoDecoder()
+    counter: Framer | None = Framer()
     inspector = InspectorRecording(args.url, body) if args.inspector else None
 
     async def save(out: IO[bytes]) -> None:
@@ -122,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 if inspector is not None:
                     inspector.error_body(text)
                 raise HttpStatusError(response.status_code, text, args.url)
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     if inspector is not None:
                         inspector.feed(chunk)
@@ -131,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
                     counts["bytes"] += len(chunk)
                     if counter is not None:
                         try:
-                            counts["events"] += len(counter.feed(chunk))
+                            for piece in counter.slices(chunk):
+                                counts["events"] += len(counter.feed(piece))
                         except FramingError:
                             counter = None  # not a stream we can count: still saved as it is
                     progress.update(counts["bytes"], counts["events"])

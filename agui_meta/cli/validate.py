@@ -20,6 +20,7 @@ import msgspec
 from .._exceptions import Report
 from .._lint import RULES, Lint
 from .._validate import TRANSPORT_RULES, Findings
+from .._version import __version__
 from ._command import Commands
 from ._findings import FileFindings, json_document, junit_document, sarif_document
 from ._render import Style, escape_controls, format_report
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.buffer.write(json_document(found, args.strict))
     elif args.format == "sarif":
-        sys.stdout.buffer.write(sarif_document(found, _version()))
+        sys.stdout.buffer.write(sarif_document(found, __version__))
     elif args.format == "junit":
         sys.stdout.buffer.write(junit_document(found, args.strict))
     elif len(found) > 1:
@@ -243,12 +244,6 @@ def _headers(lines: list[str]) -> dict[str, str]:
             raise InputError(f"not a header 'NAME: VALUE': {line!r}")
         headers[name.strip()] = value.strip()
     return headers
-
-
-def _version() -> str:
-    from . import _version as version
-
-    return version()
 
 
 def _check(

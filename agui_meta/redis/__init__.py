@@ -23,16 +23,17 @@ from .._durable import LocalResult as LocalResult
 from .._durable import Output as Output
 from .._durable import envelopes as envelopes
 from .._durable import run_local as run_local
+from .._exceptions import CommitTooLarge as CommitTooLarge
+from .._exceptions import SequenceGap as SequenceGap
+from .._exceptions import SourceConflict as SourceConflict
+from .._public import public_module as _public_module
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
 from ._ingest import IngestResult as IngestResult
-from ._ingest import SequenceGap as SequenceGap
-from ._ingest import SourceConflict as SourceConflict
 from ._ingest import publish as publish
 from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys
 from ._replay import RedisReplay as RedisReplay
 from ._store import RedisThreadStore as RedisThreadStore
-from ._worker import CommitTooLarge as CommitTooLarge
 from ._worker import Worker as Worker
 from ._worker import WorkerStats as WorkerStats
 
@@ -55,3 +56,9 @@ __all__ = (
     "read_frames",
     "run_local",
 )
+
+_public_module(__name__, globals(), __all__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

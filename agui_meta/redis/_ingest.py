@@ -19,10 +19,11 @@ import redis.asyncio
 import redis.exceptions
 
 from .._durable import Envelope
+from .._exceptions import SequenceGap, SourceConflict
 from ._common import DEFAULT_SHARDS, Scripts, shard_count
 from ._keys import GROUP, Keys
 
-__all__ = ["IngestResult", "SequenceGap", "SourceConflict", "publish", "read_frames"]
+__all__ = ["IngestResult", "publish", "read_frames"]
 
 
 class IngestResult(msgspec.Struct, kw_only=True):
@@ -30,25 +31,6 @@ class IngestResult(msgspec.Struct, kw_only=True):
 
     appended: int = 0
     duplicates: int = 0
-
-
-class SequenceGap(Exception):
-    """An envelope's ``seq`` skips numbers its source never sent (an earlier one was lost)."""
-
-
-class SourceConflict(SequenceGap):
-    """A source sends, at a sequence number it already took, an envelope that differs from the
-    one taken there: a different stream under a reused source name (or one cut differently).
-
-    ``source``, ``seq`` and ``thread`` name the first such envelope. Nothing of the script call
-    that met it was written (envelopes of earlier calls were).
-    """
-
-    def __init__(self, message: str, *, source: str, seq: int, thread: str) -> None:
-        super().__init__(message)
-        self.source = source
-        self.seq = seq
-        self.thread = thread
 
 
 async def publish(
@@ -169,12 +151,13 @@ def read_frames(path: str) -> list[bytes]:
     ends the stream (an oversized frame, bytes that are neither format) raises
     :class:`~agui_meta.FramingError`.
     """
-    from .._framing import make_decoder
+    from .._framing import Framer
 
-    decoder = make_decoder("auto", invalid_utf8="frame")
+    framer = Framer("auto", invalid_utf8="frame")
     frames: list[bytes] = []
     with open(path, "rb") as file:
         while chunk := file.read(1 << 16):
-            frames += [frame.data for frame in decoder.feed(chunk)]
-    frames += [frame.data for frame in decoder.close()]
+            for piece in framer.slices(chunk):
+                frames += [frame.data for frame in framer.feed(piece)]
+    frames += [frame.data for frame in framer.close()]
     return frames

@@ -5,8 +5,8 @@ from __future__ import annotations
 import redis.asyncio
 import redis.exceptions
 
-from .._exceptions import ThreadStoreError
-from .._threads import ThreadSnapshot, VersionConflict, _check_version, _decoded, _encoded
+from .._exceptions import ThreadStoreError, VersionConflict
+from .._threads import ThreadSnapshot, check_version, decode_snapshot, encode_snapshot
 from ._common import Scripts
 from ._keys import Keys
 
@@ -44,12 +44,12 @@ class RedisThreadStore:
             raise ThreadStoreError(
                 f"cannot be loaded: {exc}", store=self._name(key), thread_id=thread_id
             ) from exc
-        return None if data is None else _decoded(data, thread_id, self._name(key))
+        return None if data is None else decode_snapshot(data, thread_id, self._name(key))
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
+        check_version(snapshot)
         key = self.keys.thread(snapshot.thread_id)
-        data = _encoded(snapshot, self._name(key))
+        data = encode_snapshot(snapshot, self._name(key))
         try:
             result = await self._scripts.call(
                 "SAVE_THREAD", [key], [snapshot.version - 1, data, snapshot.version]

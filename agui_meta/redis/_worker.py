@@ -40,12 +40,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from .._durable import Changes, Envelope, Output, ThreadState
-from .._exceptions import AguiMetaError
+from .._exceptions import AguiMetaError, CommitTooLarge
 from .._threads import ThreadSnapshot
 from ._common import DEFAULT_SHARDS, Scripts, shard_count, text
 from ._keys import GROUP, Keys
 
-__all__ = ["CommitTooLarge", "Worker", "WorkerStats"]
+__all__ = ["Worker", "WorkerStats"]
 
 _pack = msgspec.msgpack.Encoder().encode
 _json = msgspec.json.Encoder().encode
@@ -577,12 +577,6 @@ class Worker:
             "proto-max-bulk-len and client-query-buffer-limit, or allow CONFIG GET so that "
             "commits are cut to fit)"
         )
-
-
-class CommitTooLarge(AguiMetaError):
-    """A commit the Redis server refuses for its size: it answered that an argument is longer
-    than its ``proto-max-bulk-len``, or closed the connection twice in a row on a large commit
-    while it still answers (``client-query-buffer-limit``). Raised by :meth:`Worker.run`."""
 
 
 #: Redis' default proto-max-bulk-len (512 MiB), when CONFIG GET is refused; its least (1 MiB).
