@@ -13,6 +13,7 @@ and a timeout all become error results the agent can read; only cancellation (an
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import typing
@@ -104,6 +105,7 @@ class ClientTool:
     :param timeout: the longest one call may take, in seconds (``None``: the agent's
         ``tool_timeout``).
 
+    >>> from agui_meta import ClientTool
     >>> def show_weather(city: str, unit: str = "C") -> str:
     ...     '''Show the weather on the user's screen.'''
     ...     return f"shown for {city}"
@@ -128,8 +130,9 @@ class ClientTool:
         self.name: str = name if name is not None else getattr(function, "__name__", "")
         if not self.name or self.name == "<lambda>":
             raise UsageError(f"client tool {function!r} needs a name: ClientTool(f, name=...)")
+        documented = function.func if isinstance(function, functools.partial) else function
         self.description = (
-            description if description is not None else _summary(inspect.getdoc(function))
+            description if description is not None else _summary(inspect.getdoc(documented))
         )
         self.timeout = timeout
         self._is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
@@ -141,9 +144,15 @@ class ClientTool:
         )
 
     def _signature(self, function: Callable[..., Any]) -> tuple[type[msgspec.Struct], bool]:
+        # A callable object's parameters and hints are its __call__'s.
+        plain = inspect.isroutine(function) or isinstance(function, functools.partial)
+        target = function if plain else type(function).__call__
         try:
             signature = inspect.signature(function)
-            hints = typing.get_type_hints(function, include_extras=True)
+            hints = typing.get_type_hints(
+                target.func if isinstance(target, functools.partial) else target,
+                include_extras=True,
+            )
         except (TypeError, ValueError, NameError) as exc:
             raise UsageError(
                 f"client tool {self.name!r}: cannot read its signature: {exc}"

@@ -772,3 +772,35 @@ async def test_clones_on_one_stored_thread_conflict_on_save() -> None:
         again = twin.clone()  # the clone inherits the failed save: it refuses to run
         with pytest.raises(agui_meta.UsageError, match="another writer"):
             await again.run_agent()
+
+
+def test_methods_partials_and_callable_objects_are_tools_too() -> None:
+    import functools
+
+    class Thermometer:
+        """Read the temperature."""
+
+        def __call__(self, city: str, days: int = 1) -> str:
+            return city
+
+        async def forecast(self, city: str) -> str:
+            """Forecast the weather."""
+            return city
+
+    def reading(city: str, days: int) -> str:
+        """Read a city's temperature."""
+        return city
+
+    thermometer = Thermometer()
+    tools = [
+        agui_meta.ClientTool(thermometer, name="thermometer"),
+        agui_meta.ClientTool(thermometer.forecast),
+        agui_meta.ClientTool(functools.partial(reading, days=2), name="reading"),
+    ]
+    declared = [(t.name, t.description, t.parameters["required"]) for t in tools]
+    assert declared == [
+        ("thermometer", "Read the temperature.", ["city"]),
+        ("forecast", "Forecast the weather.", ["city"]),
+        ("reading", "Read a city's temperature.", ["city"]),
+    ]
+    assert tools[2].parameters["properties"]["days"]["default"] == 2
