@@ -96,7 +96,15 @@ from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
 from ._threads import ThreadSnapshot, ThreadStore
 from ._tokens import Usage
-from ._tools import DEFAULT_TOOL_TIMEOUT, ToolResult, ToolRoundsExceeded, call_tools, client_tools
+from ._tools import (
+    DEFAULT_TOOL_TIMEOUT,
+    ClientTool,
+    ToolResult,
+    ToolRoundsExceeded,
+    call_tools,
+    client_tools,
+    tool_name,
+)
 from ._warn import ReportWarnings
 
 if TYPE_CHECKING:
@@ -410,6 +418,7 @@ class HttpAgent:
             raise UsageError(f"tool_timeout must be > 0 seconds, got {tool_timeout!r}")
         self._tools_given = tuple(tools)
         self._client_tools, self._tool_declarations = client_tools(self._tools_given)
+        self._tool_names = {tool_name(d) for d in self._tool_declarations}
         self.max_tool_rounds = max_tool_rounds
         self.tool_timeout = tool_timeout
         self.tool_concurrency = tool_concurrency
@@ -600,9 +609,28 @@ class HttpAgent:
 
     # -- client tools ------------------------------------------------------------------------
 
-    def _unanswered_calls(self) -> tuple[list[Any], list[str]]:
+    def _run_tools(self, tools: Iterable[Any]) -> tuple[dict[str, ClientTool], list[Any]]:
+        """The tools of a run: the agent's and the run's own (``tools=``), executed by name and
+        declared in order."""
+        if not tools:
+            return self._client_tools, self._tool_declarations
+        executed, declared = client_tools(tools)
+        names = {tool_name(d) for d in declared}
+        clash = sorted(str(n) for n in names & self._tool_names)
+        if clash:
+            raise UsageError(
+                f"the run's tools= declares {', '.join(repr(n) for n in clash)}, which "
+                "HttpAgent(tools=...) declares already"
+            )
+        return {**self._client_tools, **executed}, [*self._tool_declarations, *declared]
+
+    def _unanswered_calls(
+        self, tools: Mapping[str, ClientTool] | None = None
+    ) -> tuple[list[Any], list[str]]:
         """The pending calls of the last run no tool message answers: those of client tools
-        (as ToolCallItems) and the ids of the others."""
+        (``tools``, by default the agent's; as ToolCallItems) and the ids of the others."""
+        if tools is None:
+            tools = self._client_tools
         pending = self.store.pending_tool_call_ids
         if not pending:
             return [], []
@@ -613,7 +641,7 @@ class HttpAgent:
             if call_id in answered:
                 continue
             call = self.store.tool_call(call_id)
-            if call is not None and call.name in self._client_tools:
+            if call is not None and call.name in tools:
                 mine.append(call)
             else:
                 others.append(call_id)
@@ -635,14 +663,17 @@ class HttpAgent:
         """
         if self._busy:
             raise UsageError("HttpAgent.call_tools(): a run, load or save is in progress")
-        mine, _ = self._unanswered_calls()
+        return await self._call_tools(self._client_tools)
+
+    async def _call_tools(self, tools: Mapping[str, ClientTool]) -> list[ToolResult]:
+        mine, _ = self._unanswered_calls(tools)
         if not mine:
             return []
         calls = [(c.id, c.name, c.arguments, str(uuid.uuid4())) for c in mine]
         self._busy = True
         try:
             results = await call_tools(
-                self._client_tools,
+                tools,
                 calls,
                 timeout_s=self.tool_timeout,
                 concurrency=self.tool_concurrency,
@@ -821,7 +852,7 @@ class HttpAgent:
             "threadId": self.thread_id,
             "runId": run_id or str(uuid.uuid4()),
             "protocolVersion": "1.0",
-            "tools": [_as_wire(t) for t in (*self._tool_declarations, *tools)],
+            "tools": [_as_wire(t) for t in self._run_tools(tools)[1]],
             "context": [_as_wire(c) for c in context],
             "forwardedProps": {} if forwarded_props is None else _as_wire(forwarded_props),
             "state": self.store.state,
@@ -862,7 +893,9 @@ class HttpAgent:
 
         ``tools``, ``context`` and ``resume`` are wire JSON dicts or the Structs
         (:class:`~agui_meta.events.Tool`, :class:`~agui_meta.events.InputContext`,
-        :class:`~agui_meta.events.ResumeEntry`, e.g. from :func:`~agui_meta.build_resume_array`).
+        :class:`~agui_meta.events.ResumeEntry`, e.g. from :func:`~agui_meta.build_resume_array`);
+        ``tools`` may also hold functions and :class:`~agui_meta.ClientTool` objects (declared
+        here; :meth:`run_agent` runs them). They follow the agent's own ``tools``.
         Leaving the block early (``break``, an error, a cancellation) closes the response and
         the pipeline; cancellation is never swallowed.
 
@@ -1048,7 +1081,8 @@ class HttpAgent:
         The thread's messages and state are updated as the events arrive (also when the run
         fails part way). Raises as :meth:`run` does.
 
-        With client tools (``HttpAgent(tools=[function, ...])``): while a run ends (with
+        With client tools (``HttpAgent(tools=[function, ...])``, or functions in this call's
+        ``tools``): while a run ends (with
         success) leaving calls to them unanswered, they are executed (:meth:`call_tools`), their
         results appended, and the agent run again — with the same ``tools``, ``context`` and
         ``forwarded_props``, a new run id, no ``resume`` — until no call of a client tool is
@@ -1060,6 +1094,8 @@ class HttpAgent:
         :raises ~agui_meta.ToolRoundsExceeded: a run still left client calls pending after
             ``max_tool_rounds`` runs (they are not executed; the error has the last result).
         """
+        tools, context = tuple(tools), tuple(context)  # sent again by every round
+        executed, _ = self._run_tools(tools)
         rounds = 0
         while True:
             async with self.run(
@@ -1074,14 +1110,14 @@ class HttpAgent:
                     pass
             result = run.result
             rounds += 1
-            if not self._client_tools or result.pending_interrupts:
+            if not executed or result.pending_interrupts:
                 return result
-            mine, others = self._unanswered_calls()
+            mine, others = self._unanswered_calls(executed)
             if not mine:
                 return result
             if rounds >= self.max_tool_rounds:
                 raise ToolRoundsExceeded(rounds, result)
-            await self.call_tools()
+            await self._call_tools(executed)
             if others:
                 return result
             run_id = resume = parent_run_id = None

@@ -27,7 +27,14 @@ import msgspec
 from ._events import Tool
 from ._exceptions import AguiMetaError, UsageError
 
-__all__ = ["ClientTool", "ToolResult", "ToolRoundsExceeded", "call_tools", "client_tools"]
+__all__ = [
+    "ClientTool",
+    "ToolResult",
+    "ToolRoundsExceeded",
+    "call_tools",
+    "client_tools",
+    "tool_name",
+]
 
 #: The longest one tool call may take by default, in seconds.
 DEFAULT_TOOL_TIMEOUT = 60.0
@@ -245,6 +252,11 @@ class _BadArguments(Exception):
     pass
 
 
+def tool_name(declaration: Mapping[str, Any] | Tool) -> Any:
+    """The name of a wire tool declaration (a dict or a :class:`~agui_meta.events.Tool`)."""
+    return declaration.name if isinstance(declaration, Tool) else declaration.get("name")
+
+
 def client_tools(tools: Iterable[Any]) -> tuple[dict[str, ClientTool], list[Any]]:
     """Split ``HttpAgent(tools=...)``: functions and :class:`ClientTool` objects (executed by
     the client, by name) and wire declarations (dicts or :class:`~agui_meta.events.Tool`,
@@ -259,21 +271,21 @@ def client_tools(tools: Iterable[Any]) -> tuple[dict[str, ClientTool], list[Any]
         if isinstance(tool, ClientTool):
             pass
         elif isinstance(tool, (Mapping, Tool)):
-            name = tool.get("name") if isinstance(tool, Mapping) else tool.name
+            name = tool_name(tool)
             if name in names:
-                raise UsageError(f"HttpAgent(tools=...): two tools are named {name!r}")
-            names.add(name)  # type: ignore[arg-type]
+                raise UsageError(f"tools=: two tools are named {name!r}")
+            names.add(name)
             declared.append(tool)
             continue
         elif callable(tool):
             tool = ClientTool(tool)
         else:
             raise UsageError(
-                "HttpAgent(tools=...) takes functions, ClientTool objects and tool "
+                "tools= takes functions, ClientTool objects and tool "
                 f"declarations (dicts or agui_meta.events.Tool), got {tool!r}"
             )
         if tool.name in names:
-            raise UsageError(f"HttpAgent(tools=...): two tools are named {tool.name!r}")
+            raise UsageError(f"tools=: two tools are named {tool.name!r}")
         names.add(tool.name)
         executed[tool.name] = tool
         declared.append(tool.declaration())

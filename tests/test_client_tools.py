@@ -804,3 +804,21 @@ def test_methods_partials_and_callable_objects_are_tools_too() -> None:
         ("reading", "Read a city's temperature.", ["city"]),
     ]
     assert tools[2].parameters["properties"]["days"]["default"] == 2
+
+
+async def test_a_runs_own_functions_are_run_by_its_loop(
+    scripted: tuple[str, list[dict[str, Any]]],
+) -> None:
+    base, seen = scripted
+    url = url_calling(base, ("w", "weather", '{"city": "Lisbon"}'))
+    declared = {"name": "confirm", "description": "Ask the user"}
+    agent = agui_meta.HttpAgent(
+        url, tools=[declared], messages=[{"id": "u", "role": "user", "content": "hi"}]
+    )
+    # A generator: each round declares the tools again all the same.
+    await agent.run_agent(tools=(t for t in [WEATHER]))
+    assert len(agent.ledger.runs) == 2
+    assert agent.messages_wire()[-1]["content"] == "w-1=sunny in Lisbon"
+    assert [[t["name"] for t in run["tools"]] for run in seen[-2:]] == [["confirm", "weather"]] * 2
+    with pytest.raises(agui_meta.UsageError, match="declares 'confirm'"):
+        await agent.run_agent(tools=[declared])
