@@ -1082,9 +1082,9 @@ class HttpAgent:
         fails part way). Raises as :meth:`run` does.
 
         With client tools (``HttpAgent(tools=[function, ...])``, or functions in this call's
-        ``tools``): while a run ends (with
-        success) leaving calls to them unanswered, they are executed (:meth:`call_tools`), their
-        results appended, and the agent run again — with the same ``tools``, ``context`` and
+        ``tools``): while a run ends with success (not an interrupt or a cancellation) leaving
+        calls to them unanswered, they are executed (:meth:`call_tools`), their results
+        appended, and the agent run again — with the same ``tools``, ``context`` and
         ``forwarded_props``, a new run id, no ``resume`` — until no call of a client tool is
         pending (or calls to tools the client does not execute are pending too: those are the
         caller's to answer). The result is the last run's; ``agent.ledger`` has every run.
@@ -1110,7 +1110,8 @@ class HttpAgent:
                     pass
             result = run.result
             rounds += 1
-            if not executed or result.pending_interrupts:
+            succeeded = result.outcome is None or isinstance(result.outcome, RunSuccess)
+            if not executed or not succeeded or result.pending_interrupts:
                 return result
             mine, others = self._unanswered_calls(executed)
             if not mine:

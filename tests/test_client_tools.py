@@ -151,7 +151,10 @@ def scripted_tools_app() -> Any:
                     {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args},
                     {"type": "TOOL_CALL_END", "toolCallId": call_id},
                 ]
-        events.append({"type": "RUN_FINISHED", **ids})
+        finished: dict[str, Any] = {"type": "RUN_FINISHED", **ids}
+        if request.query_params.get("cancelled") == "1":
+            finished["outcome"] = {"type": "cancelled"}
+        events.append(finished)
 
         async def stream() -> AsyncIterator[dict[str, Any]]:
             for event in events:
@@ -171,11 +174,17 @@ def scripted() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield url + "/agent", app.state.seen
 
 
-def url_calling(base: str, *calls: tuple[str, str, str], again: bool = False) -> str:
+def url_calling(
+    base: str, *calls: tuple[str, str, str], again: bool = False, cancelled: bool = False
+) -> str:
     from urllib.parse import quote
 
     query = quote(json.dumps([list(c) for c in calls]))
-    return f"{base}?calls={query}" + ("&again=1" if again else "")
+    return (
+        f"{base}?calls={query}"
+        + ("&again=1" if again else "")
+        + ("&cancelled=1" if cancelled else "")
+    )
 
 
 def tool_messages(agent: agui_meta.HttpAgent) -> list[dict[str, Any]]:
@@ -822,3 +831,17 @@ async def test_a_runs_own_functions_are_run_by_its_loop(
     assert [[t["name"] for t in run["tools"]] for run in seen[-2:]] == [["confirm", "weather"]] * 2
     with pytest.raises(agui_meta.UsageError, match="declares 'confirm'"):
         await agent.run_agent(tools=[declared])
+
+
+async def test_a_cancelled_run_leaves_its_calls_alone(
+    scripted: tuple[str, list[dict[str, Any]]],
+) -> None:
+    base, _ = scripted
+    url = url_calling(base, ("w", "weather", '{"city": "Lisbon"}'), cancelled=True)
+    agent = agui_meta.HttpAgent(
+        url, tools=[WEATHER], messages=[{"id": "u", "role": "user", "content": "hi"}]
+    )
+    result = await agent.run_agent()
+    assert isinstance(result.outcome, agui_meta.RunCancelled)
+    assert len(agent.ledger.runs) == 1
+    assert tool_messages(agent) == []  # the agent gave up the run: nothing to answer
