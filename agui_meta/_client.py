@@ -18,6 +18,11 @@ body ended, or the connection dropped, before ``RUN_FINISHED``/``RUN_ERROR``),
 as the protobuf one).
 Connection errors and timeouts are httpx's own exceptions, raised as they are.
 
+Client-side tools: ``HttpAgent(tools=[function, ...])`` declares Python functions as the run's
+frontend tools (their schemas derived in :mod:`._tools`); :meth:`HttpAgent.call_tools` answers
+the calls a run left to them, and :meth:`HttpAgent.run_agent` loops — run, answer, run again —
+while the agent calls them, at most ``max_tool_rounds`` runs.
+
 Reconnecting (agui-meta's extension, off by default): with ``reconnect=n``, a stream that
 drops before its terminal event after sending SSE ``id:`` fields is requested again, after the
 server's ``retry`` delay, with the same body and a ``Last-Event-ID`` header; a server that
