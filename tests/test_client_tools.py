@@ -604,6 +604,9 @@ async def test_capabilities_where_the_agent_offers_them() -> None:
         with pytest.raises(agui_meta.DataError, match="maxIterations") as bad:
             await agui_meta.HttpAgent(base + "/bad").capabilities()
         assert bad.value.path == "$.execution.maxIterations"
+        small = agui_meta.HttpAgent(base + "/agent", max_frame_size=64)
+        with pytest.raises(agui_meta.DataError, match="larger than 64 bytes"):
+            await small.capabilities()
         with pytest.raises(agui_meta.HttpStatusError, match="maintenance") as down:
             await agui_meta.HttpAgent(base + "/down").capabilities()
         assert down.value.status == 503
