@@ -860,3 +860,146 @@ async def test_a_cancelled_run_leaves_its_calls_alone(
     assert isinstance(result.outcome, agui_meta.RunCancelled)
     assert len(agent.ledger.runs) == 1
     assert tool_messages(agent) == []  # the agent gave up the run: nothing to answer
+
+
+FULL_CAPABILITIES: dict[str, Any] = {
+    "identity": {
+        "name": "n",
+        "type": "t",
+        "description": "d",
+        "version": "1.0.0",
+        "provider": "p",
+        "documentationUrl": "https://example.com",
+        "metadata": {"acme.k": [1, {"x": None}]},
+    },
+    "transport": {
+        "streaming": True,
+        "websocket": False,
+        "httpBinary": False,
+        "pushNotifications": True,
+        "resumable": True,
+    },
+    "tools": {
+        "supported": True,
+        "items": [
+            {
+                "name": "lookup",
+                "description": "Look up",
+                "parameters": {"type": "object"},
+                "metadata": {"acme.v": 2},
+            }
+        ],
+        "parallelCalls": True,
+        "clientProvided": False,
+    },
+    "output": {"structuredOutput": True, "supportedMimeTypes": ["text/plain"]},
+    "state": {"snapshots": True, "deltas": True, "memory": False, "persistentState": True},
+    "multiAgent": {
+        "supported": True,
+        "delegation": True,
+        "handoffs": False,
+        "subagents": [{"name": "a"}, {"name": "b", "description": "B"}],
+    },
+    "reasoning": {"supported": True, "streaming": True, "encrypted": False},
+    "multimodal": {
+        "input": {"image": True, "audio": False, "video": False, "pdf": True, "file": True},
+        "output": {"image": False, "audio": True},
+    },
+    "execution": {
+        "codeExecution": True,
+        "sandboxed": True,
+        "maxIterations": 0,
+        "maxExecutionTime": 9007199254740991,
+    },
+    "humanInTheLoop": {
+        "supported": True,
+        "approvals": True,
+        "interventions": False,
+        "feedback": True,
+        "interrupts": True,
+        "approveWithEdits": False,
+    },
+    "custom": {"acme.region": "eu", "nested": {"a": [1]}},
+}
+CAPABILITY_CASES: list[Any] = [
+    FULL_CAPABILITIES,
+    {},
+    {"multimodal": {"input": {}}, "custom": {}},
+    {"identity": {"name": None}},
+    {"execution": {"maxIterations": -1}},
+    {"execution": {"maxExecutionTime": 9007199254740992}},
+    {"execution": {"maxIterations": 1.5}},
+    {"transport": {"streaming": "yes"}},
+    {"tools": {"items": [{"name": "x"}]}},
+    {"multiAgent": {"subagents": [{"description": "no name"}]}},
+    {"custom": []},
+    {"output": {"supportedMimeTypes": "text/plain"}},
+    [],
+    # Members nobody knows: the official schema keeps them (loose), agui-meta strips them.
+    {"identity": {"name": "x", "zz_future": 1}, "zz_later": {"a": 1}, "tools": {"zz_x": True}},
+]
+
+
+def without_unknown(value: Any) -> Any:
+    """``value`` without the members named ``zz_…`` (the cases' unknown ones)."""
+    if isinstance(value, dict):
+        return {k: without_unknown(v) for k, v in value.items() if not k.startswith("zz_")}
+    if isinstance(value, list):
+        return [without_unknown(v) for v in value]
+    return value
+
+
+def official_capabilities() -> list[dict[str, Any]]:
+    """The official AgentCapabilitiesSchema's verdict on each case (tests/capabilities_ref.cjs)."""
+    import subprocess
+
+    from tests.oracle import OracleUnavailable, oracle_missing, prepare_oracle
+
+    try:
+        directory = prepare_oracle()
+    except OracleUnavailable as exc:
+        oracle_missing(exc)
+    done = subprocess.run(
+        ["node", str(Path(__file__).with_name("capabilities_ref.cjs")), str(directory)],
+        input="".join(json.dumps(case) + "\n" for case in CAPABILITY_CASES),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_capabilities_decode_as_the_official_schema_parses_them() -> None:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    official = await anyio.to_thread.run_sync(official_capabilities)
+    assert len(official) == len(CAPABILITY_CASES)
+
+    async def case(request: Request) -> Response:
+        return JSONResponse(CAPABILITY_CASES[int(request.path_params["n"])])
+
+    app = Starlette(routes=[Route("/caps/{n:int}", case, methods=["GET"])])
+    reports: list[agui_meta.Report] = []
+    with serve(app) as base:
+        for n, theirs in enumerate(official):
+            agent = agui_meta.HttpAgent(
+                base + "/agent", capabilities_url=f"{base}/caps/{n}", on_report=reports.append
+            )
+            try:
+                caps = await agent.capabilities()
+            except agui_meta.DataError:
+                assert "error" in theirs, (n, theirs)
+            else:
+                assert caps is not None
+                assert "ok" in theirs, (n, theirs)
+                assert msgspec.to_builtins(caps) == without_unknown(theirs["ok"]), n
+    assert official[0] == {"ok": FULL_CAPABILITIES}  # every member of every part is known
+    assert sum("error" in line for line in official) == 10
+    assert official[-1]["ok"]["zz_later"] == {"a": 1}
+    assert [r.path for r in reports] == ["$.identity.zz_future", "$.zz_later", "$.tools.zz_x"]
