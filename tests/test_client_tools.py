@@ -10,6 +10,7 @@ client does not execute, too many rounds, cancellation).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ from tests.servers import official_http_agent, serve
 from tests.test_producers import same_ids
 
 pytestmark = pytest.mark.anyio
+
+_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def sunny(city: str) -> str:
@@ -131,14 +134,14 @@ def scripted_tools_app() -> Any:
             events += [
                 {
                     "type": "TEXT_MESSAGE_START",
-                    "messageId": f"{ids['runId']}-a",
+                    "messageId": f"a-{len(messages)}",
                     "role": "assistant",
                 },
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{ids['runId']}-a", "delta": text},
-                {"type": "TEXT_MESSAGE_END", "messageId": f"{ids['runId']}-a"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"a-{len(messages)}", "delta": text},
+                {"type": "TEXT_MESSAGE_END", "messageId": f"a-{len(messages)}"},
             ]
         else:
-            parent = f"{ids['runId']}-m"
+            parent = f"m-{len(messages)}"
             for call_id, name, args in calls:
                 call_id = f"{call_id}-{len(messages)}"
                 events += [
@@ -1003,3 +1006,44 @@ async def test_capabilities_decode_as_the_official_schema_parses_them() -> None:
     assert sum("error" in line for line in official) == 10
     assert official[-1]["ok"]["zz_later"] == {"a": 1}
     assert [r.path for r in reports] == ["$.identity.zz_future", "$.zz_later", "$.tools.zz_x"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_each_round_sends_what_the_official_client_sends_answered_by_hand(
+    scripted: tuple[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    base, seen = scripted
+    url = url_calling(base, ("w", "weather", '{"city": "Lisbon"}'), ("c", "clock", "{}"))
+    user = {"id": "u-1", "role": "user", "content": "hi"}
+
+    def clock(zone: str = "UTC") -> str:
+        return f"noon in {zone}"
+
+    agent = agui_meta.HttpAgent(
+        url, thread_id="t-x", messages=[user], state={"k": 1}, tools=[WEATHER, clock]
+    )
+    before = len(seen)
+    await agent.run_agent(context=[{"description": "d", "value": "v"}])
+    ours = seen[before:]
+    answers = tool_messages(agent)
+    declarations = [WEATHER.declaration(), agui_meta.ClientTool(clock).declaration()]
+    context = [{"description": "d", "value": "v"}]
+    spec = {
+        "threadId": "t-x",
+        "messages": [user],
+        "state": {"k": 1},
+        "runs": [
+            {"tools": declarations, "context": context},
+            {"tools": declarations, "context": context, "addMessages": answers},
+        ],
+    }
+    before = len(seen)
+    official = await anyio.to_thread.run_sync(official_http_agent, url, spec, tmp_path)
+    theirs = seen[before:]
+    assert [line.get("error") for line in official] == [None, None]
+    assert len(ours) == len(theirs) == 2
+    for mine, other in zip(ours, theirs, strict=True):
+        mine, other = dict(mine), dict(other)
+        assert _UUID_RE.match(mine.pop("runId")) and _UUID_RE.match(other.pop("runId"))
+        assert mine == other
+    assert agent.messages_wire() == official[-1]["messages"]
