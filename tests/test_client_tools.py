@@ -24,6 +24,7 @@ import pytest
 import agui_meta
 from tests import needs
 from tests.servers import official_http_agent, serve
+from tests.test_cleanup import no_leaks
 from tests.test_producers import same_ids
 
 pytestmark = pytest.mark.anyio
@@ -285,7 +286,8 @@ async def test_bad_arguments_failures_and_timeouts_are_results_the_agent_reads(
         tools=[weather, broken, agui_meta.ClientTool(hangs, timeout=0.05), anything],
         messages=[{"id": "u", "role": "user", "content": "hi"}],
     )
-    await agent.run_agent()
+    with no_leaks():  # the timed-out call and the failing one leave nothing behind
+        await agent.run_agent()
     answers = {m["toolCallId"][0]: m for m in tool_messages(agent)}
     assert sorted(answers) == list("abcdefg")
     assert "error" not in answers["f"] and answers["f"]["content"] == "Faro for 2 day(s)"
@@ -370,7 +372,7 @@ async def test_a_cancelled_round_leaves_the_thread_consistent(
         tools=[WEATHER, slow],
         messages=[{"id": "u", "role": "user", "content": "hi"}],
     )
-    with scope:
+    with no_leaks(), scope:  # no task or generator outlives the cancelled round
         await agent.run_agent()
     assert scope.cancelled_caught  # the cancellation went through, not swallowed
     # One run; neither call answered (the finished one included): the calls are still pending.
