@@ -104,12 +104,12 @@ from ._tokens import Usage
 from ._tools import (
     DEFAULT_TOOL_TIMEOUT,
     ClientTool,
-    ToolResult,
     ToolRoundsExceeded,
     call_tools,
     client_tools,
     tool_name,
 )
+from ._tracecontext import TRACEPARENT_KEY, current_carrier, current_context, trace_id
 from ._warn import ReportWarnings
 
 if TYPE_CHECKING:
@@ -145,7 +145,11 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     - ``usage``: the token usage entries of RUN_FINISHED, as sent (:class:`~agui_meta.Usage`);
     - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
     - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
-    - ``record``: the ledger's record of the run; ``reports``: what the run reported.
+    - ``record``: the ledger's record of the run; ``reports``: what the run reported;
+    - ``trace_id``: the W3C trace id of the run (32 hex digits) — the client's, when an
+      OpenTelemetry span was current as the run started (its ``traceparent`` went with each
+      request), else the one the server stamped in RUN_STARTED's metadata
+      (``w3c.traceparent``) — to attach feedback to; ``None`` when neither.
 
     :meth:`to_json` gives it as JSON ``bytes``, :meth:`to_builtins` as a ``dict`` for
     ``json.dumps``.
@@ -161,6 +165,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     pending_tool_call_ids: list[str]
     record: RunRecord | None
     reports: list[Report]
+    trace_id: str | None = None
 
     def to_json(self) -> bytes:
         """The result as JSON, in ``bytes`` (UTF-8): camelCase names, the messages, outcome,
@@ -388,6 +393,7 @@ class HttpAgent:
             )
         self.url = url
         self.headers = dict(headers or {})
+        self._trace: dict[str, str] = {}  # the run's traceparent and tracestate headers
         self.http_client = http_client
         self.timeout = timeout
         self.thread_id = thread_id if thread_id is not None else str(uuid.uuid4())
@@ -652,17 +658,18 @@ class HttpAgent:
                 others.append(call_id)
         return mine, others
 
-    async def call_tools(self) -> list[ToolResult]:
+    async def call_tools(self) -> list[dict[str, Any]]:
         """Execute the client tools the last run called and left unanswered, and append their
         results to the thread as ``tool`` messages (in the order of the calls).
 
         The calls run concurrently (at most ``tool_concurrency`` at once), each within its
         timeout. Arguments that are not JSON or do not match the tool's parameters, an
-        exception and a timeout each become an error result (``ToolResult.error``, and the
-        message's ``error`` member) naming the tool and the problem, for the agent to read.
+        exception and a timeout each become an error result (the message's ``content`` and
+        ``error``) naming the tool and the problem, for the agent to read.
         Calls to tools the client does not execute are left alone. The results are appended
         only once every call has its answer: a cancellation (raised as it is) appends none,
-        leaving the calls pending. Returns the results (empty when nothing was to be done).
+        leaving the calls pending. Returns the messages appended, as wire JSON (empty when
+        nothing was to be done).
 
         :raises ~agui_meta.UsageError: a run, load or save is in progress.
         """
@@ -670,7 +677,7 @@ class HttpAgent:
             raise UsageError("HttpAgent.call_tools(): a run, load or save is in progress")
         return await self._call_tools(self._client_tools)
 
-    async def _call_tools(self, tools: Mapping[str, ClientTool]) -> list[ToolResult]:
+    async def _call_tools(self, tools: Mapping[str, ClientTool]) -> list[dict[str, Any]]:
         mine, _ = self._unanswered_calls(tools)
         if not mine:
             return []
@@ -685,8 +692,9 @@ class HttpAgent:
             )
         finally:
             self._busy = False
-        self.add_messages([result.to_message() for result in results])
-        return results
+        messages = [result.to_message() for result in results]
+        self.add_messages(messages)
+        return messages
 
     def abort_run(self) -> None:
         """Cancel the run in progress, if any: its response and pipeline are closed and the
@@ -1026,6 +1034,13 @@ class HttpAgent:
         http = _require_httpx()
         watch = _Watch()
         stages = DefaultStages(self.store, ledger=self.ledger)
+        # Trace context: the span current as the run starts goes with each request, and
+        # parents the spans of the run's otel() stages.
+        self._trace = current_carrier()
+        context = current_context()
+        for stage in self.stages:
+            if hasattr(stage, "parent_context"):  # an otel() stage
+                stage.parent_context = context
         self._aborted = False
         failure: Exception | None = None
         with anyio.CancelScope() as scope:
@@ -1147,6 +1162,8 @@ class HttpAgent:
             pending_tool_call_ids=self.store.pending_tool_call_ids,
             record=record,
             reports=list(run.reports),
+            trace_id=trace_id(self._trace.get("traceparent"))
+            or trace_id((record.started_metadata or {}).get(TRACEPARENT_KEY) if record else None),
         )
 
 
@@ -1171,6 +1188,7 @@ class _Source:
         url: str | None = None,
     ):
         self.agent = agent
+        self.trace = dict(agent._trace)  # traceparent, tracestate: sent with each request
         self.url = agent.url if url is None else url
         self.client = client
         self.body = body
@@ -1236,6 +1254,7 @@ class _Source:
         headers = {
             "Accept-Encoding": ACCEPT_ENCODING,  # what the body reader inflates, in bounds
             **agent.headers,
+            **self.trace,
             "Content-Type": "application/json",
             "Accept": ACCEPT[agent.accept],
         }

@@ -398,3 +398,8 @@ class ThreadStoreError(AguiMetaError):
         self.thread_id = thread_id
         where = f"thread {thread_id!r} in the {store}" if thread_id is not None else store
         super().__init__(f"{where}: {message}")
+
+
+class PriceTableError(AguiMetaError, ValueError):
+    """A price table cannot be read: the message names the file (or ``<table>``) and the
+    entry or field that is wrong."""

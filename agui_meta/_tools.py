@@ -29,7 +29,7 @@ from ._exceptions import AguiMetaError, UsageError
 
 __all__ = [
     "ClientTool",
-    "ToolResult",
+    "ToolResult",  # internal: HttpAgent.call_tools() returns the messages
     "ToolRoundsExceeded",
     "call_tools",
     "client_tools",

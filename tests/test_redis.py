@@ -464,6 +464,22 @@ def test_the_command_line(
         u.get("inputTokens", 0) for u in travel_usage if u.get("model") == "gpt-4.1"
     )
     assert "runs: 3 finished" in _cli(capsys, "usage", *ns)[0]
+    # With a price table: what each provider/model cost, and the whole.
+    from tests.example_streams import events
+    from tests.test_prices import TABLE, expected_cost
+
+    priced = json.loads(_cli(capsys, "usage", *ns, "--json", "--prices", str(TABLE))[0])
+    entries = [
+        u
+        for name in ("travel.sse", "support.jsonl")
+        for e in events(name)
+        if e["type"] == "RUN_FINISHED"
+        for u in e.get("usage", [])
+    ]
+    assert priced["cost"]["total"] == pytest.approx(sum(expected_cost(u) for u in entries))
+    assert priced["cost"]["currency"] == "USD"
+    text = _cli(capsys, "usage", *ns, "--prices", str(TABLE))[0]
+    assert f"cost {priced['cost']['total']:.6f} USD" in text
     _, err = _cli(capsys, "thread", *ns, "nobody", status=1)
     assert "no thread 'nobody'" in err
     _, err = _cli(capsys, "usage", "--redis", "redis://127.0.0.1:1/0", status=2)

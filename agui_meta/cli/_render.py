@@ -370,8 +370,11 @@ def _run_header(record: RunRecord, style: Style) -> str:
     return " ".join(parts)
 
 
-def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
-    """Each run: ids, status, outcome, usage (summed per provider and model), run metadata."""
+def render_ledger(
+    runs: Iterable[RunRecord], style: Style, currency: str | None = None
+) -> Iterator[str]:
+    """Each run: ids, status, outcome, usage (summed per provider and model) and its cost
+    (when priced, in ``currency``), run metadata."""
     for n, record in enumerate(runs):
         if n:
             yield ""
@@ -384,6 +387,8 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
         body.extend(_outcome_lines(record, style))
         for entry in record.aggregated_usage:
             body.append(f"usage {t(_usage_text(entry))}")
+        if record.cost is not None and currency is not None:
+            body.append(f"cost {record.cost:.6f} {t(currency)}")
         for label, metadata in (
             ("started", record.started_metadata),
             ("finished", record.finished_metadata),

@@ -16,8 +16,10 @@ import msgspec
 
 from .._exceptions import Report
 from .._stage import Mode
+from . import _otlp as otlp
 from ._command import Commands
 from ._live import LiveView
+from ._prices import PriceTableError, add_prices_argument, load_prices
 from ._render import (
     Style,
     escape_controls,
@@ -81,7 +83,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "  curl -sN -X POST http://localhost:8000/agent | agui-meta replay -\n"
             "  agui-meta replay --json examples/streams/support.jsonl | jq '.ledger.runs[].usage'\n"
             "  agui-meta replay --keep-going examples/streams/broken.jsonl\n"
-            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse"
+            "  agui-meta replay --otlp http://127.0.0.1:4318 examples/streams/travel.sse\n"
+            "  agui-meta replay --otlp http://127.0.0.1:6006/v1/traces --otlp-signals traces "
+            "examples/streams/support.jsonl"
         ),
     )
     add_stream_arguments(parser)
@@ -90,13 +94,8 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         action="store_true",
         help="print {messages, state, ledger, reports} as JSON instead (messages in wire JSON)",
     )
-    parser.add_argument(
-        "--otlp",
-        metavar="URL",
-        help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
-        "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; needs "
-        "pip install 'agui-meta[otel,otlp]')",
-    )
+    otlp.add_arguments(parser)
+    add_prices_argument(parser)
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
         "--keep-going",
@@ -114,15 +113,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     mode: Mode = "strict" if args.strict else "keep_going" if args.keep_going else "default"
     reports = _Reports()
-    export = None
-    if args.otlp:
-        from ._otlp import OtlpExport
-
-        try:
-            export = OtlpExport(args.otlp)
-        except RuntimeError as exc:
-            print(f"agui-meta: {exc}", file=sys.stderr)
-            return 2
+    try:
+        prices = load_prices(args)
+        export = otlp.from_args(args, prices)
+    except (RuntimeError, PriceTableError) as exc:
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
+        return 2
     style = Style(use_color(args), use_escapes(args))
     # Standard input is shown live, as the bytes arrive (curl ... | agui-meta replay -).
     live = LiveView(sys.stdout, style) if args.file == "-" and not args.json else None
@@ -149,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"agui-meta: could not export {failure}", file=sys.stderr)
         return 2
     stages, error = result.stages, result.error
+    if prices is not None:  # each run's cost, on its record (and so in --json too)
+        for record in stages.ledger.runs:
+            record.cost = prices.total(record.aggregated_usage)
     # What was assembled up to an error is shown too, then the error.
     if args.json:
         output: dict[str, Any] = {
@@ -162,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(_encode(output) + b"\n")
         sys.stdout.buffer.flush()
     elif error is None or len(stages.store) or stages.ledger.runs or reports.items:
-        lines = list(_replay_lines(args.file, result, reports, style, live is None))
+        currency = prices.currency if prices is not None else None
+        lines = list(_replay_lines(args.file, result, reports, style, live is None, currency))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
     if error is not None:
@@ -181,7 +181,12 @@ def _section(title: str, style: Style) -> str:
 
 
 def _replay_lines(
-    file: str, result: StreamResult, reports: _Reports, style: Style, transcript: bool = True
+    file: str,
+    result: StreamResult,
+    reports: _Reports,
+    style: Style,
+    transcript: bool = True,
+    currency: str | None = None,
 ) -> Iterator[str]:
     stages = result.stages
     store = stages.store
@@ -200,7 +205,7 @@ def _replay_lines(
     yield ""
     yield _section(f"runs ({len(runs)})", style)
     if runs:
-        yield from render_ledger(runs, style)
+        yield from render_ledger(runs, style, currency)
     else:
         yield style.dim("(no runs)")
     if reports.items:

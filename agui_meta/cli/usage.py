@@ -1,7 +1,8 @@
-"""``agui-meta usage --redis URL [--json]``: the usage counters the workers committed.
+"""``agui-meta usage --redis URL [--json] [--prices FILE]``: the usage counters the workers committed.
 
 Entries and events processed, runs by status, and token counts per provider and model, summed
-over every thread of the namespace (each input entry counted exactly once).
+over every thread of the namespace (each input entry counted exactly once); with a price table,
+what each provider/model and the whole cost.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from typing import Any
 import msgspec
 
 from .._durable import usage_of
+from .._events import TokenUsage
 from ._command import Commands
+from ._prices import PriceTableError, add_prices_argument, cost_text, load_prices
 from ._redis import add_redis_arguments, run_with_redis
-from ._render import Style
+from ._render import Style, escape_controls
 from ._stream import add_color_argument, use_color, use_escapes
 from .thread import usage_text
 
@@ -40,11 +43,18 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     )
     add_redis_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the counters as JSON")
+    add_prices_argument(parser)
     add_color_argument(parser)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        prices = load_prices(args)
+    except PriceTableError as exc:
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
+        return 2
+
     async def body(client: Any) -> int:
         from ..redis import Keys
 
@@ -55,13 +65,30 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:  # a hash some other program wrote into the namespace
             print(f"agui-meta: {error}", file=sys.stderr)
             return 1
+        costs: list[float | None] = []
+        if prices is not None:
+            costs = [prices.cost(msgspec.convert(e, type=TokenUsage)) for e in usage["tokens"]]
+            usage["cost"] = {
+                "currency": prices.currency,
+                "total": prices.total(msgspec.convert(usage["tokens"], type=list[TokenUsage])),
+                "tokens": costs,
+            }
         if args.json:
             sys.stdout.buffer.write(msgspec.json.encode(usage) + b"\n")
         else:
             t = Style(use_color(args), use_escapes(args)).text  # names from the stream, escaped
             runs = ", ".join(f"{n} {t(status)}" for status, n in usage["runs"].items()) or "none"
             lines = [f"entries {usage['entries']}, events {usage['events']}; runs: {runs}"]
-            lines += ["usage " + t(usage_text(entry)) for entry in usage["tokens"]]
+            for i, entry in enumerate(usage["tokens"]):
+                line = "usage " + t(usage_text(entry))
+                if prices is not None and costs[i] is not None:
+                    line += f"; {cost_text(costs[i] or 0.0, t(prices.currency))}"
+                lines.append(line)
+            if prices is not None:
+                total = usage["cost"]["total"]
+                lines.append(
+                    cost_text(total, t(prices.currency)) if total is not None else "cost -"
+                )
             sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
         return 0
