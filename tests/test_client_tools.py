@@ -1050,3 +1050,32 @@ async def test_each_round_sends_what_the_official_client_sends_answered_by_hand(
         assert _UUID_RE.match(mine.pop("runId")) and _UUID_RE.match(other.pop("runId"))
         assert mine == other
     assert agent.messages_wire() == official[-1]["messages"]
+
+
+def test_clone_passes_on_every_option_of_the_constructor() -> None:
+    import inspect
+
+    # A new option of HttpAgent must reach its clones too.
+    options = set(inspect.signature(agui_meta.HttpAgent.__init__).parameters) - {"self", "url"}
+    source = inspect.getsource(agui_meta.HttpAgent.clone)
+    assert sorted(o for o in options if f"{o}=" not in source) == []
+    agent = agui_meta.HttpAgent(
+        "http://127.0.0.1:1/agent",
+        headers={"x-k": "v"},
+        thread_id="t",
+        state={"a": [1]},
+        accept="jsonl",
+        reconnect=2,
+        mode="strict",
+        tools=[WEATHER],
+        max_tool_rounds=3,
+        tool_timeout=5.0,
+        capabilities_url="http://127.0.0.1:1/caps",
+    )
+    twin = agent.clone()
+    for name in ("url", "headers", "thread_id", "accept", "reconnect", "mode", "max_tool_rounds"):
+        assert getattr(twin, name) == getattr(agent, name), name
+    assert (twin.tool_timeout, twin.capabilities_url) == (5.0, "http://127.0.0.1:1/caps")
+    assert twin.state == agent.state and twin.state is not agent.state
+    twin.state["a"].append(2)
+    assert agent.state == {"a": [1]}
