@@ -342,6 +342,8 @@ class HttpAgent:
         :class:`~agui_meta.ClientTool` may set its own); past it the call is answered with an
         error result.
     :param tool_concurrency: how many client tool calls of a run execute at once.
+    :param max_tool_calls: how many client tool calls of a run are executed at most; the calls
+        past them are answered with an error result, unrun.
     :param capabilities_url: where :meth:`capabilities` asks (``GET``); by default the
         endpoint's URL followed by ``/capabilities``.
 
@@ -378,6 +380,7 @@ class HttpAgent:
         max_tool_rounds: int = 10,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
         tool_concurrency: int = 8,
+        max_tool_calls: int = 32,
         capabilities_url: str | None = None,
         send_messages: Literal["all", "new"] = "all",
     ) -> None:
@@ -420,10 +423,10 @@ class HttpAgent:
         self._saved_runs = 0  # the ledger's records the last save counted
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
-        if max_tool_rounds < 1 or tool_concurrency < 1:
+        if min(max_tool_rounds, tool_concurrency, max_tool_calls) < 1:
             raise UsageError(
-                "max_tool_rounds and tool_concurrency must be >= 1, got "
-                f"{max_tool_rounds!r} and {tool_concurrency!r}"
+                "max_tool_rounds, tool_concurrency and max_tool_calls must be >= 1, got "
+                f"{max_tool_rounds!r}, {tool_concurrency!r} and {max_tool_calls!r}"
             )
         if not tool_timeout > 0:
             raise UsageError(f"tool_timeout must be > 0 seconds, got {tool_timeout!r}")
@@ -433,6 +436,7 @@ class HttpAgent:
         self.max_tool_rounds = max_tool_rounds
         self.tool_timeout = tool_timeout
         self.tool_concurrency = tool_concurrency
+        self.max_tool_calls = max_tool_calls
         self.capabilities_url = capabilities_url
         if send_messages not in ("all", "new"):
             raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
@@ -542,6 +546,7 @@ class HttpAgent:
             max_tool_rounds=self.max_tool_rounds,
             tool_timeout=self.tool_timeout,
             tool_concurrency=self.tool_concurrency,
+            max_tool_calls=self.max_tool_calls,
             capabilities_url=self.capabilities_url,
             send_messages=self.send_messages,
         )
@@ -689,6 +694,7 @@ class HttpAgent:
                 calls,
                 timeout_s=self.tool_timeout,
                 concurrency=self.tool_concurrency,
+                max_calls=self.max_tool_calls,
             )
         finally:
             self._busy = False

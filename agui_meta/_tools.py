@@ -350,16 +350,28 @@ async def call_tools(
     *,
     timeout_s: float = DEFAULT_TOOL_TIMEOUT,
     concurrency: int = 8,
+    max_calls: int = 32,
 ) -> list[ToolResult]:
     """Run tool calls ``(call id, tool name, arguments JSON, result message id)`` concurrently
     (at most ``concurrency`` at once, each within its timeout) and return their results in
-    the calls' order. Every call gets a result; cancellation goes through (no result then)."""
+    the calls' order. Every call gets a result: the calls past the first ``max_calls`` are
+    refused (an error result each, nothing run), so that an agent calling a tool thousands of
+    times costs a bounded time. Cancellation goes through (no result then)."""
     if not (timeout_s > 0 and not math.isnan(timeout_s)):
         raise UsageError(f"tool_timeout must be > 0 seconds, got {timeout_s!r}")
     results: list[ToolResult | None] = [None] * len(calls)
+    for index in range(max_calls, len(calls)):
+        call_id, name, _, message_id = calls[index]
+        text = (
+            f"tool {name!r}: not run: the run made {len(calls)} calls to client tools, more "
+            f"than the client runs for one run (max_tool_calls={max_calls})"
+        )
+        results[index] = ToolResult(
+            tool_call_id=call_id, tool_name=name, message_id=message_id, content=text, error=text
+        )
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     async with anyio.create_task_group() as group:
-        for index, (call_id, name, arguments, message_id) in enumerate(calls):
+        for index, (call_id, name, arguments, message_id) in enumerate(calls[:max_calls]):
             group.start_soon(
                 _answer,
                 tools.get(name),

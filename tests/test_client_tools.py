@@ -1079,3 +1079,32 @@ def test_clone_passes_on_every_option_of_the_constructor() -> None:
     assert twin.state == agent.state and twin.state is not agent.state
     twin.state["a"].append(2)
     assert agent.state == {"a": [1]}
+
+
+async def test_calls_past_max_tool_calls_are_refused_unrun(
+    scripted: tuple[str, list[dict[str, Any]]],
+) -> None:
+    base, _ = scripted
+    ran: list[str] = []
+
+    def weather(city: str) -> str:
+        ran.append(city)
+        return f"sunny in {city}"
+
+    calls = [(f"w{n}", "weather", json.dumps({"city": f"c{n}"})) for n in range(40)]
+    agent = agui_meta.HttpAgent(
+        url_calling(base, *calls),
+        tools=[weather],
+        max_tool_calls=5,
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+    )
+    await agent.run_agent()
+    answers = tool_messages(agent)
+    assert len(answers) == 40  # every call answered, in order; only the first 5 run
+    assert sorted(ran) == [f"c{n}" for n in range(5)]
+    assert [m.get("error") for m in answers[:5]] == [None] * 5
+    assert answers[5]["error"] == (
+        "tool 'weather': not run: the run made 40 calls to client tools, more than the client "
+        "runs for one run (max_tool_calls=5)"
+    )
+    assert all(m["error"] == answers[5]["error"] for m in answers[5:])
