@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from msgspec import UnsetType
 
 from ._events import Event, RunErrorEvent, RunFinishedEvent, RunStartedEvent, TokenUsage
-from ._exceptions import Report
+from ._exceptions import Report, UsageError
 from ._prices import PriceTable
 from ._stage import Transducer
 from ._usage import SCOPE_KEY
@@ -113,17 +113,17 @@ class Budget(Transducer[T, T]):
         max_scopes: int = 1_000,
     ) -> None:
         if max_tokens is None and max_cost is None:
-            raise ValueError("a Budget needs max_tokens, max_cost or both")
+            raise UsageError("a Budget needs max_tokens, max_cost or both")
         if max_tokens is not None and max_tokens < 0:
-            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+            raise UsageError(f"max_tokens must be >= 0, got {max_tokens}")
         if max_cost is not None and not (math.isfinite(max_cost) and max_cost >= 0):
-            raise ValueError(f"max_cost must be a finite number >= 0, got {max_cost}")
+            raise UsageError(f"max_cost must be a finite number >= 0, got {max_cost}")
         if max_cost is not None and prices is None:
-            raise ValueError("max_cost needs a price table (prices=)")
+            raise UsageError("max_cost needs a price table (prices=)")
         if period is not None and not (math.isfinite(period) and period > 0):
-            raise ValueError(f"period must be a number of seconds > 0, got {period}")
+            raise UsageError(f"period must be a number of seconds > 0, got {period}")
         if max_scopes < 1:
-            raise ValueError(f"max_scopes must be at least 1, got {max_scopes}")
+            raise UsageError(f"max_scopes must be at least 1, got {max_scopes}")
         self.max_tokens = max_tokens
         self.max_cost = max_cost
         self.period = period

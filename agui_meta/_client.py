@@ -439,7 +439,7 @@ class HttpAgent:
         self.max_tool_calls = max_tool_calls
         self.capabilities_url = capabilities_url
         if send_messages not in ("all", "new"):
-            raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
+            raise UsageError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
         self.send_messages = send_messages
         self._server_ids: set[Any] | None = None  # messages a gateway holds (send "new")
 

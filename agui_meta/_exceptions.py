@@ -24,13 +24,19 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     ├── ThreadStoreError                  a thread store that cannot load, save or be opened
     ├── SequenceGap                       a source's envelope numbers skip one (redis ingest)
     │   └── SourceConflict                a source's number taken again by another envelope
-    └── CommitTooLarge                    a worker's commit the Redis server refuses for its size
+    ├── CommitTooLarge                    a worker's commit the Redis server refuses for its size
+    ├── PriceTableError (ValueError)      a price table that cannot be read (names file and entry)
+    ├── AgentError                        a gateway's agent: an error status, or it cannot be called
+    ├── ThreadBusy                        a gateway's thread with an active run refuses another
+    └── AtCapacity                        a gateway's ``max_runs`` runs are all active
 
-Each is exported by the public module of what raises it: the pipeline's, the client's and the
-replay stores' by ``agui_meta``; :class:`VersionConflict` and :class:`ThreadStoreError` by
-``agui_meta.threads``; :class:`SequenceGap`, :class:`SourceConflict` and
-:class:`CommitTooLarge` by ``agui_meta.redis``. Connection errors and timeouts of an HTTP
-client are httpx's own.
+Each is exported by the public module of what raises it: the pipeline's, the client's, the
+replay stores' and :class:`PriceTableError` by ``agui_meta``; :class:`VersionConflict` and
+:class:`ThreadStoreError` by ``agui_meta.threads``; :class:`SequenceGap`,
+:class:`SourceConflict` and :class:`CommitTooLarge` by ``agui_meta.redis``;
+:class:`AgentError`, :class:`ThreadBusy` and :class:`AtCapacity` by ``agui_meta.gateway`` (a
+run registry raises the last two). Connection errors and timeouts of an HTTP client are
+httpx's own.
 
 Problems that the reference client only warns about are not exceptions: they are
 :class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
@@ -48,9 +54,11 @@ from ._events import RunErrorEvent
 from ._tokens import Usage
 
 __all__ = [
+    "AgentError",
     "AguiMetaError",
     "AguiWarning",
     "ApplyError",
+    "AtCapacity",
     "ChunkError",
     "CommitTooLarge",
     "DataError",
@@ -69,6 +77,7 @@ __all__ = [
     "SourceConflict",
     "StreamLost",
     "StrictError",
+    "ThreadBusy",
     "ThreadStoreError",
     "UsageError",
     "VerifyError",
@@ -339,6 +348,32 @@ class SourceConflict(SequenceGap):
         self.source = source
         self.seq = seq
         self.thread = thread
+
+
+class AgentError(AguiMetaError):
+    """An agent a gateway fronts answered with an error status, or could not be called."""
+
+
+class ThreadBusy(AguiMetaError):
+    """The thread has an active run (``run_id``, of the agent ``agent_name``): a gateway's run
+    registry refuses to start another (the route answers ``409 Conflict``)."""
+
+    def __init__(self, thread_id: str, run_id: str, agent_name: str) -> None:
+        super().__init__(
+            f"thread {thread_id!r} has an active run, {run_id!r}: stop it "
+            f"(POST /agents/{agent_name}/stop) or wait for it to end"
+        )
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.agent_name = agent_name
+
+
+class AtCapacity(AguiMetaError):
+    """``max_runs`` runs are active: a gateway's run registry refuses to start another."""
+
+    def __init__(self, max_runs: int) -> None:
+        super().__init__(f"the gateway runs {max_runs} runs already (max_runs): retry later")
+        self.max_runs = max_runs
 
 
 class AguiWarning(UserWarning):

@@ -46,7 +46,7 @@ from ._accumulate import Update
 from ._client import RESUMED_HEADER
 from ._decode import encode_event
 from ._events import Event, RunErrorEvent, RunStartedEvent
-from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost
+from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost, UsageError
 from ._framing import (
     JSONL_MEDIA_TYPE,
     JSONL_MEDIA_TYPES,
@@ -132,9 +132,9 @@ class EventStreamResponse(Response):
         trace_context: bool = True,
     ) -> None:
         if format not in ("auto", "sse", "jsonl"):
-            raise ValueError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
+            raise UsageError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
         if buffer < 1:
-            raise ValueError(f"buffer must be at least 1, got {buffer}")
+            raise UsageError(f"buffer must be at least 1, got {buffer}")
         self.source = source
         self.stages = stages
         self.format = format
@@ -236,8 +236,9 @@ class EventStreamResponse(Response):
     def _encode(self, key: str, seq: int, item: Any, jsonl: bool) -> bytes:
         event = item.event if isinstance(item, Update) else item
         if not isinstance(event, Event):
-            raise TypeError(
-                f"EventStreamResponse writes events (or Updates); a stage gave {item!r}"
+            raise UsageError(
+                "EventStreamResponse writes events (or Updates); a stage gave a "
+                f"{type(item).__name__}"
             )
         if self._carrier and isinstance(event, RunStartedEvent):
             event = self._stamped(event)

@@ -155,5 +155,5 @@ def test_scopes_are_bounded() -> None:
     ],
 )
 def test_bad_limits_are_said(kwargs: dict[str, Any], needle: str) -> None:
-    with pytest.raises(ValueError, match=needle):
+    with pytest.raises(agui_meta.UsageError, match=needle):
         Budget(**kwargs)

@@ -98,7 +98,7 @@ async def test_a_sequence_gap_is_refused_and_names_the_source(client, namespace)
         await publish(client, cut[1:], namespace=namespace)
     assert not isinstance(info.value, SourceConflict)
     for seq in (0, -1):
-        with pytest.raises(ValueError, match=f"start at 1, not {seq}"):
+        with pytest.raises(agui_meta.DataError, match=f"start at 1, not {seq}"):
             await publish(client, [msgspec.structs.replace(cut[0], seq=seq)], namespace=namespace)
     assert (await publish(client, cut, namespace=namespace)).appended == len(cut)
 
@@ -776,15 +776,15 @@ async def test_a_worker_refuses_numbers_it_could_never_reach(client, namespace) 
         {"idle_timeout": float("nan")},
         {"max_commit": 0},
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(agui_meta.UsageError):
             Worker(client, namespace=namespace, **bad)
     text_client = redis.asyncio.Redis.from_url("redis://127.0.0.1:1/0", decode_responses=True)
-    with pytest.raises(ValueError, match="decode_responses"):
+    with pytest.raises(agui_meta.UsageError, match="decode_responses"):
         Worker(text_client, namespace=namespace)
     await text_client.aclose()
     worker = Worker(client, namespace=namespace)
     for idle in (float("nan"), float("inf"), -1.0):
-        with pytest.raises(ValueError, match="exit_when_idle"):
+        with pytest.raises(agui_meta.UsageError, match="exit_when_idle"):
             await worker.run(exit_when_idle=idle)
 
 

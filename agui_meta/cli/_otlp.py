@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def from_args(args: argparse.Namespace, prices: PriceTable | None = None) -> OtlpExport | None:
-    """The export the options ask for (``None`` when none); raises ``RuntimeError`` without
+    """The export the options ask for (``None`` when none); raises ``ImportError`` without
     the SDK."""
     traces = metrics = None
     if args.otlp:
@@ -113,7 +113,7 @@ class OtlpExport:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
         except ImportError as exc:
-            raise RuntimeError(
+            raise ImportError(
                 f"--otlp needs the OpenTelemetry SDK and its OTLP exporter "
                 f"(pip install 'agui-meta[otel,otlp]'): {exc}"
             ) from None

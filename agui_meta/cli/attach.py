@@ -19,6 +19,7 @@ from .._exceptions import AguiMetaError, Report
 from ._command import Commands
 from ._render import Style
 from ._stream import add_color_argument, isatty, use_color, use_escapes
+from .run import ArgumentProblem, describe_failure, print_summary, unreachable
 
 __all__ = ["add_parser", "gateway_agent", "run"]
 
@@ -71,11 +72,11 @@ def gateway_agent(args: argparse.Namespace, **options: Any) -> Any:
     for header in args.header:
         name, sep, value = header.partition(":")
         if not sep or not name.strip():
-            raise ValueError(f"--header must be NAME:VALUE, got {header!r}")
+            raise ArgumentProblem(f"--header must be NAME:VALUE, got {header!r}")
         headers[name.strip()] = value.strip()
     url = args.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"URL must start with http:// or https://, got {args.url!r}")
+        raise ArgumentProblem(f"URL must start with http:// or https://, got {args.url!r}")
     last = url.rpartition("/")[2]
     if last in ("connect", "stop"):
         url = url.rpartition("/")[0] + "/run"
@@ -88,13 +89,12 @@ def run(args: argparse.Namespace) -> int:
     import httpx
 
     from ._live import LiveView
-    from .run import _describe, _summary, _unreachable
 
     reports: list[Report] = []
     style = Style(use_color(args), use_escapes(args))
     try:
         agent = gateway_agent(args, on_report=reports.append)
-    except ValueError as exc:
+    except (ArgumentProblem, ValueError) as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     failure: BaseException | None = None
@@ -112,13 +112,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         anyio.run(watch)
     except (AguiMetaError, httpx.HTTPError) as exc:
-        if _unreachable(exc):
+        if unreachable(exc):
             print(f"agui-meta: cannot reach {agent.url}: {exc}", file=sys.stderr)
             return 2
         failure = exc
-    _summary(agent, reports, style)
+    print_summary(agent, reports, style)
     if failure is not None:
         on_stderr = Style(False, isatty(sys.stderr))
-        print(f"agui-meta: {on_stderr.text(_describe(failure, agent.url))}", file=sys.stderr)
+        print(f"agui-meta: {on_stderr.text(describe_failure(failure, agent.url))}", file=sys.stderr)
         return 1
     return 0

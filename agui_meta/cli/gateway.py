@@ -108,6 +108,7 @@ def load_agent(spec: str) -> Any:
 def _gateway(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The gateway the arguments describe, and what to close after it."""
     from .._catalog import SQLiteCatalog
+    from .._exceptions import UsageError
     from .._gateway import Gateway
     from .._threads import SQLiteThreadStore
 
@@ -138,7 +139,7 @@ def _gateway(args: argparse.Namespace) -> tuple[Any, list[Any]]:
             linger=args.linger,
             **options,
         )
-    except (TypeError, ValueError) as exc:
+    except (UsageError, TypeError, ValueError) as exc:
         raise _Problem(str(exc)) from None
     return gateway, closing
 

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         prices = load_prices(args)
         export = otlp.from_args(args, prices)
-    except (RuntimeError, PriceTableError) as exc:
+    except (ImportError, PriceTableError) as exc:  # the extras it needs, a bad table
         print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     style = Style(use_color(args), use_escapes(args))

@@ -21,7 +21,7 @@ from ._command import Commands
 from ._render import Style, format_report, pretty_json, render_ledger
 from ._stream import add_color_argument, isatty, use_color, use_escapes
 
-__all__ = ["add_parser", "build_agent", "run"]
+__all__ = ["add_parser", "build_agent", "describe_failure", "print_summary", "run", "unreachable"]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -143,7 +143,8 @@ def build_agent(args: argparse.Namespace, **options: Any) -> tuple[Any, list[Any
     return agent, tools
 
 
-def _unreachable(exc: BaseException) -> bool:
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the endpoint cannot be reached at all (exit status 2)."""
     import httpx
 
     return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol))
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         anyio.run(talk)
     except (AguiMetaError, httpx.HTTPError) as exc:
-        if _unreachable(exc):
+        if unreachable(exc):
             print(f"agui-meta: cannot reach {args.url}: {exc}", file=sys.stderr)
             return 2
         failure = exc
@@ -194,15 +195,16 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(_encode(result) + b"\n")
         sys.stdout.buffer.flush()
     else:
-        _summary(agent, reports, style)
+        print_summary(agent, reports, style)
     if failure is not None:
         on_stderr = Style(False, isatty(sys.stderr))  # the server's words, escaped on a terminal
-        print(f"agui-meta: {on_stderr.text(_describe(failure, args.url))}", file=sys.stderr)
+        print(f"agui-meta: {on_stderr.text(describe_failure(failure, args.url))}", file=sys.stderr)
         return 1
     return 0
 
 
-def _describe(exc: BaseException, url: str) -> str:
+def describe_failure(exc: BaseException, url: str) -> str:
+    """One line, for standard error, of why the talk with the agent at ``url`` failed."""
     import httpx
 
     if isinstance(exc, DataError):
@@ -216,7 +218,8 @@ def _report_json(report: Report) -> dict[str, Any]:
     return {k: v for k, v in msgspec.to_builtins(report).items() if v is not None}
 
 
-def _summary(agent: Any, reports: list[Report], style: Style) -> None:
+def print_summary(agent: Any, reports: list[Report], style: Style) -> None:
+    """Print what followed the conversation: the agent's state, its run ledger, the reports."""
     lines: list[str] = []
     if agent.state not in ({}, None):
         lines += ["", style.bold("--- state ---"), *style.lines(pretty_json(agent.state))]
