@@ -76,6 +76,7 @@ from ._exceptions import (
     Report,
     ResponseError,
     RunFailed,
+    ToolRoundsExceeded,
     UsageError,
     VersionConflict,
 )
@@ -104,7 +105,6 @@ from ._tokens import Usage
 from ._tools import (
     DEFAULT_TOOL_TIMEOUT,
     ClientTool,
-    ToolRoundsExceeded,
     call_tools,
     client_tools,
     tool_name,

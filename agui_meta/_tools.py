@@ -25,12 +25,11 @@ import anyio.to_thread
 import msgspec
 
 from ._events import Tool
-from ._exceptions import AguiMetaError, UsageError
+from ._exceptions import UsageError
 
 __all__ = [
     "ClientTool",
     "ToolResult",  # internal: HttpAgent.call_tools() returns the messages
-    "ToolRoundsExceeded",
     "call_tools",
     "client_tools",
     "tool_name",
@@ -38,24 +37,6 @@ __all__ = [
 
 #: The longest one tool call may take by default, in seconds.
 DEFAULT_TOOL_TIMEOUT = 60.0
-
-
-class ToolRoundsExceeded(AguiMetaError):
-    """A run still left client tool calls pending after ``max_tool_rounds`` runs.
-
-    ``rounds`` is the number of runs made; ``result`` the last run's
-    :class:`~agui_meta.RunResult` (its ``pending_tool_call_ids`` are the calls left unanswered:
-    the thread is as that run left it, and ``await agent.call_tools()`` answers them).
-    """
-
-    def __init__(self, rounds: int, result: Any) -> None:
-        self.rounds = rounds
-        self.result = result
-        pending = ", ".join(repr(i) for i in result.pending_tool_call_ids)
-        super().__init__(
-            f"the agent still called client tools after {rounds} run(s) "
-            f"(HttpAgent(max_tool_rounds={rounds})); unanswered tool calls: {pending}"
-        )
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
