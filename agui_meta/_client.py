@@ -1216,7 +1216,9 @@ class _Source:
         )
 
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
-        if response.status_code >= 400:
+        # Not 2xx: an error, or a redirect the client was not told to follow (httpx follows
+        # them when its client has follow_redirects=True); either way its body is not the run.
+        if not response.is_success:
             preview = b""
             async with closing_bytes(response) as chunks:
                 async for chunk in chunks:

@@ -303,7 +303,9 @@ class ResponseError(AguiMetaError):
 
 
 class HttpStatusError(ResponseError):
-    """The endpoint answered with an error status.
+    """The endpoint answered with a status other than 2xx: an error, or a redirect that its
+    httpx client was not told to follow (``follow_redirects=True``; a redirect's body is not
+    the run).
 
     ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
     ``url`` the URL requested.

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - the test extra installs opentelemetry-
     pytest.skip("opentelemetry-proto is missing: pip install -e '.[test]'", allow_module_level=True)
 
 from tests.example_streams import STREAMS, events
-from tests.test_cli import cli
+from tests.helpers import cli
 
 MS = 1_000_000
 SPAN_KIND_INTERNAL, SPAN_KIND_CLIENT = 1, 3

@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - the test extra installs opentelemetry-
 
 from agui_meta.cli._otlp import endpoint
 from tests.example_streams import STREAMS, events
-from tests.test_cli import cli
+from tests.helpers import cli
 
 SUPPORT = str(STREAMS / "support.jsonl")
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -18,16 +19,15 @@ from agui_meta import _durable, aggregate_token_usage
 from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
 from agui_meta.redis import read_frames
 from agui_meta.threads import ThreadSnapshot
+from tests.helpers import cli
 
 STREAMS = Path(__file__).parent.parent / "examples" / "streams"
 NAMES = ["travel.sse", "support.jsonl", "broken.jsonl"]
 
 
-def _cli_json(*args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "agui_meta", *args], capture_output=True, check=False
-    ).stdout
-    return json.loads(out)
+def _cli_json(*args: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(cli(*args).stdout)
+    return data
 
 
 def test_docstring_examples_run() -> None:
@@ -162,10 +162,12 @@ def test_an_inactivity_close_is_keyed_after_the_last_entry() -> None:
     assert "stream-ended-open" in [o.data.get("code") for o in changes.outputs]
 
 
-def _crash_run(cut: list[Envelope], crash_after: int) -> tuple[list, ThreadSnapshot | None, dict]:
+def _crash_run(
+    cut: list[Envelope], crash_after: int
+) -> tuple[list[Any], ThreadSnapshot | None, dict[str, int]]:
     """Process ``cut`` with a 'crash' after ``crash_after`` commits: a new ThreadState replays
     the pending entries onto the committed snapshot and watermark, as a new owner does."""
-    committed_outputs: list = []
+    committed_outputs: list[Any] = []
     snapshot = ThreadSnapshot(thread_id="t")
     watermark: str | None = None
     pending: list[tuple[str, Envelope]] = []
@@ -260,7 +262,7 @@ def test_entries_of_an_open_run_stay_pending_until_it_ends() -> None:
     assert not state.open
 
 
-def _run_with_usage(run_id: str, *usage: dict) -> list[dict]:
+def _run_with_usage(run_id: str, *usage: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id, "usage": list(usage)},

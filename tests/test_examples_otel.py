@@ -111,7 +111,7 @@ def test_the_prometheus_example_serves_the_metrics() -> None:
         families = _scrape(url)
         # What each model cost, by the example's price table: from otel()'s counter and from
         # the usage meter, through the real prometheus_client.
-        expected = {}
+        expected: dict[str, float] = {}
         for name in GOOD:
             for e in events(name):
                 for u in e.get("usage", []) if e["type"] == "RUN_FINISHED" else []:

@@ -206,8 +206,11 @@ def test_bad_gateway_arguments_exit_2_with_the_reason(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (("ftp://127.0.0.1:1/agents/demo",), "URL must start with http:// or https://"),
-        (("http://127.0.0.1:1/agents/demo", "--header", "no-colon"), "--header must be NAME:VALUE"),
+        (("ftp://127.0.0.1:1/agents/demo",), "argument URL: not an http:// or https:// URL"),
+        (
+            ("http://127.0.0.1:1/agents/demo", "--header", "no-colon"),
+            "argument -H/--header: must be NAME:VALUE",
+        ),
     ],
 )
 def test_bad_attach_and_stop_arguments_exit_2_with_the_reason(

@@ -17,7 +17,7 @@ import agui_meta
 from agui_meta import Price, PriceTable, PriceTableError
 from agui_meta.events import TokenUsage
 from tests.example_streams import EXAMPLES, STREAMS, events
-from tests.test_cli import cli
+from tests.helpers import cli
 
 TABLE = EXAMPLES / "prices.toml"
 # The example table's figures, per million tokens: (input, output, cache read, cache write,

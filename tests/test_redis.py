@@ -36,6 +36,7 @@ from agui_meta.redis import (
 )
 from agui_meta.redis._common import Scripts
 from agui_meta.threads import ThreadSnapshot, VersionConflict
+from tests.helpers import cli_in_process, redis_server
 from tests.redis_helpers import STREAMS, assert_same, committed, expected, in_order, workload
 from tests.redis_server import RedisServer
 
@@ -49,10 +50,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path_factory.mktemp("redis"))
-    srv.start()
-    yield srv
-    srv.stop()
+    with redis_server(tmp_path_factory.mktemp("redis")) as srv:
+        yield srv
 
 
 _namespaces = iter(range(10**6))
@@ -408,11 +407,9 @@ async def test_redis_thread_store_compare_and_set(client, namespace) -> None:
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str, status: int = 0) -> tuple[str, str]:
     """Run the command line in this process; returns (stdout, stderr)."""
-    from agui_meta.cli import main
-
-    assert main(list(args)) == status
-    captured = capsys.readouterr()
-    return captured.out, captured.err
+    done, out, err = cli_in_process(capsys, *args)
+    assert done == status, err
+    return out, err
 
 
 def test_the_command_line(

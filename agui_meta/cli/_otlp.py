@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from ._args import http_url
+
 if TYPE_CHECKING:
     from .._prices import PriceTable
 
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--otlp",
         metavar="URL",
+        type=http_url,
         help="also export the runs as OpenTelemetry spans and metrics, with the stream's own "
         "timestamps, to an OTLP/HTTP endpoint (URL/v1/traces, URL/v1/metrics; a URL ending in "
         "/v1/traces or /v1/metrics is understood; needs pip install 'agui-meta[otel,otlp]')",
@@ -52,10 +55,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "receiver, such as Phoenix, takes traces)",
     )
     parser.add_argument(
-        "--otlp-traces", metavar="URL", help="export spans to this OTLP/HTTP endpoint"
+        "--otlp-traces",
+        metavar="URL",
+        type=http_url,
+        help="export spans to this OTLP/HTTP endpoint",
     )
     parser.add_argument(
-        "--otlp-metrics", metavar="URL", help="export metrics to this OTLP/HTTP endpoint"
+        "--otlp-metrics",
+        metavar="URL",
+        type=http_url,
+        help="export metrics to this OTLP/HTTP endpoint",
     )
     parser.add_argument(
         "--otlp-legacy-names",

@@ -23,6 +23,7 @@ from msgspec import UNSET
 from .._events import Event
 from .._exceptions import DataError, Report
 from .._pipeline import wrap
+from ._args import duration, port
 from ._command import Commands
 from ._render import escape_controls
 from ._stream import plural, run_async
@@ -55,7 +56,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument("file", metavar="FILE", help="an SSE or JSON-lines recording")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     parser.add_argument(
-        "--port", type=int, default=8000, help="the port (default 8000; 0: any free port)"
+        "--port", type=port, default=8000, help="the port (default 8000; 0: any free port)"
     )
     parser.add_argument(
         "--pace",
@@ -75,7 +76,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--linger",
         metavar="SECONDS",
-        type=float,
+        type=duration,
         default=30.0,
         help="how long a stream can be resumed after it ends or its client leaves (default 30)",
     )

@@ -13,12 +13,12 @@ import sys
 
 import anyio
 
-from .._exceptions import AguiMetaError
+from .._exceptions import AguiMetaError, UsageError
 from ._command import Commands
 from ._render import Style
 from ._stream import isatty
 from .attach import add_gateway_arguments, gateway_agent
-from .run import ArgumentProblem, unreachable
+from .run import unreachable
 
 __all__ = ["add_parser", "run"]
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         agent = gateway_agent(args)
-    except (ArgumentProblem, ValueError) as exc:
+    except UsageError as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     try:

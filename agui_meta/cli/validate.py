@@ -21,6 +21,7 @@ from .._exceptions import Report
 from .._lint import RULES, Lint
 from .._validate import TRANSPORT_RULES, Findings
 from .._version import __version__
+from ._args import header, http_url
 from ._command import Commands
 from ._findings import FileFindings, json_document, junit_document, sarif_document
 from ._render import Style, escape_controls, format_report
@@ -231,6 +232,8 @@ def _run_input(path: str | None) -> dict[str, Any] | None:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     except msgspec.DecodeError as exc:
         raise InputError(f"{path} is not JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path} is not JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{path} must hold a JSON object (a run input)")
     return data
@@ -239,10 +242,11 @@ def _run_input(path: str | None) -> dict[str, Any] | None:
 def _headers(lines: list[str]) -> dict[str, str]:
     headers = {}
     for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            raise InputError(f"not a header 'NAME: VALUE': {line!r}")
-        headers[name.strip()] = value.strip()
+        try:
+            name, value = header(line)  # a token name, a printable-ASCII value
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"not a header 'NAME: VALUE': {line!r} ({exc})") from None
+        headers[name] = value
     return headers
 
 
@@ -273,6 +277,13 @@ def _check(
             found.findings.append((report, severity))
 
     if name.startswith(("http://", "https://")):
+        try:
+            http_url(name)  # a port out of range, a malformed host: one line, not a traceback
+        except argparse.ArgumentTypeError as exc:
+            found.unreadable = str(exc)
+            if style is not None:
+                print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
+            return found
         return _check_agent(name, args, overrides, style, found, show)
     stream_args = argparse.Namespace(
         file=name, format=args.input_format, format_option="--input-format"
@@ -344,7 +355,7 @@ def _check_agent(
 
     try:
         run_async(main)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         found.unreadable = f"cannot reach {url}: {type(exc).__name__}: {exc}"
         if style is not None:
             print(f"agui-meta: {escape_controls(found.unreadable)}", file=sys.stderr)
