@@ -570,7 +570,8 @@ class HttpAgent:
         offer them (404, 405 or 501). Members this version does not know are stripped, each
         with an ``unknown-field`` :class:`~agui_meta.Report` (to ``on_report``).
 
-        :raises HttpStatusError: another error status.
+        :raises HttpStatusError: another status but 2xx (a redirect is followed only when the
+            ``http_client`` is told to).
         :raises ~agui_meta.DataError: the answer is not JSON, not an ``AgentCapabilities``
             object (the message gives the JSON path), or larger than ``max_frame_size``.
         """
@@ -590,18 +591,19 @@ class HttpAgent:
             response = await stack.enter_async_context(client.stream("GET", url, headers=headers))
             if response.status_code in (404, 405, 501):
                 return None
+            failed = not 200 <= response.status_code < 300  # a redirect too, as for a run
             body = b""
             async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     body += chunk
-                    if response.status_code >= 400 and len(body) >= _BODY_PREVIEW:
+                    if failed and len(body) >= _BODY_PREVIEW:
                         break
                     if len(body) > limit:
                         raise DataError(
                             f"the capabilities from {url} are larger than {limit:,} bytes "
                             "(HttpAgent(max_frame_size=...))"
                         )
-            if response.status_code >= 400:
+            if failed:
                 raise HttpStatusError(response.status_code, body[:_BODY_PREVIEW], url)
         try:
             data = msgspec.json.decode(body)

@@ -544,7 +544,7 @@ def capabilities_app() -> Any:
     from ag_ui import core
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
     from starlette.routing import Route
 
     offered = core.AgentCapabilities(
@@ -581,11 +581,15 @@ def capabilities_app() -> Any:
     async def down(request: Request) -> Response:
         return PlainTextResponse("maintenance", status_code=503)
 
+    async def moved(request: Request) -> Response:
+        return RedirectResponse("/agent/capabilities", status_code=302)
+
     app = Starlette(
         routes=[
             Route("/agent/capabilities", capabilities, methods=["GET"]),
             Route("/bad/capabilities", bad, methods=["GET"]),
             Route("/down/capabilities", down, methods=["GET"]),
+            Route("/moved/capabilities", moved, methods=["GET"]),
         ]
     )
     app.state.wire = wire
@@ -613,6 +617,9 @@ async def test_capabilities_where_the_agent_offers_them() -> None:
         with pytest.raises(agui_meta.HttpStatusError, match="maintenance") as down:
             await agui_meta.HttpAgent(base + "/down").capabilities()
         assert down.value.status == 503
+        with pytest.raises(agui_meta.HttpStatusError) as moved:  # not followed unless told to
+            await agui_meta.HttpAgent(base + "/moved").capabilities()
+        assert moved.value.status == 302
 
 
 # Leaving an httpx body early lets httpx's own nested generators be garbage-collected
