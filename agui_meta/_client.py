@@ -226,6 +226,30 @@ def closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerato
     return contextlib.aclosing(aiter_body(response))
 
 
+async def _small_body(response: httpx.Response, url: str, limit: int, what: str) -> bytes:
+    """The whole body of a short JSON answer, read in bounds: at most ``limit`` bytes, and
+    the first bytes only of an error (any status but 2xx: a redirect too, as for a run).
+
+    :raises HttpStatusError: the status is not 2xx.
+    :raises DataError: the body is longer than ``limit``.
+    """
+    failed = not response.is_success
+    body = b""
+    async with closing_bytes(response) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if failed and len(body) >= _BODY_PREVIEW:
+                break
+            if len(body) > limit:
+                raise DataError(
+                    f"{what} from {url} is larger than {limit:,} bytes "
+                    "(HttpAgent(max_frame_size=...))"
+                )
+    if failed:
+        raise HttpStatusError(response.status_code, body[:_BODY_PREVIEW], url)
+    return body
+
+
 def _require_httpx() -> Any:
     try:
         import httpx
@@ -591,20 +615,7 @@ class HttpAgent:
             response = await stack.enter_async_context(client.stream("GET", url, headers=headers))
             if response.status_code in (404, 405, 501):
                 return None
-            failed = not 200 <= response.status_code < 300  # a redirect too, as for a run
-            body = b""
-            async with closing_bytes(response) as chunks:
-                async for chunk in chunks:
-                    body += chunk
-                    if failed and len(body) >= _BODY_PREVIEW:
-                        break
-                    if len(body) > limit:
-                        raise DataError(
-                            f"the capabilities from {url} are larger than {limit:,} bytes "
-                            "(HttpAgent(max_frame_size=...))"
-                        )
-            if failed:
-                raise HttpStatusError(response.status_code, body[:_BODY_PREVIEW], url)
+            body = await _small_body(response, url, limit, "the capabilities")
         try:
             data = msgspec.json.decode(body)
         except msgspec.DecodeError as exc:
@@ -1029,11 +1040,15 @@ class HttpAgent:
             else:
                 timeout = self.timeout if self.timeout is not None else http.Timeout(60.0)
                 client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
-            answer = await client.post(url, content=msgspec.json.encode(body), headers=headers)
-            if answer.status_code >= 400:
-                raise HttpStatusError(answer.status_code, answer.content[:_BODY_PREVIEW], url)
-            found: dict[str, Any] = answer.json()
-            return found
+            answer = await stack.enter_async_context(
+                client.stream("POST", url, content=msgspec.json.encode(body), headers=headers)
+            )
+            text = await _small_body(answer, url, self.max_frame_size, "the stop answer")
+        try:
+            found: dict[str, Any] = msgspec.json.decode(text, type=dict)
+        except msgspec.DecodeError as exc:
+            raise DataError(f"the stop answer from {url} is not a JSON object: {exc}") from None
+        return found
 
     @contextlib.asynccontextmanager
     async def _run(
