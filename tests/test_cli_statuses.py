@@ -144,8 +144,14 @@ HOSTILE: list[tuple[list[str], str]] = [
     (["validate", "http://127.0.0.1:1/", "--timeout", "nan"], "argument --timeout: not a"),
     (["validate", "http://127.0.0.1:1/", "--input", "/nonexistent"], "cannot read /nonexist"),
     (["validate", "--rule", "x=loud", TRAVEL], "argument --rule: not CODE=SEVERITY"),
-    (["serve", TRAVEL, "--keepalive", "nan"], "argument --keepalive: not a positive number"),
-    (["serve", TRAVEL, "--max-pause", "inf"], "argument --max-pause: not a positive number"),
+    (
+        ["serve", TRAVEL, "--keepalive", "nan"],
+        "argument --keepalive: not a positive, finite number",
+    ),
+    (
+        ["serve", TRAVEL, "--max-pause", "inf"],
+        "argument --max-pause: not a positive, finite number",
+    ),
     (["compact", "/nonexistent/x.sse"], "cannot read /nonexistent/x.sse"),
     (["compact", TRAVEL, "-o", "/nonexistent/dir/out.jsonl"], "cannot write /nonexistent/dir"),
     (["compact", "--format", "sse", BROKEN], "looks like JSON lines, not SSE"),
@@ -177,7 +183,7 @@ HOSTILE: list[tuple[list[str], str]] = [
     (["serve", TRAVEL, "--port", "-5"], "argument --port: not a port"),
     (["serve", TRAVEL, "--linger", "nan"], "argument --linger: not a finite number of seconds"),
     (["serve", TRAVEL, "--linger", "inf"], "argument --linger: not a finite number of seconds"),
-    (["serve", TRAVEL, "--pace", "nan"], "argument --pace: not a positive number"),
+    (["serve", TRAVEL, "--pace", "nan"], "argument --pace: not a positive, finite number"),
     (["serve", TRAVEL, "--host", "999.1.1.1", "--port", "0"], "cannot listen on 999.1.1.1"),
     (["apply", "/"], "Is a directory"),
 ]

@@ -36,15 +36,24 @@ _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 _URL_CHARACTERS = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]+")
 
 
-def seconds(text: str) -> float:
-    """A positive, finite number of seconds (``nan``, ``inf``, ``0`` and ``-1`` are not)."""
+def _positive(text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"not a positive, finite number of seconds: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a positive, finite {what}: {text!r}")
     return value
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (``nan``, ``inf``, ``0`` and ``-1`` are not)."""
+    return _positive(text, "number of seconds")
+
+
+def positive(text: str) -> float:
+    """A positive, finite number (a factor, say)."""
+    return _positive(text, "number")
 
 
 def count(text: str) -> int:

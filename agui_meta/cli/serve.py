@@ -23,7 +23,7 @@ from msgspec import UNSET
 from .._events import Event
 from .._exceptions import DataError, Report
 from .._pipeline import wrap
-from ._args import duration, port
+from ._args import duration, port, positive, seconds
 from ._command import Commands
 from ._render import escape_controls
 from ._stream import plural, run_async
@@ -61,7 +61,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--pace",
         metavar="FACTOR",
-        type=_positive,
+        type=positive,
         default=None,
         help="space the events as their recorded timestamps say, FACTOR times faster "
         "(1: the recorded pace); default: no pauses",
@@ -69,7 +69,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-pause",
         metavar="SECONDS",
-        type=_positive,
+        type=seconds,
         default=5.0,
         help="the longest pause between two events with --pace (default 5)",
     )
@@ -83,7 +83,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--keepalive",
         metavar="SECONDS",
-        type=_positive,
+        type=seconds,
         default=15.0,
         help="seconds without an event before a keepalive line (default 15)",
     )
@@ -94,16 +94,6 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         help="the recording's format (default: detected)",
     )
     return parser
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
-    return value
 
 
 def pause(previous: int, current: int, pace: float, max_pause: float) -> float:

@@ -21,7 +21,7 @@ from .._exceptions import Report
 from .._lint import RULES, Lint
 from .._validate import TRANSPORT_RULES, Findings
 from .._version import __version__
-from ._args import header, http_url
+from ._args import header, http_url, limit, seconds
 from ._command import Commands
 from ._findings import FileFindings, json_document, junit_document, sarif_document
 from ._render import Style, escape_controls, format_report
@@ -124,21 +124,21 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     )
     agent.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="seconds to connect, and to wait for each read (default 60)",
     )
     agent.add_argument(
         "--keepalive-window",
-        type=_seconds,
+        type=seconds,
         default=15.0,
         metavar="SECONDS",
         help="the longest silence without an event or a keepalive line (default 15)",
     )
     agent.add_argument(
         "--buffered-after",
-        type=_seconds,
+        type=seconds,
         default=1.0,
         metavar="SECONDS",
         help="a body that arrives in one piece later than this looks buffered (default 1)",
@@ -150,22 +150,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-errors",
         metavar="N",
-        type=_count,
+        type=limit,
         default=MAX_SHOWN,
         help=f"show at most N problems per file (default {MAX_SHOWN}; 0: all); every one is "
         "counted",
     )
     return parser
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
-    return value
 
 
 def _rule(text: str) -> tuple[str, str]:
@@ -176,16 +166,6 @@ def _rule(text: str) -> tuple[str, str]:
             f"not CODE=SEVERITY: {text!r} (SEVERITY: {', '.join(_SEVERITIES)})"
         )
     return code, severity
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not a count: {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
