@@ -534,3 +534,27 @@ def test_the_gateway_benchmark_runs_on_redis(redis_url: str) -> None:
     for row in ("Redis, 1 replica (run)", "Redis, 2 replicas (run on A, read on B)"):
         assert f"| {row} |" in done.stdout
     assert "| Redis, 2 replicas (on B, run on A) |" in done.stdout
+
+
+async def test_a_thread_is_deleted_on_b_only_when_no_run_is_active(redis_url: str) -> None:
+    with replicas(redis_url) as (a, b):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            await stream(client, f"{a}/agents/slow/run", body("t"))
+            slow = body("t", "r2", deltas=1000, pause=0.05)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stream, client, f"{a}/agents/slow/run", slow)
+                await until_active(client, b, "t", "r2")
+                busy = await client.delete(f"{b}/threads/t")
+                await client.post(f"{b}/agents/slow/stop", json={"threadId": "t"})
+            kept = await thread(client, a, "t")
+            gone = await client.delete(f"{b}/threads/t")
+            after = await client.get(f"{a}/threads/t")
+            listed = (await client.get(f"{a}/threads")).json()
+            # The id is free again: a new thread of that name starts from nothing.
+            await stream(client, f"{a}/agents/slow/run", body("t", "r3"))
+            fresh_thread = await thread(client, b, "t")
+    assert busy.status_code == 409 and "'r2'" in busy.json()["error"]
+    assert kept["version"] == 2 and kept["ledger"]["runs"] == 2
+    assert gone.status_code == 204
+    assert after.status_code == 404 and listed == {"threads": []}
+    assert fresh_thread["version"] == 1 and fresh_thread["ledger"]["lastRunId"] == "r3"
