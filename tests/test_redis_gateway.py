@@ -558,3 +558,36 @@ async def test_a_thread_is_deleted_on_b_only_when_no_run_is_active(redis_url: st
     assert gone.status_code == 204
     assert after.status_code == 404 and listed == {"threads": []}
     assert fresh_thread["version"] == 1 and fresh_thread["ledger"]["lastRunId"] == "r3"
+
+
+async def test_a_lost_run_whose_thread_is_corrupt_still_ends(redis_url: str) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import GatewayKeys
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    keys = GatewayKeys(namespace)
+    check = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        with (
+            replica_process(redis_url, namespace, lease=0.6) as (a, process),
+            serve(replica(redis_url, namespace, lease=0.6), lifespan="on") as b,
+        ):
+            async with httpx.AsyncClient(timeout=GUARD) as client:
+                await stream(client, f"{a}/agents/slow/run", body("t"))
+                slow = body("t", "r2", deltas=1000, pause=0.05)
+                _, head = await stream(client, f"{a}/agents/slow/run", slow, upto=3)
+                await check.hset(keys.thread("t"), "snap", b"not a snapshot")
+                process.kill()
+                process.wait(GUARD)
+                _, rest = await stream(client, f"{b}/agents/slow/run", slow, last_id=head[-1].id)
+        active = await check.exists(keys.active("t"))
+        inflight = await check.zcard(keys.inflight(keys.of("t")))
+        kept = await check.hget(keys.thread("t"), "snap")
+    finally:
+        await check.aclose()
+    ids_follow(head + rest)
+    assert events_of(rest)[-1]["code"] == "executor_lost"
+    assert active == 0 and inflight == 0  # the thread is not held by a run any more
+    assert kept == b"not a snapshot"  # left as it was found, for repair

@@ -432,7 +432,6 @@ class RedisRuns(MemoryRuns):
             encode_sse(encode_event(event), id=f"{key}:{index + n}")
             for n, event in enumerate(events)
         ]
-        stored = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
         record = RunRecord(
             thread_id=thread_id,
             run_id=run_id,
@@ -440,7 +439,12 @@ class RedisRuns(MemoryRuns):
             error_message=message,
             error_code="executor_lost",
         )
-        snapshot = stored.advance(stored.to_store(), [record])
+        snapshot: ThreadSnapshot | None = None
+        try:
+            stored = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
+            snapshot = stored.advance(stored.to_store(), [record])
+        except ThreadStoreError:  # the run still ends and frees the thread; the hash stays
+            logger.exception("run %s: its thread cannot be loaded to record the loss", run_id)
         await self.commit(key, holder, thread_id, index, snapshot, frames)
         logger.warning("run %s of thread %s: its executor was lost", run_id, thread_id)
 
@@ -450,14 +454,21 @@ class RedisRuns(MemoryRuns):
         holder: str,
         thread_id: str,
         events: int,
-        snapshot: ThreadSnapshot,
+        snapshot: ThreadSnapshot | None,
         closing: list[bytes] | None = None,
     ) -> None:
-        """End run ``key`` (``events`` events so far, then ``closing``) and save its thread."""
+        """End run ``key`` (``events`` events so far, then ``closing``) and save its thread
+        (``snapshot``; ``None``: leave it as it is)."""
         keys = self.keys
         thread_key = keys.thread(thread_id)
         closing = closing or []
-        saved, version = await self.script(
+        version = 0 if snapshot is None else snapshot.version
+        data = (
+            b""
+            if snapshot is None
+            else encode_snapshot(snapshot, f"Redis thread store (key {thread_key!r})")
+        )
+        saved, stored = await self.script(
             "COMMIT",
             [
                 keys.active(thread_id),
@@ -474,9 +485,9 @@ class RedisRuns(MemoryRuns):
                 key,
                 _ms(max(self.keep, 1.0)),
                 events + len(closing) + 1,
-                snapshot.version - 1,
-                encode_snapshot(snapshot, f"Redis thread store (key {thread_key!r})"),
-                snapshot.version,
+                version - 1,
+                data,
+                version,
                 events + 1,
                 *closing,
             ],
@@ -486,8 +497,8 @@ class RedisRuns(MemoryRuns):
                 "run %s: thread %r could not be saved: it is at version %s, not %s",
                 key,
                 thread_id,
-                text(version),
-                snapshot.version - 1,
+                text(stored),
+                version - 1,
             )
 
     # -- handles -------------------------------------------------------------------------------
