@@ -228,9 +228,7 @@ class _RedisRun(Run):
             ledger.close()
             if not self.fenced:
                 snapshot = self.base.advance(self.store, ledger.runs)
-                await runs.commit(
-                    self.key, self.holder, self.thread_id, self.log.next_seq, snapshot
-                )
+                await runs.commit(self.key, self.holder, self.thread_id, self.log.written, snapshot)
         except Exception:  # the lease runs out: another replica ends the run
             logger.exception("run %s of thread %s could not be ended", self.run_id, self.thread_id)
         finally:
