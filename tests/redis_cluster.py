@@ -68,8 +68,12 @@ class RedisClusterNodes:
         return self.nodes[0].url
 
     def start(self) -> None:
-        for node in self.nodes:
-            node.start()
+        try:
+            for node in self.nodes:
+                node.start()
+        except BaseException:
+            self.stop()  # no node left behind
+            raise
         create = [self.cli, "--cluster", "create"]
         create += [f"127.0.0.1:{node.port}" for node in self.nodes]
         create += ["--cluster-replicas", "0", "--cluster-yes"]
