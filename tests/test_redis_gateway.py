@@ -591,3 +591,32 @@ async def test_a_lost_run_whose_thread_is_corrupt_still_ends(redis_url: str) -> 
     assert events_of(rest)[-1]["code"] == "executor_lost"
     assert active == 0 and inflight == 0  # the thread is not held by a run any more
     assert kept == b"not a snapshot"  # left as it was found, for repair
+
+
+async def test_the_official_client_connects_on_b_to_a_run_on_a(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from tests.servers import official_http_agent
+
+    with replicas(redis_url) as (a, b):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            await stream(client, f"{a}/agents/slow/run", body("t"))  # a stored thread
+            slow = body("t", "r2", deltas=40, pause=0.1)
+            official: list[dict[str, Any]] = []
+
+            async def connect() -> None:
+                spec = {"threadId": "t", "runs": [{}]}
+                url = f"{b}/agents/slow/connect"
+                official.extend(
+                    await anyio.to_thread.run_sync(official_http_agent, url, spec, tmp_path)
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stream, client, f"{a}/agents/slow/run", slow)
+                await until_active(client, b, "t", "r2")
+                tg.start_soon(connect)
+            saved = await thread(client, b, "t")
+    [line] = official
+    assert "error" not in line, line  # the official verifier accepted the whole stream
+    assert saved["version"] == 2
+    assert line["messages"] == saved["messages"] and line["state"] == saved["state"]
