@@ -32,7 +32,7 @@ import redis.exceptions
 
 from .._decode import encode_event
 from .._events import Event, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
-from .._exceptions import AtCapacity, ThreadBusy, ThreadStoreError
+from .._exceptions import AtCapacity, ThreadBusy, ThreadStoreError, UsageError
 from .._framing import encode_sse
 from .._join import thread_prelude
 from .._ledger import RunRecord
@@ -109,7 +109,7 @@ class _RedisRunLog:
 
     async def append(self, frames: Sequence[bytes]) -> None:
         if self._ended or self._closed:
-            raise RuntimeError(f"run log {self.key}: append after end")
+            raise UsageError(f"run log {self.key}: append after end")
         if not frames or self.run.fenced:
             return
         # Counted at once: the run's store already holds these events, and a ``join`` taken
@@ -344,7 +344,7 @@ class RedisRuns(MemoryRuns):
     ) -> None:
         super().__init__(threads, catalog, **options)
         if not lease > 0 or not poll > 0:
-            raise ValueError(f"lease and poll must be > 0 seconds, got {lease!r}, {poll!r}")
+            raise UsageError(f"lease and poll must be > 0 seconds, got {lease!r}, {poll!r}")
         self.client = client
         self.keys = keys
         self.lease = lease
@@ -573,7 +573,7 @@ class RedisRuns(MemoryRuns):
         new_messages: list[Message],
     ) -> Run:
         if self._tg is None:
-            raise RuntimeError("the runs are not running (enter `running()` first)")
+            raise UsageError("the runs are not running (enter `running()` first)")
         if len(self._active) >= self.max_runs:
             raise AtCapacity(self.max_runs)
         keys = self.keys

@@ -8,6 +8,7 @@ while every key one script touches (a thread, its active run, that run's log) sh
 
 from __future__ import annotations
 
+from .._exceptions import DataError, UsageError
 from ._keys import Keys
 
 __all__ = ["GatewayKeys"]
@@ -37,7 +38,7 @@ class GatewayKeys(Keys):
     def __init__(self, namespace: str = "agui", shards: int = 16) -> None:
         super().__init__(namespace)
         if shards < 1:
-            raise ValueError(f"the number of shards must be at least 1, not {shards}")
+            raise UsageError(f"the number of shards must be at least 1, not {shards}")
         self.shards = shards
         self.thread_pattern = "\\{" + namespace + ":*\\}:thread:*"
 
@@ -57,10 +58,10 @@ class GatewayKeys(Keys):
         return shard if shard < self.shards else None
 
     def of_key(self, key: str) -> str:
-        """The tag of the shard a run key names (:meth:`key_shard` first: ``ValueError``)."""
+        """The tag of the shard a run key names (:meth:`key_shard` first: :class:`DataError`)."""
         shard = self.key_shard(key)
         if shard is None:
-            raise ValueError(f"{key!r} is not a run key of this namespace (sS-HEX)")
+            raise DataError(f"{key!r} is not a run key of this namespace (sS-HEX)")
         return self.tag(shard)
 
     def run_key(self, thread_id: str, unique: str) -> str:
