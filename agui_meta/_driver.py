@@ -251,12 +251,21 @@ class Runner:
         if framer.ignored:  # the lines' places count frames: each frame of a run
             frames = [f for p in parts for f in (p.frames() if type(p) is PayloadRun else [p])]
             self._run_noted(frames, framer.ignored)
-        else:
+        elif not framer.runs:  # frames only (JSON lines, a JSON array): one batch
+            if parts:
+                self._run_frames(parts)
+        else:  # runs of simple SSE blocks, and frames between them: a batch each
+            batch: list[Frame] = []
             for part in parts:
                 if type(part) is PayloadRun:
+                    if batch:
+                        self._run_frames(batch)
+                        batch = []
                     self._run_payloads(part)
                 else:
-                    self._run_frames([part])
+                    batch.append(part)
+            if batch:
+                self._run_frames(batch)
 
     def feed_batch(self, items: Sequence[bytes]) -> None:
         """A batch of events, each the JSON text of one event, from no byte stream (a Redis
