@@ -41,7 +41,7 @@ about what passes must change the test, which the driver reads. The members:
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -182,7 +182,7 @@ class Transducer(Generic[In, Out]):
     ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed. A stage fed
     directly, outside any chain, works too: its outputs are dropped (``run_sync`` collects
     them) and it reports to a :class:`Context` of its own (``stage.ctx``: the default mode,
-    reports issued as warnings), made on first use.
+    reports issued as warnings), made with the stage.
 
     The ``fast_*`` members are the fast path's (see the module documentation); by default a
     stage offers none.
@@ -217,6 +217,15 @@ class Transducer(Generic[In, Out]):
         """Where the driver counts the candidates this stage let pass."""
         return None
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # A stage never connected drops its outputs and reports to a context of its own. Set
+        # on the instance, not the class (a class-level default, like a __getattr__, would
+        # keep the interpreter from specialising every stage's ``self.emit`` and ``self.ctx``).
+        stage = super().__new__(cls)
+        stage.emit = _drop
+        stage.ctx = Context()
+        return stage
+
     def connect(self, emit: Callable[[Out], None], ctx: Context) -> Callable[[In], None]:
         """Attach the downstream ``emit`` and the shared context; returns ``self.feed``."""
         self.emit = emit
@@ -229,17 +238,6 @@ class Transducer(Generic[In, Out]):
 
     def close(self) -> None:
         """The stream ended normally: emit any trailing outputs."""
-
-    if not TYPE_CHECKING:  # type checkers keep reporting misspelt attributes
-
-        def __getattr__(self, name: str) -> Any:
-            # Only reached when the attribute is missing: a stage that was never connected.
-            if name == "ctx":
-                self.ctx = Context()
-                return self.ctx
-            if name == "emit":
-                return _drop
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 def _drop(item: object) -> None:
