@@ -16,12 +16,9 @@ from ._accumulate import Update as Update
 from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
 from ._chunks import ExpandChunks as ExpandChunks
+from ._client import AgentRun as AgentRun
 from ._client import HttpAgent as HttpAgent
-from ._client import HttpStatusError as HttpStatusError
-from ._client import IncompleteStream as IncompleteStream
-from ._client import RunFailed as RunFailed
 from ._client import RunResult as RunResult
-from ._client import TransportError as TransportError
 from ._decode import MAX_NESTING as MAX_NESTING
 from ._decode import Enforce as Enforce
 from ._decode import EventDecoder as EventDecoder
@@ -33,10 +30,15 @@ from ._exceptions import ChunkError as ChunkError
 from ._exceptions import DataError as DataError
 from ._exceptions import DecodeError as DecodeError
 from ._exceptions import FramingError as FramingError
+from ._exceptions import HttpStatusError as HttpStatusError
+from ._exceptions import IncompleteStream as IncompleteStream
 from ._exceptions import MetadataError as MetadataError
 from ._exceptions import PipelineClosed as PipelineClosed
 from ._exceptions import PipelineConsumed as PipelineConsumed
+from ._exceptions import ReplayFull as ReplayFull
 from ._exceptions import Report as Report
+from ._exceptions import ResponseError as ResponseError
+from ._exceptions import RunFailed as RunFailed
 from ._exceptions import StreamLost as StreamLost
 from ._exceptions import StrictError as StrictError
 from ._exceptions import UsageError as UsageError
@@ -55,7 +57,7 @@ from ._ledger import RunStatus as RunStatus
 from ._ledger import RunSuccess as RunSuccess
 from ._ledger import StepRecord as StepRecord
 from ._ledger import SubagentRecord as SubagentRecord
-from ._ledger import aggregate_token_usage as aggregate_token_usage
+from ._ledger import ToolCallRecord as ToolCallRecord
 from ._lint import LintMetadataKeys as LintMetadataKeys
 from ._metadata import AGUI_METADATA_KEY as AGUI_METADATA_KEY
 from ._metadata import MergedMetadata as MergedMetadata
@@ -73,6 +75,8 @@ from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
 from ._public import public_module as _public_module
 from ._replay import Replay as Replay
+from ._replay import ReplayLog as ReplayLog
+from ._replay import ReplayReader as ReplayReader
 from ._resume import ReplayBuffer as ReplayBuffer
 from ._runners import compact_events as compact_events
 from ._runners import run_sync as run_sync
@@ -84,15 +88,21 @@ from ._store import ItemStore as ItemStore
 from ._store import MessageItem as MessageItem
 from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
+from ._tokens import Usage as Usage
+from ._tokens import aggregate_token_usage as aggregate_token_usage
+from ._usage import RunUsage as RunUsage
 from ._usage import UsageMeter as UsageMeter
+from ._usage import UsageSnapshot as UsageSnapshot
 from ._verify import OpenItems as OpenItems
 from ._verify import Verify as Verify
+from ._version import __version__ as __version__
 
 __all__ = (
     "AGUI_METADATA_KEY",
     "MAX_NESTING",
     "Accumulate",
     "Agent",
+    "AgentRun",
     "AguiMetaError",
     "AguiWarning",
     "ApplyError",
@@ -127,7 +137,11 @@ __all__ = (
     "RawRecord",
     "Replay",
     "ReplayBuffer",
+    "ReplayFull",
+    "ReplayLog",
+    "ReplayReader",
     "Report",
+    "ResponseError",
     "RunCancelled",
     "RunFailed",
     "RunInterrupted",
@@ -136,6 +150,7 @@ __all__ = (
     "RunResult",
     "RunStatus",
     "RunSuccess",
+    "RunUsage",
     "Stage",
     "StepRecord",
     "Store",
@@ -143,11 +158,13 @@ __all__ = (
     "StrictError",
     "SubagentRecord",
     "ToolCallItem",
+    "ToolCallRecord",
     "Transducer",
-    "TransportError",
     "Update",
+    "Usage",
     "UsageError",
     "UsageMeter",
+    "UsageSnapshot",
     "Verify",
     "VerifyError",
     "aggregate_token_usage",
@@ -182,7 +199,7 @@ def __getattr__(name: str) -> object:
     if name == "EventStreamResponse":
         from ._server import EventStreamResponse
 
-        EventStreamResponse.__module__ = __name__
+        _public_module(__name__, {name: EventStreamResponse}, [name])
         globals()[name] = EventStreamResponse
         return EventStreamResponse
     raise AttributeError(f"module 'agui_meta' has no attribute {name!r}")

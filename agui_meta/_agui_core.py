@@ -19,10 +19,14 @@ import msgspec
 
 from ._decode import decode_event, decode_message, encode_event
 from ._events import MESSAGE_TYPES, Event, Message
+from ._exceptions import UsageError
 from ._metadata import enc_hook
 from ._store import ItemStore, MessageItem, ToolCallItem
 
 if TYPE_CHECKING:
+    from ag_ui.core import Event as CoreEvent
+    from ag_ui.core import Message as CoreMessage
+    from ag_ui.core import ToolCall as CoreToolCall
     from pydantic import BaseModel, TypeAdapter
 
 __all__ = ["from_agui_core", "to_agui_core"]
@@ -57,12 +61,12 @@ def from_agui_core(model: Any) -> Any:
     """
     dump = getattr(model, "model_dump_json", None)
     if not callable(dump):
-        raise TypeError(f"expected an ag_ui.core model, got {type(model).__name__}")
+        raise UsageError(f"expected an ag_ui.core model, got {type(model).__name__}")
     if _is_message_model(model):
         return decode_message(dump(by_alias=True))
     event = decode_event(model)
     if event is None:  # pragma: no cover - every ag_ui.core event type is a 1.0 event type
-        raise TypeError(f"{type(model).__name__} is not an AG-UI 1.0 event")
+        raise UsageError(f"{type(model).__name__} is not an AG-UI 1.0 event")
     return event
 
 
@@ -72,14 +76,22 @@ def _is_message_model(model: Any) -> bool:
 
 
 @overload
-def to_agui_core(obj: ItemStore) -> list[BaseModel]: ...
+def to_agui_core(obj: ItemStore) -> list[CoreMessage]: ...
 @overload
-def to_agui_core(obj: Event | Message | MessageItem | ToolCallItem) -> BaseModel: ...
+def to_agui_core(obj: Event) -> CoreEvent: ...
+@overload
+def to_agui_core(obj: Message | MessageItem) -> CoreMessage: ...
+@overload
+def to_agui_core(obj: ToolCallItem) -> CoreToolCall: ...
 def to_agui_core(
     obj: Event | Message | MessageItem | ToolCallItem | ItemStore,
-) -> BaseModel | list[BaseModel]:
+) -> Any:
     """The ``ag_ui.core`` model of an agui-meta event, message or store item; for a store,
     the conversation: its messages as ``ag_ui.core`` messages, in order.
+
+    Typed as what it gives: ``list[ag_ui.core.Message]`` for a store, ``ag_ui.core.Event``
+    for an event, ``ag_ui.core.Message`` for a message or message item, ``ag_ui.core.ToolCall``
+    for a tool-call item.
 
     A store item (a :class:`~agui_meta.MessageItem` or :class:`~agui_meta.ToolCallItem`)
     converts as it is now (:meth:`~agui_meta.MessageItem.to_wire`), merged metadata included.
@@ -113,7 +125,7 @@ def to_agui_core(
     if callable(messages):
         adapter = _adapter("message")
         return [adapter.validate_json(_encode(m.to_wire())) for m in messages()]
-    raise TypeError(
+    raise UsageError(
         "expected an agui-meta event, message, store item or store, got "
         f"{type(obj).__module__}.{type(obj).__qualname__}"
     )

@@ -10,18 +10,25 @@ needs a ``resume`` that answers each of them (an expired one only by cancelling 
 input is validated (unknown members stripped with a report, malformed ones an error) before
 anything is sent.
 
-Errors a user can act on: :class:`RunFailed` (the run sent ``RUN_ERROR``: code, message,
-usage), :class:`IncompleteStream` (the body ended, or the connection dropped, before
-``RUN_FINISHED``/``RUN_ERROR``), :class:`HttpStatusError` (status and the body's first bytes),
-:class:`TransportError` (a media type that cannot be read, such as the protobuf one).
+Errors a user can act on (all in :mod:`agui_meta._exceptions`' tree): :class:`~agui_meta.RunFailed`
+(the run sent ``RUN_ERROR``: code, message, usage), :class:`~agui_meta.IncompleteStream` (the
+body ended, or the connection dropped, before ``RUN_FINISHED``/``RUN_ERROR``),
+:class:`~agui_meta.HttpStatusError` (status and the body's first bytes),
+:class:`~agui_meta.ResponseError` (their base; itself: a media type that cannot be read, such
+as the protobuf one).
 Connection errors and timeouts are httpx's own exceptions, raised as they are.
 
 Reconnecting (agui-meta's extension, off by default): with ``reconnect=n``, a stream that
 drops before its terminal event after sending SSE ``id:`` fields is requested again, after the
 server's ``retry`` delay, with the same body and a ``Last-Event-ID`` header; a server that
 supports it (:class:`~agui_meta.EventStreamResponse` with a replay buffer) answers with the
-events after that id and the header ``agui-meta-resumed``. The frames of the dropped
-connection after the last id are discarded, so the run assembles exactly as an unbroken one.
+events after that id and the header ``agui-meta-resumed``. The partial frame of the dropped
+connection is discarded, so the run assembles exactly as an unbroken one; a stream whose last
+events came without an id of their own is not resumed (the server would send them again, and
+they would be applied twice). Waits back off: the ``n``-th reconnection of a run waits the
+server's ``retry`` (or ``reconnect_delay``) times ``2**(n-1)``, at least 0.1 s from the
+second on, at most ``max_reconnect_delay`` (a ``retry`` of any size); all the reconnections
+of a run, waits and connecting included, take at most ``reconnect_timeout`` seconds.
 
 Durable threads: with ``thread_store=`` (any :class:`~agui_meta.threads.ThreadStore`), the agent
 continues the stored thread ``thread_id``. Its first run (or :meth:`HttpAgent.load`) loads the
@@ -36,6 +43,7 @@ thread was saved.
 from __future__ import annotations
 
 import contextlib
+import math
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -55,9 +63,17 @@ from ._events import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
-    TokenUsage,
 )
-from ._exceptions import AguiMetaError, DataError, Report, UsageError
+from ._exceptions import (
+    DataError,
+    HttpStatusError,
+    IncompleteStream,
+    Report,
+    ResponseError,
+    RunFailed,
+    UsageError,
+    VersionConflict,
+)
 from ._framing import (
     ACCEPT,
     ACCEPT_ENCODING,
@@ -72,86 +88,33 @@ from ._framing import (
 )
 from ._interrupts import check_resume
 from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
+from ._metadata import enc_hook
 from ._middleware import middleware
-from ._pipeline import Pipeline, Stage, _uninterrupted, wrap
+from ._pipeline import Pipeline, Stage, uninterrupted, wrap
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
+from ._threads import ThreadSnapshot, ThreadStore
+from ._tokens import Usage
 
 if TYPE_CHECKING:
     import httpx
-
-    from ._threads import ThreadSnapshot, ThreadStore
 
 __all__ = [
     "PROTOBUF_MEDIA_TYPE",
     "RESUMED_HEADER",
     "AgentRun",
     "HttpAgent",
-    "HttpStatusError",
-    "IncompleteStream",
-    "RunFailed",
     "RunResult",
-    "TransportError",
 ]
 
 #: The response header by which a server says it resumed a stream after ``Last-Event-ID``.
 RESUMED_HEADER = "agui-meta-resumed"
 _BODY_PREVIEW = 512
+#: The least wait before a second or later reconnection of a run (``retry: 0`` included).
+MIN_BACKOFF = 0.1
 
 
-class RunFailed(AguiMetaError):
-    """The run ended with ``RUN_ERROR`` (or was aborted: ``code == "abort"``).
-
-    ``message`` and ``code`` (``None`` when absent) are the event's; ``usage`` its token usage
-    (empty when absent); ``event`` the event itself (``None`` for an abort).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        code: str | None = None,
-        usage: Sequence[TokenUsage] = (),
-        event: RunErrorEvent | None = None,
-    ) -> None:
-        self.message = message
-        self.code = code
-        self.usage = list(usage)
-        self.event = event
-        where = f" [{code}]" if code is not None else ""
-        super().__init__(f"the run failed{where}: {message}")
-
-
-class TransportError(AguiMetaError):
-    """The response cannot be read as an AG-UI stream (base of the HTTP-level errors)."""
-
-
-class HttpStatusError(TransportError):
-    """The endpoint answered with an error status.
-
-    ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
-    ``url`` the URL requested.
-    """
-
-    def __init__(self, status: int, body: bytes, url: str) -> None:
-        self.status = status
-        self.body = body
-        self.url = url
-        text = body.decode("utf-8", "replace").strip()
-        super().__init__(f"HTTP {status} from {url}" + (f": {text}" if text else ""))
-
-
-class IncompleteStream(TransportError):
-    """The stream ended, or its connection dropped, before ``RUN_FINISHED`` or ``RUN_ERROR``.
-
-    ``events`` is the number of events received.
-    """
-
-    def __init__(self, message: str, events: int) -> None:
-        self.events = events
-        super().__init__(message)
-
-
-class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What one run produced (see :meth:`HttpAgent.run_agent`).
 
     - ``thread_id``, ``run_id``: the ids of the run's input;
@@ -161,10 +124,13 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
       official client gives it only for a success outcome);
     - ``outcome``: the ledger's outcome (:class:`~agui_meta.RunSuccess`,
       :class:`~agui_meta.RunInterrupted` or :class:`~agui_meta.RunCancelled`);
-    - ``usage``: the token usage entries of RUN_FINISHED, as sent;
+    - ``usage``: the token usage entries of RUN_FINISHED, as sent (:class:`~agui_meta.Usage`);
     - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
     - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
     - ``record``: the ledger's record of the run; ``reports``: what the run reported.
+
+    :meth:`to_json` gives it as JSON ``bytes``, :meth:`to_builtins` as a ``dict`` for
+    ``json.dumps``.
     """
 
     thread_id: str
@@ -172,11 +138,25 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     new_messages: list[dict[str, Any]]
     result: Any
     outcome: RunOutcome | None
-    usage: list[TokenUsage]
+    usage: list[Usage]
     pending_interrupts: list[Interrupt]
     pending_tool_call_ids: list[str]
     record: RunRecord | None
     reports: list[Report]
+
+    def to_json(self) -> bytes:
+        """The result as JSON, in ``bytes`` (UTF-8): camelCase names, the messages, outcome,
+        usage and record as their own ``to_json`` writes them."""
+        return _encode_json(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The result as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
+
+
+_encode_json = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
 
 class _Watch(Transducer[Update, Update]):
@@ -205,7 +185,7 @@ class _Watch(Transducer[Update, Update]):
             raise RunFailed(
                 terminal.message,
                 None if terminal.code is UNSET else terminal.code,
-                [] if terminal.usage is UNSET else terminal.usage,
+                [] if terminal.usage is UNSET else [*map(Usage.from_wire, terminal.usage)],
                 terminal,
             )
         if terminal is None:
@@ -217,7 +197,7 @@ class _Watch(Transducer[Update, Update]):
             )
 
 
-def _closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
+def closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerator[bytes, None]]:
     """The body's chunks, content encoding undone in bounded steps (see ``aiter_body``),
     closed when the block exits."""
     return contextlib.aclosing(aiter_body(response))
@@ -311,12 +291,21 @@ class HttpAgent:
         ``Last-Event-ID`` (agui-meta's extension; 0, the default, never reconnects).
     :param reconnect_delay: seconds to wait before reconnecting when the server sent no
         ``retry`` field.
+    :param max_reconnect_delay: the longest wait before one reconnection (seconds): the
+        server's ``retry``, and the back-off doubling it at each reconnection, are capped here.
+    :param reconnect_timeout: the longest a run may spend reconnecting, in seconds, summed
+        over its drops (waits and connecting until the resumed response's headers); past it,
+        or when the next wait would go past it, the run raises :class:`IncompleteStream`.
     :param mode: ``"default"``, ``"strict"`` or ``"keep_going"`` (see :func:`~agui_meta.wrap`).
     :param on_report: receives every :class:`~agui_meta.Report` (by default, warnings).
     :param thread_store: a :class:`~agui_meta.threads.ThreadStore` (``MemoryThreadStore``,
         ``SQLiteThreadStore``, ``agui_meta.redis.RedisThreadStore``…) holding the thread
         ``thread_id``: the first run loads it (see :meth:`load`) and every run that received
         events saves it (see :meth:`save`). ``None`` (the default): nothing is loaded or saved.
+    :param send_messages: ``"all"`` (the default, as the official client does) or ``"new"``:
+        after a run or a :meth:`connect` to an agui-meta gateway, which holds the thread, the
+        next run sends only the messages added since (the gateway gives the agent the whole
+        thread).
     :param save_timeout: the longest a save may take, in seconds (a save is shielded from
         cancellation, so it needs a bound of its own); past it the save raises ``TimeoutError``
         and its outcome is unknown.
@@ -343,16 +332,25 @@ class HttpAgent:
         accept: Literal["sse", "jsonl"] = "sse",
         reconnect: int = 0,
         reconnect_delay: float = 1.0,
+        max_reconnect_delay: float = 30.0,
+        reconnect_timeout: float = 120.0,
         mode: Mode = "default",
         on_report: ReportHandler | None = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         thread_store: ThreadStore | None = None,
         save_timeout: float = 30.0,
+        send_messages: Literal["all", "new"] = "all",
     ) -> None:
         if accept not in ACCEPT:
-            raise ValueError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
+            raise UsageError(f"accept must be 'sse' or 'jsonl', got {accept!r}")
         if reconnect < 0:
-            raise ValueError(f"reconnect must be >= 0, got {reconnect}")
+            raise UsageError(f"reconnect must be >= 0, got {reconnect}")
+        if not (reconnect_delay >= 0 and max_reconnect_delay >= 0 and reconnect_timeout > 0):
+            raise UsageError(
+                "reconnect_delay and max_reconnect_delay must be >= 0 and reconnect_timeout "
+                f"> 0 seconds; got {reconnect_delay!r}, {max_reconnect_delay!r}, "
+                f"{reconnect_timeout!r}"
+            )
         self.url = url
         self.headers = dict(headers or {})
         self.http_client = http_client
@@ -365,12 +363,14 @@ class HttpAgent:
         self.accept = accept
         self.reconnect = reconnect
         self.reconnect_delay = reconnect_delay
+        self.max_reconnect_delay = max_reconnect_delay
+        self.reconnect_timeout = reconnect_timeout
         self.mode: Mode = mode
         self.on_report = on_report
         self.max_frame_size = max_frame_size
         self.thread_store = thread_store
         if not save_timeout > 0:
-            raise ValueError(f"save_timeout must be > 0 seconds, got {save_timeout!r}")
+            raise UsageError(f"save_timeout must be > 0 seconds, got {save_timeout!r}")
         self.save_timeout = save_timeout
         self._scope: anyio.CancelScope | None = None
         self._aborted = False
@@ -379,6 +379,10 @@ class HttpAgent:
         self._saved_runs = 0  # the ledger's records the last save counted
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
+        if send_messages not in ("all", "new"):
+            raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
+        self.send_messages = send_messages
+        self._server_ids: set[Any] | None = None  # messages a gateway holds (send "new")
 
     # -- the thread --------------------------------------------------------------------------
 
@@ -454,8 +458,6 @@ class HttpAgent:
         :raises ~agui_meta.UsageError: no thread store, a run in progress, or (first load) a
             message of the agent whose id the stored thread holds with other content.
         """
-        from ._threads import ThreadSnapshot
-
         threads = self._need_store("load")
         self._busy = True
         try:
@@ -531,7 +533,7 @@ class HttpAgent:
         failed: list[BaseException] = []
 
         async def attempt() -> None:
-            # Runs to its end whatever cancellation arrives (see _uninterrupted); what it
+            # Runs to its end whatever cancellation arrives (see uninterrupted); what it
             # learns is recorded here, before any cancellation is raised to the caller.
             try:
                 with anyio.fail_after(self.save_timeout):
@@ -544,15 +546,13 @@ class HttpAgent:
                 self._saved_runs = count
                 self._save_error = None
 
-        await _uninterrupted(attempt)
+        await uninterrupted(attempt)
         await anyio.lowlevel.checkpoint_if_cancelled()
         if failed:
             raise failed[0]
         return snapshot
 
     def _check_saved(self) -> None:
-        from ._threads import VersionConflict
-
         error = self._save_error
         if error is None:
             return
@@ -579,9 +579,12 @@ class HttpAgent:
         parent_run_id: str | None,
     ) -> tuple[dict[str, Any], RunAgentInput]:
         messages = []
+        held = self._server_ids if self.send_messages == "new" else None
         for message in self.store.messages_wire():
             if message.get("role") == "activity":
                 continue  # never sent, as the official client does
+            if held is not None and message.get("id") in held:
+                continue  # the gateway holds it
             if "subagentRunId" in message and message["subagentRunId"] is None:
                 del message["subagentRunId"]
             messages.append(message)
@@ -666,12 +669,92 @@ class HttpAgent:
         try:
             async with self._run(body, input, checked) as run:
                 yield run
+            self._note_server_thread()
         finally:
             self._busy = False
 
+    def _note_server_thread(self) -> None:
+        if self.send_messages == "new":
+            self._server_ids = {item.id for item in self.store.messages()}
+
+    def _gateway_url(self, action: str) -> str:
+        """The gateway route ``action`` of the agent whose run route is ``url``."""
+        base, _, last = self.url.rstrip("/").rpartition("/")
+        if last not in ("run", "connect", "stop") or not base:
+            raise UsageError(
+                f"HttpAgent.{action}() talks to an agui-meta gateway: the agent's URL should be "
+                f"its run route, .../agents/NAME/run (it is {self.url!r})"
+            )
+        return f"{base}/{action}"
+
+    @contextlib.asynccontextmanager
+    async def connect(self, *, follow: bool = False) -> AsyncIterator[AgentRun]:
+        """Join the thread on an agui-meta gateway: ``async with agent.connect() as run``.
+
+        The stream (``POST .../agents/NAME/connect``) brings the agent's store to the thread
+        the gateway holds (its messages and state), then, when a run is active, streams that
+        run live to its end; with ``follow=True`` it stays open and streams the thread's later
+        runs too, until the block is left. The agent's URL is the gateway's run route.
+        Iterate ``run`` as a run of :meth:`run`; ``run.result`` is the last run's result.
+
+        :raises ~agui_meta.UsageError: a run is in progress on this agent.
+        :raises HttpStatusError: ``404``: the gateway holds no such thread (for this caller).
+        """
+        if self._busy:
+            raise UsageError("this agent already has a run in progress")
+        url = self._gateway_url("connect")
+        run_id = str(uuid.uuid4())
+        input: dict[str, Any] = {"threadId": self.thread_id, "runId": run_id, "messages": []}
+        checked = RunAgentInput(thread_id=self.thread_id, run_id=run_id, messages=[])
+        body = msgspec.json.encode({**input, "follow": follow})
+        _require_httpx()
+        self._busy = True
+        try:
+            async with self._run(body, input, checked, url=url) as run:
+                yield run
+            self._note_server_thread()
+        finally:
+            self._busy = False
+
+    async def connect_agent(self) -> RunResult:
+        """Join the thread on a gateway until the active run (if any) ends (the official
+        ``connectAgent``); see :meth:`connect`."""
+        async with self.connect() as run:
+            async for _ in run.batches():
+                pass
+        return run.result
+
+    async def stop(self, run_id: str | None = None) -> dict[str, Any]:
+        """Stop the thread's active run on an agui-meta gateway (``POST .../stop``).
+
+        The gateway cancels the agent and the run ends with ``RUN_FINISHED`` outcome
+        ``cancelled`` (what a client streaming it receives). Returns the gateway's answer
+        (``{"threadId", "runId", "ended"}``).
+
+        :raises HttpStatusError: ``404``: no run is active on the thread (or not ``run_id``).
+        """
+        http = _require_httpx()
+        url = self._gateway_url("stop")
+        body: dict[str, Any] = {"threadId": self.thread_id}
+        if run_id is not None:
+            body["runId"] = run_id
+        headers = {**self.headers, "Content-Type": "application/json"}
+        async with contextlib.AsyncExitStack() as stack:
+            client: httpx.AsyncClient
+            if self.http_client is not None:
+                client = self.http_client
+            else:
+                timeout = self.timeout if self.timeout is not None else http.Timeout(60.0)
+                client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
+            answer = await client.post(url, content=msgspec.json.encode(body), headers=headers)
+            if answer.status_code >= 400:
+                raise HttpStatusError(answer.status_code, answer.content[:_BODY_PREVIEW], url)
+            found: dict[str, Any] = answer.json()
+            return found
+
     @contextlib.asynccontextmanager
     async def _run(
-        self, body: bytes, input: dict[str, Any], checked: RunAgentInput
+        self, body: bytes, input: dict[str, Any], checked: RunAgentInput, url: str | None = None
     ) -> AsyncIterator[AgentRun]:
         http = _require_httpx()
         watch = _Watch()
@@ -690,7 +773,7 @@ class HttpAgent:
                         if timeout is None:
                             timeout = http.Timeout(10.0, read=300.0)
                         client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
-                    source = _Source(self, client, body, watch)
+                    source = _Source(self, client, body, watch, url)
                     pipeline: Pipeline[Update] = wrap(
                         source.frames(),
                         *(middleware(mw, checked) for mw in self.middleware),
@@ -762,7 +845,7 @@ class HttpAgent:
             new_messages=new,
             result=result,
             outcome=outcome,
-            usage=[] if finished.usage is UNSET else list(finished.usage),
+            usage=[] if finished.usage is UNSET else [*map(Usage.from_wire, finished.usage)],
             pending_interrupts=list(self.store.pending_interrupts),
             pending_tool_call_ids=self.store.pending_tool_call_ids,
             record=record,
@@ -770,11 +853,28 @@ class HttpAgent:
         )
 
 
+def _backoff(attempt: int, base: float, cap: float) -> float:
+    """The wait before the ``attempt``-th reconnection (from 1) of a run: ``base`` (the server's
+    ``retry`` or ``reconnect_delay``) doubled at each attempt, at least :data:`MIN_BACKOFF`
+    from the second on, at most ``cap``."""
+    if attempt <= 1:
+        return min(base, cap)
+    return min(max(base, MIN_BACKOFF) * 2.0 ** min(attempt - 1, 64), cap)
+
+
 class _Source:
     """The frames of one run: the POST, the status and media type checks, reconnection."""
 
-    def __init__(self, agent: HttpAgent, client: httpx.AsyncClient, body: bytes, watch: _Watch):
+    def __init__(
+        self,
+        agent: HttpAgent,
+        client: httpx.AsyncClient,
+        body: bytes,
+        watch: _Watch,
+        url: str | None = None,
+    ):
         self.agent = agent
+        self.url = agent.url if url is None else url
         self.client = client
         self.body = body
         self.watch = watch
@@ -783,7 +883,7 @@ class _Source:
         agent = self.agent
         content_type = response.headers.get("content-type")
         if media_type(content_type) == PROTOBUF_MEDIA_TYPE:
-            raise TransportError(
+            raise ResponseError(
                 f"{agent.url} answered with the AG-UI protobuf media type ({PROTOBUF_MEDIA_TYPE}),"
                 " which agui-meta does not decode; it asks for SSE or JSON lines "
                 "(HttpAgent(accept='sse' | 'jsonl'))"
@@ -797,12 +897,12 @@ class _Source:
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
         if response.status_code >= 400:
             preview = b""
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     preview += chunk
                     if len(preview) >= _BODY_PREVIEW:
                         break
-            raise HttpStatusError(response.status_code, preview[:_BODY_PREVIEW], self.agent.url)
+            raise HttpStatusError(response.status_code, preview[:_BODY_PREVIEW], self.url)
         if resuming is not None and response.headers.get(RESUMED_HEADER) is None:
             raise IncompleteStream(
                 f"the stream dropped after {self.watch.events} events and {self.agent.url} "
@@ -811,6 +911,27 @@ class _Source:
                 "(resuming is agui-meta's extension; see EventStreamResponse(replay=...))",
                 self.watch.events,
             )
+
+    @contextlib.asynccontextmanager
+    async def _connect(
+        self, headers: dict[str, str], resuming: str | None, budget: float
+    ) -> AsyncIterator[httpx.Response]:
+        """The checked response, within ``budget`` seconds (what is left of the reconnect
+        timeout; ``inf`` for the first connection)."""
+        async with contextlib.AsyncExitStack() as stack:
+            with anyio.move_on_after(budget) as connecting:
+                response = await stack.enter_async_context(
+                    self.client.stream("POST", self.url, content=self.body, headers=headers)
+                )
+                await self._check(response, resuming)
+            if connecting.cancelled_caught:
+                raise IncompleteStream(
+                    f"the stream dropped after {self.watch.events} events and reconnecting to "
+                    f"{self.agent.url} took longer than reconnect_timeout "
+                    f"({self.agent.reconnect_timeout:g} s)",
+                    self.watch.events,
+                )
+            yield response
 
     async def frames(self) -> AsyncIterator[Frame]:
         http = _require_httpx()
@@ -822,8 +943,11 @@ class _Source:
             "Accept": ACCEPT[agent.accept],
         }
         last_id: str | None = None
+        unnamed = 0  # frames received since the last id, without one of their own
         retry_ms: int | None = None
         attempts = 0
+        spent = 0.0  # seconds spent reconnecting in the previous drops
+        outage: float | None = None  # when the current drop happened
         while True:
             request_headers = dict(headers)
             if last_id is not None:
@@ -832,20 +956,26 @@ class _Source:
             partial = 0
             received = 0
             try:
-                async with self.client.stream(
-                    "POST", agent.url, content=self.body, headers=request_headers
-                ) as response:
-                    await self._check(response, last_id)
+                budget = math.inf
+                if outage is not None:
+                    budget = agent.reconnect_timeout - spent - (anyio.current_time() - outage)
+                async with self._connect(request_headers, last_id, budget) as response:
+                    if outage is not None:
+                        spent += anyio.current_time() - outage
+                        outage = None
                     framer = self._framer(response)
                     decoder = framer.decoder
                     try:
-                        async with _closing_bytes(response) as chunks:
+                        async with closing_bytes(response) as chunks:
                             async for chunk in chunks:
                                 received += len(chunk)
                                 for piece in framer.slices(chunk):
                                     for frame in framer.feed(piece):
-                                        if frame.id is not None:
+                                        if frame.id is not None and frame.id != last_id:
                                             last_id = frame.id
+                                            unnamed = 0
+                                        else:
+                                            unnamed += 1
                                         self.watch.events += 1
                                         yield frame
                                 if isinstance(decoder, SSEDecoder) and decoder.retry is not None:
@@ -880,11 +1010,30 @@ class _Source:
                     f"{what}, and the server sent no event ids, so the run cannot be resumed{why}",
                     events,
                 ) from dropped
+            if unnamed:
+                raise IncompleteStream(
+                    f"{what}, and its last {unnamed} event(s) came without an id of their own "
+                    f"after {last_id!r}, so resuming from that id would apply them twice{why}",
+                    events,
+                ) from dropped
             if attempts >= agent.reconnect:
                 raise IncompleteStream(
                     f"{what}, and {attempts} reconnection(s) did not complete the run{why}",
                     events,
                 ) from dropped
             attempts += 1
-            delay = agent.reconnect_delay if retry_ms is None else retry_ms / 1000
+            now = anyio.current_time()
+            if outage is None:
+                outage = now
+            base = agent.reconnect_delay if retry_ms is None else retry_ms / 1000
+            delay = _backoff(attempts, base, agent.max_reconnect_delay)
+            left = agent.reconnect_timeout - spent - (now - outage)
+            if delay >= left:
+                asked = "" if retry_ms is None else f", the server's retry being {retry_ms} ms"
+                raise IncompleteStream(
+                    f"{what}, and reconnection {attempts} would wait {delay:g} s{asked}, past "
+                    f"reconnect_timeout ({agent.reconnect_timeout:g} s for the reconnections "
+                    f"of a run, {max(left, 0.0):g} s left){why}",
+                    events,
+                ) from dropped
             await anyio.sleep(delay)

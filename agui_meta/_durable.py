@@ -23,20 +23,21 @@ is processed again only to rebuild the run, its outputs and counters suppressed.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal
 
 import msgspec
-from msgspec import UNSET
 
 from ._decode import Enforce
 from ._defaults import DefaultStages
-from ._driver import close_chain, connect_chain
-from ._exceptions import DataError, Report
+from ._driver import Runner
+from ._exceptions import Report
 from ._ledger import Ledger, RunRecord
 from ._metadata import enc_hook
 from ._stage import Context
+from ._store import Store
 from ._threads import ThreadSnapshot
 from ._verify import Verify
 
@@ -79,9 +80,16 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True):
     def decode(cls, data: bytes) -> Envelope:
         return _unpack(data)
 
+    def digest(self) -> bytes:
+        """16 bytes that identify what was sent: thread, seq, events and end (not the source's
+        name, not ``received``). Ingest keeps it per source and ``seq`` and compares a retry's."""
+        content = _pack_content((self.thread, self.seq, self.frames, self.end))
+        return hashlib.blake2b(content, digest_size=16).digest()
+
 
 _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder(Envelope).decode
+_pack_content = msgspec.msgpack.Encoder().encode
 
 
 class Output(msgspec.Struct, frozen=True, kw_only=True):
@@ -173,8 +181,7 @@ def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
         name = f"runs|{record.status}"
         out[name] = out.get(name, 0) + 1
         for entry in record.usage:
-            provider = None if entry.provider is UNSET else entry.provider
-            model = None if entry.model is UNSET else entry.model
+            provider, model = entry.provider, entry.model
             for count, value in msgspec.to_builtins(entry).items():
                 if count in ("provider", "model"):
                     continue
@@ -232,11 +239,15 @@ def _report_data(report: Report, at: tuple[str, int, int] | None) -> dict[str, A
 
 
 class _Segment:
-    """One segment of a thread: a fresh pipeline over the entries since the last snapshot."""
+    """One segment of a thread: a fresh pipeline over the entries since the last snapshot.
 
-    def __init__(self, base: ThreadSnapshot) -> None:
+    The events go through the driver's :class:`~agui_meta._driver.Runner` (the fused fast path
+    of the stages), one frame at a time, numbered from 0 per segment.
+    """
+
+    def __init__(self, base: ThreadSnapshot, store: Store | None = None) -> None:
         self.base = base
-        self.store = base.to_store()
+        self.store = base.to_store() if store is None else store
         self.ended: dict[int, RunRecord] = {}
         self.now = 0  # the time of receipt of the entry being processed
         ledger: Ledger[Any] = Ledger(on_run=self._run, clock=lambda: self.now)
@@ -244,7 +255,7 @@ class _Segment:
             self.store, verify=Verify(report_unfinished=True), ledger=ledger
         )
         self.ctx = Context("keep_going", self._report)
-        self.feed, self.chain = connect_chain([Enforce(), *self.stages], self._update, self.ctx)
+        self.runner = Runner([Enforce(), *self.stages], self.ctx, self._update)
         self.events = 0
         self.entry_ids: list[str] = []
         self.where: list[tuple[str, int, int]] = []  # per event: (source, seq, frame)
@@ -268,22 +279,36 @@ class _Segment:
     def open(self) -> bool:
         return self.stages.ledger.current is not None
 
+    @property
+    def clean(self) -> bool:
+        """Whether the store holds what a store rebuilt from the closing snapshot would: the
+        segment took nothing, or its run ended with ``RUN_FINISHED`` (the verifier insists that
+        nothing is left open then) and no error was reported (then the next segment may keep the store rather than rebuild it; after a
+        failed run, items it left open would behave otherwise than rebuilt closed ones)."""
+        if not self.events:
+            return True
+        verify = self.stages.verify
+        return (
+            verify is not None
+            and verify.run_state == "finished"
+            and not any(
+                kind == "report" and data.get("severity") == "error" for kind, data in self.out
+            )
+        )
+
     def take(self, envelope: Envelope) -> None:
-        ctx, feed = self.ctx, self.feed
         self.now = envelope.received
-        for n, frame in enumerate(envelope.frames):
-            ctx.index = self.events
-            self.events += 1
-            self.where.append((envelope.source, envelope.seq, n))
-            try:
-                feed(frame)
-            except DataError as exc:
-                ctx.skip(exc)
+        where, source, seq = self.where, envelope.source, envelope.seq
+        where += [(source, seq, n) for n in range(len(envelope.frames))]
+        self.events += len(envelope.frames)
+        feed = self.runner.feed
+        for frame in envelope.frames:
+            feed(frame)
 
     def close(self) -> ThreadSnapshot | None:
         if not self.events:
             return None  # an end marker with nothing before it: nothing to close, no version
-        close_chain(self.chain, self.ctx)
+        self.runner.close()
         return self.base.advance(self.store, self.ended.values())
 
 
@@ -293,10 +318,14 @@ class Changes(msgspec.Struct, kw_only=True):
     ``snapshot`` is the thread's new snapshot when a segment closed (``None`` otherwise),
     ``acks`` the entries that closed segments covered (all of them, acknowledged together),
     ``watermark`` the last entry whose outputs are in ``outputs`` (``None``: unchanged),
-    ``usage`` the counters to add, ``entries`` the entries counted for the first time.
+    ``usage`` the counters to add. ``cuts`` marks where each entry counted for the first time
+    ends, as ``(entry id, end of its outputs in outputs, its events)``: a commit may be split
+    after any of them (the outputs up to a cut, with that entry as the watermark and its entry
+    and event counters) without ever emitting an output twice.
     """
 
     outputs: list[Output] = msgspec.field(default_factory=list)
+    cuts: list[tuple[str, int, int]] = msgspec.field(default_factory=list)
     acks: list[str] = msgspec.field(default_factory=list)
     snapshot: ThreadSnapshot | None = None
     watermark: str | None = None
@@ -308,10 +337,15 @@ class ThreadState:
 
     :param snapshot: the thread's stored snapshot (``ThreadSnapshot(thread_id=…)`` when none).
     :param watermark: the id of the last entry whose outputs were committed (``None``: none).
+    :param store: a :class:`~agui_meta.Store` holding ``snapshot``'s content (built by the
+        caller, say to check the snapshot), which the first segment starts from.
     """
 
-    def __init__(self, snapshot: ThreadSnapshot, watermark: str | None = None) -> None:
+    def __init__(
+        self, snapshot: ThreadSnapshot, watermark: str | None = None, *, store: Store | None = None
+    ) -> None:
         self.thread_id = snapshot.thread_id
+        self._store = store
         #: The snapshot in the store (what the next commit's compare-and-set expects).
         self.stored = snapshot
         self._latest = snapshot
@@ -325,11 +359,17 @@ class ThreadState:
         """Whether entries are held in an open segment (so are still pending)."""
         return self._segment is not None
 
+    @property
+    def held(self) -> list[str]:
+        """The ids of the entries in the open segment (pending until it closes)."""
+        return [] if self._segment is None else list(self._segment.entry_ids)
+
     def apply(self, entry_id: str, envelope: Envelope) -> None:
         """Process one entry (in stream order); its changes join those of :meth:`take`."""
         segment = self._segment
         if segment is None:
-            segment = self._segment = _Segment(self._latest)
+            segment = self._segment = _Segment(self._latest, self._store)
+            self._store = None
         segment.entry_ids.append(entry_id)
         fresh = entry_key(entry_id) > self._watermark
         mark = len(segment.out)
@@ -343,6 +383,7 @@ class ThreadState:
             changes.watermark = entry_id
             changes.usage["entries"] = changes.usage.get("entries", 0) + 1
             changes.usage["events"] = changes.usage.get("events", 0) + len(envelope.frames)
+            changes.cuts.append((entry_id, len(changes.outputs), len(envelope.frames)))
             self._watermark = entry_key(entry_id)
 
     def close_idle(self) -> None:
@@ -371,6 +412,8 @@ class ThreadState:
             self._latest = changes.snapshot = snapshot
             for name, value in usage_fields(segment.ended.values()).items():
                 changes.usage[name] = changes.usage.get(name, 0) + value
+        if segment.clean:
+            self._store = segment.store  # the next segment goes on with it
 
     def take(self) -> Changes:
         """The changes since the last call (the caller commits them, all or nothing)."""
@@ -392,18 +435,31 @@ def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
     """Process envelopes in one process, in order: the reference the workers must equal.
 
     A source's envelope whose ``seq`` was already taken is a retry and is skipped, as ingest
-    skips it. ``pending`` counts, per thread, the entries of a run still open at the end.
+    skips it, if it holds what was taken (its :meth:`Envelope.digest`); one that differs is
+    refused, as ingest refuses it. ``pending`` counts, per thread, the entries of a run still
+    open at the end.
+
+    :raises ValueError: an envelope at a sequence number its source took with another, or
+        past the next one (a gap, as ingest refuses it).
     """
     threads: dict[str, ThreadState] = {}
-    last_seq: dict[str, int] = {}
+    taken: dict[str, list[bytes]] = {}
     snapshots: dict[str, ThreadSnapshot] = {}
     outputs: list[Output] = []
     usage: dict[str, int] = {}
     pending: dict[str, int] = {}
     for n, envelope in enumerate(envelopes, 1):
-        if envelope.seq <= last_seq.get(envelope.source, 0):
+        digests = taken.setdefault(envelope.source, [])
+        if envelope.seq <= len(digests):
+            if digests[envelope.seq - 1] != envelope.digest():
+                raise ValueError(
+                    f"source {envelope.source!r}: envelope {envelope.seq} differs from the "
+                    "one this source sent there before"
+                )
             continue
-        last_seq[envelope.source] = envelope.seq
+        if envelope.seq != len(digests) + 1:
+            raise ValueError(f"source {envelope.source!r} is at {len(digests)}, got {envelope.seq}")
+        digests.append(envelope.digest())
         state = threads.get(envelope.thread)
         if state is None:
             state = threads[envelope.thread] = ThreadState(

@@ -11,10 +11,26 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     │   ├── VerifyError                   an event out of order (the reference's verifyEvents)
     │   ├── ApplyError                    an event the accumulator cannot apply (a raw chunk)
     │   └── StrictError                   a report that strict mode turned into an error
-    ├── UsageError (RuntimeError)         the library used the wrong way
+    ├── UsageError (RuntimeError)         the library used the wrong way (a bad argument too)
     │   ├── PipelineConsumed              a pipeline iterated a second time
     │   └── PipelineClosed                a pipeline used after it was closed
-    └── StreamLost                        a resumed stream whose rest cannot be delivered
+    ├── StreamLost                        a resumed stream whose rest cannot be delivered
+    ├── ReplayFull                        a replay store with no room for another stream
+    ├── RunFailed                         HttpAgent: the run ended with RUN_ERROR (or was aborted)
+    ├── ResponseError                     HttpAgent: a response that is not a readable AG-UI stream
+    │   ├── HttpStatusError               an error status
+    │   └── IncompleteStream              the stream ended before RUN_FINISHED or RUN_ERROR
+    ├── VersionConflict                   a thread's save lost its compare-and-set (threads)
+    ├── ThreadStoreError                  a thread store that cannot load, save or be opened
+    ├── SequenceGap                       a source's envelope numbers skip one (redis ingest)
+    │   └── SourceConflict                a source's number taken again by another envelope
+    └── CommitTooLarge                    a worker's commit the Redis server refuses for its size
+
+Each is exported by the public module of what raises it: the pipeline's, the client's and the
+replay stores' by ``agui_meta``; :class:`VersionConflict` and :class:`ThreadStoreError` by
+``agui_meta.threads``; :class:`SequenceGap`, :class:`SourceConflict` and
+:class:`CommitTooLarge` by ``agui_meta.redis``. Connection errors and timeouts of an HTTP
+client are httpx's own.
 
 Problems that the reference client only warns about are not exceptions: they are
 :class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
@@ -23,26 +39,40 @@ is given, issued as an :class:`AguiWarning`). Strict mode turns each into a :cla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
+
+from ._events import RunErrorEvent
+from ._tokens import Usage
 
 __all__ = [
     "AguiMetaError",
     "AguiWarning",
     "ApplyError",
     "ChunkError",
+    "CommitTooLarge",
     "DataError",
     "DecodeError",
     "FramingError",
+    "HttpStatusError",
+    "IncompleteStream",
     "MetadataError",
     "PipelineClosed",
     "PipelineConsumed",
+    "ReplayFull",
     "Report",
+    "ResponseError",
+    "RunFailed",
+    "SequenceGap",
+    "SourceConflict",
     "StreamLost",
     "StrictError",
+    "ThreadStoreError",
     "UsageError",
     "VerifyError",
+    "VersionConflict",
 ]
 
 
@@ -214,6 +244,103 @@ class StreamLost(AguiMetaError):
     """
 
 
+class RunFailed(AguiMetaError):
+    """The run ended with ``RUN_ERROR`` (or was aborted: ``code == "abort"``).
+
+    ``message`` and ``code`` (``None`` when absent) are the event's; ``usage`` its token usage
+    (empty when absent); ``event`` the event itself (``None`` for an abort).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        code: str | None = None,
+        usage: Sequence[Usage] = (),
+        event: RunErrorEvent | None = None,
+    ) -> None:
+        self.message = message
+        self.code = code
+        self.usage = list(usage)
+        self.event = event
+        where = f" [{code}]" if code is not None else ""
+        super().__init__(f"the run failed{where}: {message}")
+
+
+class ResponseError(AguiMetaError):
+    """The agent's HTTP response cannot be read as an AG-UI stream (base of the two below).
+
+    Raised as itself for a media type agui-meta does not read (the protobuf one).
+    """
+
+
+class HttpStatusError(ResponseError):
+    """The endpoint answered with an error status.
+
+    ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
+    ``url`` the URL requested.
+    """
+
+    def __init__(self, status: int, body: bytes, url: str) -> None:
+        self.status = status
+        self.body = body
+        self.url = url
+        text = body.decode("utf-8", "replace").strip()
+        super().__init__(f"HTTP {status} from {url}" + (f": {text}" if text else ""))
+
+
+class IncompleteStream(ResponseError):
+    """The stream ended, or its connection dropped, before ``RUN_FINISHED`` or ``RUN_ERROR``.
+
+    ``events`` is the number of events received.
+    """
+
+    def __init__(self, message: str, events: int) -> None:
+        self.events = events
+        super().__init__(message)
+
+
+class VersionConflict(AguiMetaError):
+    """A save lost a compare-and-set: the stored version is not the one the writer read.
+
+    ``thread_id``, ``expected`` (the version the writer built on) and ``actual`` (the stored
+    version, ``0`` for a thread never saved) say which.
+    """
+
+    def __init__(self, thread_id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"thread {thread_id!r}: version conflict: the save builds on version {expected}, "
+            f"the stored version is {actual}"
+        )
+        self.thread_id = thread_id
+        self.expected = expected
+        self.actual = actual
+
+
+class SequenceGap(AguiMetaError):
+    """An envelope's ``seq`` skips numbers its source never sent (an earlier one was lost)."""
+
+
+class CommitTooLarge(AguiMetaError):
+    """A commit the Redis server refuses for its size: it answered that an argument is longer
+    than its ``proto-max-bulk-len``, or closed the connection twice in a row on a large commit
+    while it still answers (``client-query-buffer-limit``). Raised by ``Worker.run``."""
+
+
+class SourceConflict(SequenceGap):
+    """A source sends, at a sequence number it already took, an envelope that differs from the
+    one taken there: a different stream under a reused source name (or one cut differently).
+
+    ``source``, ``seq`` and ``thread`` name the first such envelope. Nothing of the script call
+    that met it was written (envelopes of earlier calls were).
+    """
+
+    def __init__(self, message: str, *, source: str, seq: int, thread: str) -> None:
+        super().__init__(message)
+        self.source = source
+        self.seq = seq
+        self.thread = thread
+
+
 class AguiWarning(UserWarning):
     """The warning category of reports issued when no ``on_report`` callback is given."""
 
@@ -242,3 +369,32 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     def __str__(self) -> str:
         where = _where(self.index, self.line, self.offset, self.path, self.message)
         return f"[{self.code}] {self.message}{where}"
+
+
+class ReplayFull(AguiMetaError):
+    """A replay store has no room for another stream (:class:`~agui_meta.ReplayBuffer`'s
+    ``max_streams`` streams are all running).
+
+    ``retry_after`` is the number of seconds after which room may have been made (the store's
+    ``linger``, rounded up, at least 1): :class:`~agui_meta.EventStreamResponse` answers the
+    request ``503 Service Unavailable`` with that ``Retry-After`` and runs nothing.
+    """
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ThreadStoreError(AguiMetaError):
+    """A thread store could not load or save a thread, or cannot be opened.
+
+    The message names the store (its kind and where: a file, a Redis key) and the thread;
+    ``store`` and ``thread_id`` (``None`` for an error of the store itself, such as a file
+    that cannot be opened) say the same; the error underneath is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, store: str, thread_id: str | None = None) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        where = f"thread {thread_id!r} in the {store}" if thread_id is not None else store
+        super().__init__(f"{where}: {message}")

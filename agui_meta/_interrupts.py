@@ -71,7 +71,7 @@ def build_resume_array(
     here (a ``None`` payload is kept; sending the input drops it, as the official client's
     outgoing check does, and a wrong status is refused then).
 
-    :raises ValueError: an open interrupt has no response, or a response names an interrupt
+    :raises ~agui_meta.UsageError: an open interrupt has no response, or a response names an interrupt
         that is not open (the message lists the ids).
 
     >>> from agui_meta import build_resume_array
@@ -84,13 +84,13 @@ def build_resume_array(
     open_ids = list(dict.fromkeys(i.id for i in pending))
     missing = [i for i in open_ids if i not in responses]
     if missing:
-        raise ValueError(
+        raise UsageError(
             f"build_resume_array: missing responses for open interrupts: {', '.join(missing)}"
         )
     known = set(open_ids)
     unknown = [i for i in responses if i not in known]
     if unknown:
-        raise ValueError(
+        raise UsageError(
             "build_resume_array: responses reference unknown interrupt ids: " + ", ".join(unknown)
         )
     out = []

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
@@ -93,9 +93,11 @@ from ._events import (
     ToolCallStartEvent,
     protocol_class,
 )
+from ._exceptions import UsageError
 from ._metadata import enc_hook
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._tally import ToolCallTally
+from ._tokens import Usage, aggregate_token_usage
 
 __all__ = [
     "CustomRecord",
@@ -112,7 +114,6 @@ __all__ = [
     "SubagentRecord",
     "TimeSource",
     "ToolCallRecord",
-    "aggregate_token_usage",
 ]
 
 T = TypeVar("T")
@@ -128,53 +129,6 @@ SubagentStatus = Literal["running", "finished", "error", "incomplete"]
 ToolCallStatus = Literal["started", "ended", "answered", "incomplete"]
 #: Where a time comes from: the event's ``timestamp``, or the time the ledger received it.
 TimeSource = Literal["event", "receipt"]
-
-_COUNT_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-)
-
-
-def aggregate_token_usage(entries: Iterable[TokenUsage]) -> list[TokenUsage]:
-    """Sum usage entries into one entry per ``(provider, model)``, in order of first appearance.
-
-    The rules of the reference's ``aggregateTokenUsage``: an absent provider or model groups
-    with an empty one, and the group keeps the labels of its first entry; a count stays absent
-    when no entry of the group reported it, so "not reported" stays distinct from zero. (The
-    reference joins the two labels with a space to make its group key, so it would also merge
-    provider ``"a b"``/model ``"c"`` with provider ``"a"``/model ``"b c"``; here the pair is the
-    key, as its documentation says.) Sums are exact Python integers.
-
-    >>> import msgspec
-    >>> from agui_meta.events import TokenUsage
-    >>> entries = [TokenUsage(model="m", input_tokens=1),
-    ...            TokenUsage(model="m", input_tokens=2, output_tokens=5)]
-    >>> msgspec.json.encode(aggregate_token_usage(entries))
-    b'[{"model":"m","inputTokens":3,"outputTokens":5}]'
-    """
-    groups: dict[tuple[str, str], tuple[TokenUsage, dict[str, int]]] = {}
-    for entry in entries:
-        provider, model = entry.provider, entry.model
-        key = (
-            "" if isinstance(provider, UnsetType) else provider,
-            "" if isinstance(model, UnsetType) else model,
-        )
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = (entry, {})
-        sums = group[1]
-        for name in _COUNT_FIELDS:
-            value = getattr(entry, name)
-            if value is not UNSET:
-                sums[name] = sums.get(name, 0) + value
-    return [
-        TokenUsage(provider=first.provider, model=first.model, **sums)
-        for first, sums in groups.values()
-    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,12 +146,12 @@ def _encoded(value: _V) -> _V:
     return msgspec.field(default_factory=lambda: value)
 
 
-def _new_list() -> list[Any]:
+def new_list() -> list[Any]:
     """An empty list default that is still encoded (see :func:`_encoded`)."""
     return []
 
 
-def _new_dict() -> dict[str, Any]:
+def new_dict() -> dict[str, Any]:
     """An empty dict default that is still encoded (see :func:`_encoded`)."""
     return {}
 
@@ -208,6 +162,17 @@ class _Record(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
     No record field has ``null`` as a value of its own: a ``result`` is a JSON value other
     than ``null`` (the protocol's type; a ``null`` on the wire is read as absent).
     """
+
+    def to_json(self) -> bytes:
+        """This record as JSON, in ``bytes`` (UTF-8): camelCase, absent fields omitted,
+        metadata exactly as sent. ``msgspec.json.decode(data, type=...)`` reads it back."""
+        return _ENCODER.encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """This record as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
 
 
 class RunSuccess(_Record, tag_field="type", tag="success", kw_only=True):
@@ -221,7 +186,7 @@ class RunSuccess(_Record, tag_field="type", tag="success", kw_only=True):
 
     type: ClassVar[str] = "success"
     result: JsonValue | None = None
-    pending_tool_call_ids: list[str] = msgspec.field(default_factory=_new_list)
+    pending_tool_call_ids: list[str] = msgspec.field(default_factory=new_list)
     pending_from: Literal["outcome", "stream"] = _encoded("stream")
 
 
@@ -230,7 +195,7 @@ class RunInterrupted(_Record, tag_field="type", tag="interrupt", kw_only=True):
 
     type: ClassVar[str] = "interrupt"
     result: JsonValue | None = None
-    interrupts: list[Interrupt] = msgspec.field(default_factory=_new_list)
+    interrupts: list[Interrupt] = msgspec.field(default_factory=new_list)
 
 
 class RunCancelled(_Record, tag_field="type", tag="cancelled", kw_only=True):
@@ -349,7 +314,8 @@ class RunRecord(_Record, kw_only=True):
 
     ``thread_id``/``run_id`` are ``None`` on a record that no RUN_STARTED or RUN_FINISHED
     named (events outside a run). ``usage`` holds the entries of RUN_FINISHED and RUN_ERROR as
-    sent, ``aggregated_usage`` their sum per provider and model (:func:`aggregate_token_usage`).
+    sent (each a :class:`~agui_meta.Usage`: ``None`` for what was absent), ``aggregated_usage``
+    their sum per provider and model (:func:`~agui_meta.aggregate_token_usage`).
     ``event_counts`` counts the run's events by type, in order of first appearance.
     The input echoed by RUN_STARTED and the values of RAW and CUSTOM events are not kept.
     """
@@ -368,14 +334,14 @@ class RunRecord(_Record, kw_only=True):
     outcome: RunOutcome | None = None
     error_message: str | None = None
     error_code: str | None = None
-    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
-    aggregated_usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
-    steps: list[StepRecord] = msgspec.field(default_factory=_new_list)
-    subagents: list[SubagentRecord] = msgspec.field(default_factory=_new_list)
-    tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=_new_list)
-    raw_events: list[RawRecord] = msgspec.field(default_factory=_new_list)
-    custom_events: list[CustomRecord] = msgspec.field(default_factory=_new_list)
-    event_counts: dict[str, int] = msgspec.field(default_factory=_new_dict)
+    usage: list[Usage] = msgspec.field(default_factory=new_list)
+    aggregated_usage: list[Usage] = msgspec.field(default_factory=new_list)
+    steps: list[StepRecord] = msgspec.field(default_factory=new_list)
+    subagents: list[SubagentRecord] = msgspec.field(default_factory=new_list)
+    tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=new_list)
+    raw_events: list[RawRecord] = msgspec.field(default_factory=new_list)
+    custom_events: list[CustomRecord] = msgspec.field(default_factory=new_list)
+    event_counts: dict[str, int] = msgspec.field(default_factory=new_dict)
     dropped_entries: int = _encoded(0)
     started_at: float | None = None
     started_clock: TimeSource | None = None
@@ -389,7 +355,7 @@ class LedgerSnapshot(_Record, kw_only=True):
     ``msgspec.json.decode(ledger.to_json(), type=LedgerSnapshot)`` reads it back.
     """
 
-    runs: list[RunRecord] = msgspec.field(default_factory=_new_list)
+    runs: list[RunRecord] = msgspec.field(default_factory=new_list)
     dropped_runs: int = _encoded(0)
 
 
@@ -485,9 +451,9 @@ class Ledger(Transducer[T, T]):
         clock: Callable[[], float] | None = None,
     ) -> None:
         if max_runs < 0:
-            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+            raise UsageError(f"max_runs must be >= 0, got {max_runs}")
         if max_entries is not None and max_entries < 0:
-            raise ValueError(f"max_entries must be >= 0 or None, got {max_entries}")
+            raise UsageError(f"max_entries must be >= 0 or None, got {max_entries}")
         self.on_run = on_run
         self.max_runs = max_runs
         self.max_entries = max_entries
@@ -567,14 +533,15 @@ class Ledger(Transducer[T, T]):
         return LedgerSnapshot(runs=self.runs, dropped_runs=self.dropped_runs)
 
     def to_json(self) -> bytes:
-        """The ledger as JSON: ``{"runs": [...], "droppedRuns": n}``, camelCase, absent fields
-        omitted, metadata exactly as sent (``null`` values, integers of any size)."""
+        """The ledger as JSON, in ``bytes`` (UTF-8): ``{"runs": [...], "droppedRuns": n}``,
+        camelCase, absent fields omitted, metadata exactly as sent (``null`` values, integers
+        of any size). ``ledger.snapshot().to_json()`` is the same."""
         return _ENCODER.encode(self.snapshot())
 
     def to_builtins(self) -> dict[str, Any]:
-        """The ledger as plain dicts and lists, shaped like :meth:`to_json`."""
-        result: dict[str, Any] = msgspec.to_builtins(self.snapshot(), enc_hook=enc_hook)
-        return result
+        """The ledger as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        return self.snapshot().to_builtins()
 
     # -- the stage -------------------------------------------------------------------------
 
@@ -693,7 +660,7 @@ class Ledger(Transducer[T, T]):
     def _add_usage(record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
         if isinstance(usage, UnsetType):
             return
-        record.usage = [*record.usage, *usage]
+        record.usage = [*record.usage, *map(Usage.from_wire, usage)]
         record.aggregated_usage = aggregate_token_usage(record.usage)
 
     def _run_started(self, event: RunStartedEvent) -> None:

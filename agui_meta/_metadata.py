@@ -30,6 +30,7 @@ from ._events import (
     RunStartedEvent,
     protocol_class,
 )
+from ._exceptions import UsageError
 
 __all__ = [
     "AGUI_METADATA_KEY",
@@ -270,7 +271,7 @@ def vendor_keys(
     {'acme.latency_ms': 12, 'acme.model': 'm-1'}
     """
     if not vendor or any(c in vendor for c in _SEPARATORS) or vendor == AGUI_METADATA_KEY:
-        raise ValueError(
+        raise UsageError(
             f"vendor must be a non-empty name without '.', '/' or ':' and not the reserved "
             f"{AGUI_METADATA_KEY!r} key, got {vendor!r}"
         )

@@ -126,9 +126,9 @@ class FilterToolCalls(Transducer[Event, Event]):
         disallowed: Iterable[str] | None = None,
     ) -> None:
         if allowed is not None and disallowed is not None:
-            raise ValueError("Cannot specify both allowed and disallowed tool calls")
+            raise UsageError("Cannot specify both allowed and disallowed tool calls")
         if allowed is None and disallowed is None:
-            raise ValueError("Must specify either allowed or disallowed tool calls")
+            raise UsageError("Must specify either allowed or disallowed tool calls")
         self._allowed = None if allowed is None else frozenset(allowed)
         self._disallowed = None if disallowed is None else frozenset(disallowed)
         self._blocked: set[str] = set()

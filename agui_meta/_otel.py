@@ -56,15 +56,26 @@ What leaves the process: ids, names, counts, times, statuses, and nothing else �
 value unless ``attributes`` maps its key to an attribute name (for run, step, subagent,
 tool-call and interrupt metadata; a tool call's is its merged metadata), no message content
 unless ``capture_content`` is on.
+
+Bounds (a stream is hostile input): every string the stream puts in a span (attribute values,
+span names, the error status message) is cut to ``max_attribute_length`` characters (4096 by
+default), ending with ``…`` when cut; a list attribute keeps its first 128 items. Each metric
+instrument records at most ``max_series`` distinct attribute sets (1000 by default, below the
+SDK's own limit of 2000): past it, a new set has its stream-given values (model, provider,
+tool name, error type, event type, report code) replaced by ``_OTHER``, and the counter
+``agui.telemetry.overflow`` (by ``agui.instrument``) counts each recording so folded. The
+series seen are shared by every stage of one meter provider.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import (
     EVENT_TYPES,
@@ -81,7 +92,7 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._exceptions import Report
+from ._exceptions import Report, UsageError
 from ._ledger import (
     Ledger,
     RunCancelled,
@@ -100,7 +111,15 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
-__all__ = ["TRACEPARENT_KEY", "TRACESTATE_KEY", "OTel", "otel"]
+__all__ = [
+    "DEFAULT_MAX_ATTRIBUTE_LENGTH",
+    "DEFAULT_MAX_SERIES",
+    "OTHER",
+    "TRACEPARENT_KEY",
+    "TRACESTATE_KEY",
+    "OTel",
+    "otel",
+]
 
 T = TypeVar("T")
 
@@ -131,6 +150,58 @@ _INT64 = 2**63
 
 #: The range of OTLP's ``fixed64`` times: a producer's timestamp outside it is clamped.
 _MAX_NS = 2**64 - 1
+
+#: The longest string (in characters) the stage puts in a span by default.
+DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
+#: The most attribute sets an instrument records by default before folding into ``_OTHER``.
+DEFAULT_MAX_SERIES = 1000
+#: What a metric attribute value becomes past the series limit (the conventions' fallback).
+OTHER = "_OTHER"
+_MAX_LIST = 128
+#: Metric attributes whose values agui-meta or the application chooses: never folded.
+_FIXED_LABELS = frozenset(
+    {
+        "gen_ai.operation.name",
+        "gen_ai.token.type",
+        "gen_ai.tool.type",
+        "gen_ai.agent.name",
+        "agui.report.severity",
+    }
+)
+
+
+def _clip(value: Any, limit: int) -> Any:
+    """A string cut to ``limit`` characters (``…`` last when cut); a list to its first items."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: max(limit - 1, 0)] + "…"
+    if isinstance(value, list):
+        return [_clip(v, limit) for v in value[:_MAX_LIST]]
+    return value
+
+
+class _Series:
+    """The attribute sets recorded per instrument of one meter provider, at most ``limit``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: dict[str, set[frozenset[tuple[str, Any]]]] = {}
+
+
+_SERIES: weakref.WeakKeyDictionary[Any, _Series] = weakref.WeakKeyDictionary()
+_SERIES_LOCK = threading.Lock()
+
+
+def _series_of(provider: Any) -> _Series:
+    """The series of ``provider`` (shared by its stages); a provider without weak references
+    gets series of its own for each stage."""
+    with _SERIES_LOCK:
+        try:
+            found = _SERIES.get(provider)
+            if found is None:
+                found = _SERIES[provider] = _Series()
+        except TypeError:
+            return _Series()
+        return found
 
 
 def _ns(ms: float | None) -> int | None:
@@ -197,10 +268,22 @@ class OTel(Transducer[T, T]):
         capture_content: bool = False,
         usage: UsageMeter | None = None,
         clock: Callable[[], float] | None = None,
+        max_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH,
+        max_series: int = DEFAULT_MAX_SERIES,
     ) -> None:
         from opentelemetry import metrics, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+        if max_attribute_length < 1 or max_series < 1:
+            raise UsageError(
+                "max_attribute_length and max_series must be at least 1, got "
+                f"{max_attribute_length}, {max_series}"
+            )
+        self.max_attribute_length = max_attribute_length
+        self.max_series = max_series
+        self._series = _series_of(
+            meter_provider if meter_provider is not None else metrics.get_meter_provider()
+        )
         self._trace = trace
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
@@ -233,6 +316,12 @@ class OTel(Transducer[T, T]):
         self._reports = meter.create_counter(
             "agui.reports", unit="{report}", description="Reports of the pipeline, by code."
         )
+        self._overflow = meter.create_counter(
+            "agui.telemetry.overflow",
+            unit="{recording}",
+            description="Recordings whose stream-given attribute values were folded into "
+            "_OTHER (the instrument's series limit was reached).",
+        )
         self._counts: dict[str, int] = {}
         self._run: _Spans | None = None
         self._ledger: Ledger[Any] = Ledger(self._run_ended, max_runs=0, clock=clock)
@@ -260,9 +349,8 @@ class OTel(Transducer[T, T]):
         counter = self._reports
 
         def count(report: Report) -> None:
-            counter.add(
-                1, {"agui.report.code": report.code, "agui.report.severity": report.severity}
-            )
+            labels = {"agui.report.code": report.code, "agui.report.severity": report.severity}
+            counter.add(1, self._points("agui.reports", labels))
             handler(report)
 
         ctx.on_report = count
@@ -291,9 +379,33 @@ class OTel(Transducer[T, T]):
     def _flush_counts(self) -> None:
         counts, self._counts = self._counts, {}
         for kind, n in counts.items():
-            self._events.add(n, {"agui.event.type": kind})
+            self._events.add(n, self._points("agui.events", {"agui.event.type": kind}))
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _clipped(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
+        """Span attributes with their strings and lists bounded."""
+        limit = self.max_attribute_length
+        return {key: _clip(value, limit) for key, value in attributes.items()}
+
+    def _name(self, name: str) -> str:
+        return str(_clip(name, self.max_attribute_length))
+
+    def _points(self, instrument: str, labels: dict[str, Any]) -> dict[str, Any]:
+        """Metric attributes within the instrument's series limit: a new set past it has its
+        stream-given values folded into ``_OTHER`` (and the folding is counted)."""
+        labels = self._clipped(labels)
+        key = frozenset(labels.items())
+        series = self._series
+        with series.lock:
+            seen = series.seen.setdefault(instrument, set())
+            if key in seen:
+                return labels
+            if len(seen) < self.max_series:
+                seen.add(key)
+                return labels
+        self._overflow.add(1, {"agui.instrument": instrument})
+        return {k: (v if k in _FIXED_LABELS else OTHER) for k, v in labels.items()}
 
     def _allowed(self, *metadata: Metadata | UnsetType | None) -> dict[str, Any]:
         """The allow-listed keys of ``metadata`` (merged in order) under their attribute names."""
@@ -351,10 +463,10 @@ class OTel(Transducer[T, T]):
         attributes.update(self._allowed(event.metadata))
         name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
         span = self._tracer.start_span(
-            name,
+            self._name(name),
             context=self._parent(record),
             kind=self._trace.SpanKind.CLIENT,
-            attributes=attributes,
+            attributes=self._clipped(attributes),
             start_time=_ns(record.started_at),
         )
         self._run = _Spans(record, span)
@@ -376,7 +488,7 @@ class OTel(Transducer[T, T]):
             span.end(end_time=end)
         for sub, span in run.subagents.values():
             if span.is_recording():
-                span.set_attribute("agui.subagent.status", sub.status)
+                span.set_attribute("agui.subagent.status", _clip(sub.status, 64))
                 span.end(end_time=end)
         span = run.span
         attributes: dict[str, Any] = {"agui.run.status": record.status}
@@ -399,7 +511,7 @@ class OTel(Transducer[T, T]):
                 if self.capture_content and not isinstance(interrupt.message, UnsetType):
                     event_attributes["agui.interrupt.message"] = interrupt.message
                 event_attributes.update(self._allowed(interrupt.metadata))
-                span.add_event("agui.interrupt", event_attributes, timestamp=end)
+                span.add_event("agui.interrupt", self._clipped(event_attributes), timestamp=end)
         elif isinstance(outcome, RunCancelled):
             attributes["agui.run.outcome"] = "cancelled"
         provider, model = self._labels(record)
@@ -411,7 +523,7 @@ class OTel(Transducer[T, T]):
         for entry in record.aggregated_usage:
             for field, name in _USAGE_ATTRIBUTES:
                 value = getattr(entry, field)
-                if value is not UNSET:
+                if value is not None:
                     sums[name] = sums.get(name, 0) + value
         attributes.update(sums)
         attributes.update(
@@ -434,24 +546,29 @@ class OTel(Transducer[T, T]):
             metric["error.type"] = error_type
         seconds = _seconds(record.started_at, record.ended_at)
         if seconds is not None:
-            self._agent_duration.record(seconds, metric)
+            self._agent_duration.record(
+                seconds, self._points("gen_ai.invoke_agent.duration", metric)
+            )
         for entry in record.aggregated_usage:
             labels: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
-            if isinstance(entry.provider, str) and entry.provider:
+            if entry.provider:
                 labels["gen_ai.provider.name"] = entry.provider
-            if isinstance(entry.model, str) and entry.model:
+            if entry.model:
                 labels["gen_ai.request.model"] = entry.model
             for field, token_type in (("input_tokens", "input"), ("output_tokens", "output")):
                 value = getattr(entry, field)
-                if value is not UNSET:
-                    self._token_usage.record(value, {**labels, "gen_ai.token.type": token_type})
+                if value is not None:
+                    point = self._points(
+                        "gen_ai.client.token.usage", {**labels, "gen_ai.token.type": token_type}
+                    )
+                    self._token_usage.record(value, point)
         self._flush_counts()
 
     @staticmethod
     def _labels(record: RunRecord) -> tuple[str | None, str | None]:
         """The provider and the model, when the run's usage names exactly one of each."""
-        providers = {e.provider for e in record.aggregated_usage if isinstance(e.provider, str)}
-        models = {e.model for e in record.aggregated_usage if isinstance(e.model, str)}
+        providers = {e.provider for e in record.aggregated_usage if e.provider is not None}
+        models = {e.model for e in record.aggregated_usage if e.model is not None}
         provider = next(iter(providers)) if len(providers) == 1 else None
         model = next(iter(models)) if len(models) == 1 else None
         return provider or None, model or None
@@ -483,10 +600,10 @@ class OTel(Transducer[T, T]):
         if self.agent_name:
             attributes["gen_ai.agent.name"] = self.agent_name
         span = self._tracer.start_span(
-            f"execute_tool {name}" if name else "execute_tool",
+            self._name(f"execute_tool {name}" if name else "execute_tool"),
             context=self._child(self._owner(run, tool.subagent_run_id)),
             kind=self._trace.SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=self._clipped(attributes),
             start_time=_ns(tool.started_at),
         )
         run.tools[call_id] = (tool, span)
@@ -518,7 +635,10 @@ class OTel(Transducer[T, T]):
             content = event.content
             span.set_attribute(
                 "gen_ai.tool.call.result",
-                content if isinstance(content, str) else _attribute_value(content),
+                _clip(
+                    content if isinstance(content, str) else _attribute_value(content),
+                    self.max_attribute_length,
+                ),
             )
         self._end_tool(run, tool, span, tool.result_at)
 
@@ -539,7 +659,7 @@ class OTel(Transducer[T, T]):
                 arguments = "".join(run.args.get(tool.tool_call_id, ()))
             if isinstance(arguments, str):
                 attributes["gen_ai.tool.call.arguments"] = arguments
-        span.set_attributes(attributes)
+        span.set_attributes(self._clipped(attributes))
         span.end(end_time=_ns(end))
         seconds = _seconds(tool.started_at, end)
         if seconds is not None:
@@ -548,7 +668,9 @@ class OTel(Transducer[T, T]):
             if self.agent_name:
                 metric["gen_ai.agent.name"] = self.agent_name
             metric["gen_ai.tool.type"] = "function"
-            self._tool_duration.record(seconds, metric)
+            self._tool_duration.record(
+                seconds, self._points("gen_ai.execute_tool.duration", metric)
+            )
 
     # -- steps and subagents ---------------------------------------------------------------
 
@@ -565,10 +687,10 @@ class OTel(Transducer[T, T]):
         attributes: dict[str, Any] = {"agui.step.name": step.name}
         attributes.update(self._allowed(step.started_metadata))
         span = self._tracer.start_span(
-            f"step {step.name}",
+            self._name(f"step {step.name}"),
             context=self._child(self._owner(run, step.subagent_run_id)),
             kind=self._trace.SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=self._clipped(attributes),
             start_time=_ns(step.started_at),
         )
         run.steps.append((step, span))
@@ -580,7 +702,7 @@ class OTel(Transducer[T, T]):
         still: list[tuple[StepRecord, Span]] = []
         for step, span in run.steps:
             if step.status == "finished":
-                span.set_attributes(self._allowed(step.finished_metadata))
+                span.set_attributes(self._clipped(self._allowed(step.finished_metadata)))
                 span.end(end_time=_ns(step.ended_at))
             else:
                 still.append((step, span))
@@ -616,10 +738,10 @@ class OTel(Transducer[T, T]):
             attributes["gen_ai.agent.description"] = sub.description
         attributes.update(self._allowed(sub.started_metadata))
         span = self._tracer.start_span(
-            f"invoke_agent {name}" if name else "invoke_agent",
+            self._name(f"invoke_agent {name}" if name else "invoke_agent"),
             context=self._child(parent),
             kind=self._trace.SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=self._clipped(attributes),
             start_time=_ns(sub.started_at),
         )
         run.subagents[sub.subagent_run_id] = (sub, span)
@@ -651,9 +773,21 @@ class OTel(Transducer[T, T]):
         given) with an error status saying ``message``, and ``error.type``."""
         if error_type is not None:
             attributes["error.type"] = error_type
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
-        span.set_attributes(attributes)
+            status = None if message is None else self._name(message)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, status))
+        span.set_attributes(self._clipped(attributes))
         span.end(end_time=end)
+
+
+if TYPE_CHECKING:
+
+    class OTelStage(OTel[Any]):
+        """For type checkers only: what :func:`otel` gives, an :class:`OTel` of any items.
+
+        A type without parameters, so that :func:`~agui_meta.wrap`'s overloads can read
+        ``wrap(source, *stages, otel())`` as ``Pipeline[Update]`` (a pass-through stage after
+        the default stages); ``OTel[Any]`` would make the call ambiguous, hence ``Any``.
+        """
 
 
 def otel(
@@ -665,7 +799,9 @@ def otel(
     capture_content: bool = False,
     usage: UsageMeter | None = None,
     clock: Callable[[], float] | None = None,
-) -> OTel[Any]:
+    max_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH,
+    max_series: int = DEFAULT_MAX_SERIES,
+) -> OTelStage:
     """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
 
     :param tracer_provider: where spans go (the global provider by default).
@@ -678,11 +814,16 @@ def otel(
         (``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``) and interrupt messages.
     :param usage: a :class:`~agui_meta.UsageMeter` that every run's usage is added to.
     :param clock: the time of receipt in milliseconds, for events without ``timestamp``.
+    :param max_attribute_length: the longest string put in a span (characters; longer ones
+        are cut, ending with ``…``).
+    :param max_series: the most attribute sets each metric instrument records (shared by the
+        stages of one meter provider); past it, stream-given values are recorded as
+        ``_OTHER`` and counted by ``agui.telemetry.overflow``.
 
     Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
     :mod:`agui_meta._otel` for the spans, attributes and metrics.
     """
-    return OTel(
+    stage: OTel[Any] = OTel(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         agent_name=agent_name,
@@ -690,4 +831,7 @@ def otel(
         capture_content=capture_content,
         usage=usage,
         clock=clock,
+        max_attribute_length=max_attribute_length,
+        max_series=max_series,
     )
+    return cast("OTelStage", stage)

@@ -16,7 +16,7 @@ before the first stage sees it.
 Lifecycle. ``wrap()`` returns a single-use :class:`Pipeline`, to be iterated inside its
 ``async with`` block. When the block exits (normally, by ``break``, an exception or
 cancellation) every iterator of the chain, from the consumer's end back to the source, is
-closed, shielded from cancellation (asyncio's own included: see :func:`_uninterrupted`), before
+closed, shielded from cancellation (asyncio's own included: see :func:`uninterrupted`), before
 ``__aexit__`` returns; a source interrupted inside an ``await`` (the prefetch task stopped while
 it waits for its next item) sees the cancellation there, as any awaiting code does. Without
 ``prefetch`` no task is spawned at all: the chain is pulled by the consumer, so a slow consumer
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._accumulate import Update
     from ._defaults import InDefaultStages
     from ._events import Event
+    from ._otel import OTelStage
 
 __all__ = ["AsyncStage", "Pipeline", "Stage", "wrap"]
 
@@ -123,18 +124,20 @@ class Pipeline(Generic[T]):
         fuse: bool = True,
     ) -> None:
         if format not in ("auto", "sse", "jsonl", "json-array", "json"):
-            raise ValueError(
+            raise UsageError(
                 f"format must be 'auto', 'sse', 'jsonl', 'json-array' or 'json', got {format!r}"
             )
         if prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+            raise UsageError(f"prefetch must be >= 0, got {prefetch}")
         for stage in stages:
             if not isinstance(stage, Transducer) and not callable(stage):
-                raise TypeError(
+                raise UsageError(
                     f"a stage must be a Transducer or a callable taking an async iterator, "
                     f"got {stage!r}"
                 )
         self.context = Context(mode, on_report)
+        if isinstance(source, str):
+            _not_a_path(source)
         if isinstance(source, (bytes, bytearray, memoryview, str)):
             source = [source]  # one whole stream given at once
         elif isinstance(source, os.PathLike):
@@ -230,7 +233,7 @@ class Pipeline(Generic[T]):
         finally:
             if self._send is not None:
                 self._send.close()
-            await _uninterrupted(self._close_chain)
+            await uninterrupted(self._close_chain)
             self.context.finish()
         return None
 
@@ -370,7 +373,7 @@ class Pipeline(Generic[T]):
         items = self._track(self._items(upstream))
         produced = stage(items)
         if not hasattr(produced, "__anext__"):
-            raise TypeError(f"stage {stage!r} must return an async iterator, got {produced!r}")
+            raise UsageError(f"stage {stage!r} must return an async iterator, got {produced!r}")
         self._track(produced)
         return self._rebatch(produced)
 
@@ -429,6 +432,15 @@ def _read_chunks(file: Any, chunk_size: int = 65536) -> Iterator[bytes | str]:
         yield chunk
 
 
+def _not_a_path(source: str) -> None:
+    """A ``str`` source is the stream's text: say so when it names a file instead."""
+    if len(source) < 4096 and "\n" not in source and os.path.isfile(source):
+        raise UsageError(
+            f"the source {source!r} is a str, which wrap() reads as the stream's own text, "
+            f"but it names a file: did you mean Path({source!r})? (from pathlib import Path)"
+        )
+
+
 async def _read_file(path: os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
     """The bytes of a file, read with anyio in chunks; the file is closed when this ends."""
     async with await anyio.open_file(path, "rb") as file:
@@ -461,7 +473,7 @@ def _unwrap(group: BaseExceptionGroup[BaseException], body: BaseException | None
     return first
 
 
-async def _uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
+async def uninterrupted(close: Callable[[], Awaitable[None]]) -> None:
     """Run ``close`` to its end whatever cancellation arrives meanwhile, then let that through.
 
     A shielded cancel scope holds back anyio's and trio's cancellations. asyncio's own
@@ -592,6 +604,18 @@ def wrap(
     s2: Stage,
     /,
     *stages: InDefaultStages,
+    mode: Mode = "default",
+    on_report: ReportHandler | None = None,
+    format: str = "auto",
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = 0,
+    fuse: bool = True,
+) -> Pipeline[Update]: ...
+@overload
+def wrap(
+    source: AsyncIterable[Any] | Iterable[Any] | os.PathLike[str],
+    /,
+    *stages: InDefaultStages | OTelStage,
     mode: Mode = "default",
     on_report: ReportHandler | None = None,
     format: str = "auto",

@@ -1,18 +1,26 @@
 """How a public module shows its names: ``__module__`` set to the public path.
 
 Everything is defined in private modules (``agui_meta/_*.py``) and re-exported by a public one
-(``agui_meta``, ``agui_meta.events``, ``agui_meta.framing``); :func:`public_module` makes each
-re-exported class and function report the public module as its ``__module__``, so that reprs,
-``help()``, pickling and documentation tools name the path users import from (the httpx way).
+(``agui_meta``, ``agui_meta.events``, ``agui_meta.framing``, ``agui_meta.threads``,
+``agui_meta.redis``); :func:`public_module` makes each re-exported class and function report
+the public module as its ``__module__``, so that reprs, ``help()``, pickling and documentation
+tools name the path users import from (the httpx way).
+
+A class's string annotations (``from __future__ import annotations``) are looked up in the
+module its ``__module__`` names, by :func:`typing.get_type_hints` and by msgspec's
+introspection (``msgspec.structs.fields``, ``msgspec.inspect.type_info``,
+``msgspec.json.schema``); the public module does not hold the names they use (``ClassVar``,
+``Any``, private aliases). So each class's own annotations are resolved, in its defining
+module, before its ``__module__`` changes: introspection then needs no module at all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-import msgspec
 
 __all__ = ["public_module"]
 
@@ -25,21 +33,31 @@ def public_module(
     ``foreign`` names objects re-exported from elsewhere (msgspec's ``UNSET``), left as they are.
     """
     skip = set(foreign)
-    structs = [
-        value
-        for export in exported
-        if isinstance(value := namespace[export], type) and issubclass(value, msgspec.Struct)
-    ]
-    for struct in structs:
-        # msgspec resolves a Struct's annotations in the module ``__module__`` names, once, and
-        # caches the result on the class: resolve them while that is still the defining module.
-        with contextlib.suppress(TypeError):  # not decodable (Update): nothing to resolve
-            msgspec.json.Decoder(struct)
+    ours = []
     for export in exported:
-        if export in skip:
-            continue
         value = namespace[export]
         module = getattr(value, "__module__", None)
-        if isinstance(module, str) and module.startswith("agui_meta."):
-            with contextlib.suppress(AttributeError, TypeError):  # aliases may refuse it
-                value.__module__ = name
+        if export not in skip and isinstance(module, str) and module.startswith("agui_meta."):
+            ours.append(value)
+    # Resolve every class first: a class's bases may be exported by the same module.
+    for value in ours:
+        if isinstance(value, type):
+            _resolve_annotations(value)
+    for value in ours:
+        with contextlib.suppress(AttributeError, TypeError):  # aliases may refuse it
+            value.__module__ = name
+
+
+def _resolve_annotations(cls: type) -> None:
+    """Replace the string annotations of ``cls`` (its own, and its bases') by what they name."""
+    for klass in cls.__mro__:
+        own = inspect.get_annotations(klass)
+        if not any(isinstance(value, str) for value in own.values()):
+            continue
+        # Evaluated where the class is defined (its __module__ is still that module's), with
+        # Annotated kept: msgspec reads its constraints from it.
+        try:
+            hints = typing.get_type_hints(klass, include_extras=True)
+        except NameError:  # a name for type checkers only: the public-API test says which
+            continue
+        klass.__annotations__ = {field: hints[field] for field in own}

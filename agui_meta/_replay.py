@@ -82,7 +82,11 @@ class Replay(Protocol):
     """
 
     def open(self) -> AbstractAsyncContextManager[ReplayLog]:
-        """A new stream, for a run that starts."""
+        """A new stream, for a run that starts.
+
+        Entering it may raise :class:`~agui_meta._exceptions.ReplayFull` when the store has no
+        room for another stream: the response answers ``503`` with its ``Retry-After``.
+        """
         ...
 
     async def resume(self, last_event_id: str) -> ReplayReader | str:

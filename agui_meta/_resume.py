@@ -3,7 +3,7 @@
 :class:`ReplayBuffer` (the in-process :class:`~agui_meta._replay.Replay`) is shared by the
 requests of an endpoint; each :class:`~agui_meta.EventStreamResponse` given it keeps its
 stream's last events there, numbered, and serves a reconnection that names one of them in
-``Last-Event-ID``. ``_Stream`` (a :class:`~agui_meta._replay.ReplayLog`) is also the bounded
+``Last-Event-ID``. ``BufferedStream`` (a :class:`~agui_meta._replay.ReplayLog`) is also the bounded
 hand-over between a response's producer and its sender when there is no replay, and the local
 copy ``agui_meta.redis.RedisReplay`` serves the first connection from.
 """
@@ -11,6 +11,7 @@ copy ``agui_meta.redis.RedisReplay`` serves the first connection from.
 from __future__ import annotations
 
 import contextlib
+import math
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -18,13 +19,13 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ._exceptions import StreamLost
-from ._replay import Replay, parse_event_id
+from ._exceptions import ReplayFull, StreamLost
+from ._replay import Replay, ReplayLog, ReplayReader, parse_event_id
 
 __all__ = ["ReplayBuffer"]
 
 
-class _Stream:
+class BufferedStream:
     """The encoded events of one response, numbered, with waiting for more."""
 
     def __init__(self, key: str, capacity: int, ring: bool, linger: float = 0.0) -> None:
@@ -36,6 +37,7 @@ class _Stream:
         self.next_seq = 0
         self.sent = 0  # the first seq the attached reader has not sent yet
         self.readers = 0
+        self.unread_since: float | None = None  # when the last reader left
         self.done = False
         self.outcome: Literal["complete", "abandoned"] | None = None
         self.ended_at: float | None = None
@@ -90,25 +92,32 @@ class _Stream:
             self.outcome = "complete" if complete else "abandoned"
             self.finish()
 
-    def reader(self, start: int = 0) -> _StreamReader:
-        return _StreamReader(self, start)
+    def reader(self, start: int = 0) -> BufferedStreamReader:
+        return BufferedStreamReader(self, start)
 
     async def linger(self) -> None:
-        """Return once the stream is done or has had no reader for ``linger_for`` seconds."""
+        """Return once the stream is done or has had no reader for ``linger_for`` seconds.
+
+        The time counts from when the last reader left, whatever the producer appends
+        meanwhile: an agent that never pauses is cancelled as surely as a silent one.
+        """
+        if self.unread_since is None:  # no reader ever came: from now
+            self.unread_since = anyio.current_time()
         while not self.done:
             if self.readers:
                 await self.changed()
                 continue
-            with anyio.move_on_after(self.linger_for) as waited:
-                await self.changed()
-            if waited.cancelled_caught and not self.readers:
+            left = self.unread_since + self.linger_for - anyio.current_time()
+            if left <= 0:
                 return
+            with anyio.move_on_after(left):
+                await self.changed()
 
 
-class _StreamReader:
-    """A :class:`~agui_meta._replay.ReplayReader` of a :class:`_Stream` from ``start`` on."""
+class BufferedStreamReader:
+    """A :class:`~agui_meta._replay.ReplayReader` of a :class:`BufferedStream` from ``start`` on."""
 
-    def __init__(self, stream: _Stream, start: int) -> None:
+    def __init__(self, stream: BufferedStream, start: int) -> None:
         self.stream = stream
         self.position = start
         self._attached = True
@@ -150,6 +159,8 @@ class _StreamReader:
         if self._attached:
             self._attached = False
             self.stream.readers -= 1
+            if not self.stream.readers:
+                self.stream.unread_since = anyio.current_time()
             self.stream.notify()
 
 
@@ -158,10 +169,13 @@ class ReplayBuffer:
 
     Share one between the requests of an endpoint (``EventStreamResponse(..., replay=buffer)``).
     Per stream, at most ``max_events`` events are kept; after its client disconnects, a stream
-    keeps running for ``linger`` seconds waiting for a reconnection, and a finished stream is
-    kept ``linger`` seconds for a late one. At most ``max_streams`` streams are kept (the
-    oldest finished ones are forgotten first). Memory is bounded by
-    ``max_streams * max_events`` events.
+    keeps running for ``linger`` seconds waiting for a reconnection (counted from the moment
+    the last client left, however much the agent sends meanwhile), then its agent is cancelled;
+    a finished stream is kept ``linger`` seconds for a late one. At most ``max_streams``
+    streams are kept (the oldest finished ones are forgotten first); when all of them are
+    running, :meth:`open` raises :class:`~agui_meta._exceptions.ReplayFull`, which
+    :class:`~agui_meta.EventStreamResponse` answers ``503`` with ``Retry-After`` (the linger,
+    rounded up). Memory is bounded by ``max_streams * max_events`` events.
 
     This is agui-meta's extension of AG-UI (which has no resumption): a stream's event ids are
     ``<stream key>:<sequence number>``; a reconnection that names an id this buffer no longer
@@ -181,7 +195,7 @@ class ReplayBuffer:
         self.max_events = max_events
         self.linger = linger
         self.max_streams = max_streams
-        self._streams: dict[str, _Stream] = {}
+        self._streams: dict[str, BufferedStream] = {}
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -198,28 +212,32 @@ class ReplayBuffer:
         while len(self._streams) >= self.max_streams:
             ended = [k for k, s in self._streams.items() if s.ended_at is not None]
             if not ended:
-                raise RuntimeError(
+                raise ReplayFull(
                     f"the replay buffer holds {self.max_streams} running streams "
-                    "(max_streams): no room for another"
+                    "(max_streams): no room for another",
+                    retry_after=max(1, math.ceil(self.linger)),
                 )
             del self._streams[min(ended, key=lambda k: self._streams[k].ended_at or 0.0)]
 
-    def _open(self) -> _Stream:
+    def _open(self) -> BufferedStream:
         self._purge()
-        stream = _Stream(uuid.uuid4().hex, self.max_events, ring=True, linger=self.linger)
+        stream = BufferedStream(uuid.uuid4().hex, self.max_events, ring=True, linger=self.linger)
         self._streams[stream.key] = stream
         return stream
 
     @contextlib.asynccontextmanager
-    async def open(self) -> AsyncIterator[_Stream]:
-        """A new stream (the :class:`~agui_meta._replay.Replay` protocol)."""
+    async def open(self) -> AsyncIterator[ReplayLog]:
+        """A new stream (the :class:`~agui_meta._replay.Replay` protocol).
+
+        :raises ~agui_meta.ReplayFull: ``max_streams`` streams are running.
+        """
         stream = self._open()
         try:
             yield stream
         finally:
             stream.finish()
 
-    async def resume(self, last_event_id: str) -> _StreamReader | str:
+    async def resume(self, last_event_id: str) -> ReplayReader | str:
         """A reader of the events after ``last_event_id``, or why they cannot be resumed."""
         found = self._find(last_event_id)
         if isinstance(found, str):
@@ -227,7 +245,7 @@ class ReplayBuffer:
         stream, start = found
         return stream.reader(start)
 
-    def _find(self, last_event_id: str) -> tuple[_Stream, int] | str:
+    def _find(self, last_event_id: str) -> tuple[BufferedStream, int] | str:
         """The stream and the next seq to send, or why the id cannot be resumed."""
         self._purge()
         parsed = parse_event_id(last_event_id)

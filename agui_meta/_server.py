@@ -18,7 +18,10 @@ an ``id:``) or, when the request asks for it in ``Accept``, as JSON lines.
   carrying ``Last-Event-ID`` gets the events after that id (and the header
   ``agui-meta-resumed``) instead of a new run, which is what ``HttpAgent(reconnect=n)`` sends.
   A resumed stream whose rest cannot be delivered (abandoned, its producer gone) ends with a
-  ``RUN_ERROR`` of code ``"stream_lost"``.
+  ``RUN_ERROR`` of code ``"stream_lost"``. The linger counts from the moment the last client
+  left, whatever the agent sends meanwhile. A replay store with no room for another stream
+  (``ReplayBuffer``'s ``max_streams`` all running) gets the request answered ``503`` with
+  ``Retry-After`` and nothing run.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from ._accumulate import Update
 from ._client import RESUMED_HEADER
 from ._decode import encode_event
 from ._events import Event, RunErrorEvent
-from ._exceptions import AguiMetaError, DataError, StreamLost
+from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost
 from ._framing import (
     JSONL_MEDIA_TYPE,
     JSONL_MEDIA_TYPES,
@@ -52,7 +55,7 @@ from ._framing import (
 )
 from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
-from ._resume import _Stream
+from ._resume import BufferedStream
 from ._stage import Mode, ReportHandler
 
 __all__ = ["EventStreamResponse"]
@@ -157,7 +160,7 @@ class EventStreamResponse(Response):
         if replay is not None and last_id:
             found = await replay.resume(last_id)
             if isinstance(found, str):
-                await self._refuse(send, found)
+                await self._refuse(send, f"cannot resume the stream: {found}")
             else:
                 try:
                     await self._serve(found, jsonl, receive, send, resumed=last_id)
@@ -169,28 +172,40 @@ class EventStreamResponse(Response):
         if self.background is not None:
             await self.background()
 
-    async def _refuse(self, send: Send, reason: str) -> None:
-        body = f"cannot resume the stream: {reason}\n".encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 410,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
+    async def _refuse(
+        self, send: Send, text: str, status: int = 410, retry_after: int | None = None
+    ) -> None:
+        body = f"{text}\n".encode()
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if retry_after is not None:
+            headers.append((b"retry-after", str(retry_after).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
     async def _run(self, replay: Replay | None, jsonl: bool, receive: Receive, send: Send) -> None:
         opened: AbstractAsyncContextManager[ReplayLog]
         if replay is None:
             key = "" if jsonl else uuid.uuid4().hex
-            opened = contextlib.nullcontext(_Stream(key, self.buffer, ring=False))
+            opened = contextlib.nullcontext(BufferedStream(key, self.buffer, ring=False))
         else:
             opened = replay.open()
-        async with opened as log, anyio.create_task_group() as tg:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                log = await stack.enter_async_context(opened)
+            except ReplayFull as full:
+                logger.warning("a request is refused (503): %s", full)
+                text = f"the server is busy: {full}; retry after {full.retry_after} s"
+                await self._refuse(send, text, 503, full.retry_after)
+                return
+            await self._stream(log, replay, jsonl, receive, send)
+
+    async def _stream(
+        self, log: ReplayLog, replay: Replay | None, jsonl: bool, receive: Receive, send: Send
+    ) -> None:
+        async with anyio.create_task_group() as tg:
             tg.start_soon(self._produce, log, jsonl)
             reader = log.reader()
             try:

@@ -46,7 +46,7 @@ from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 import msgspec
 
 from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, ToolCallArgsEvent
-from ._exceptions import DataError, Report, Severity, StrictError
+from ._exceptions import DataError, Report, Severity, StrictError, UsageError
 from ._warn import ReportWarnings
 
 __all__ = ["CONTENT_DELTAS", "Context", "Mode", "ReportHandler", "Transducer"]
@@ -94,7 +94,7 @@ class Context:
         max_reports: int = 10_000,
     ) -> None:
         if mode not in ("default", "strict", "keep_going"):
-            raise ValueError(f"mode must be 'default', 'strict' or 'keep_going', got {mode!r}")
+            raise UsageError(f"mode must be 'default', 'strict' or 'keep_going', got {mode!r}")
         self.mode: Mode = mode
         self.on_report: ReportHandler = on_report or ReportWarnings()
         self.index = -1

@@ -38,14 +38,17 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._events import Interrupt, Message
+from ._exceptions import DecodeError, UsageError
 from ._js import js_string
 from ._metadata import copy_json
+from ._partial_json import parse_partial_json
 from ._tally import ToolCallTally
 
 __all__ = ["ItemStore", "MessageItem", "Store", "ToolCallItem"]
 
 
 _NO_NULLS: frozenset[str] = frozenset()
+_decode_json = msgspec.json.Decoder().decode
 
 
 def _nulls_of(fields: Mapping[str, Any], names: tuple[str, ...]) -> frozenset[str]:
@@ -144,6 +147,49 @@ class ToolCallItem:
             parts.clear()
         args = self._args
         return None if args is UNSET else args
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the call's arguments are still streaming (started, not ended)."""
+        return self._open
+
+    def partial_arguments(self) -> Any:
+        """The arguments parsed so far: what has streamed, completed into JSON as the reference
+        client completes its ``partialToolCallArgs`` (an open string closed, an unfinished
+        member dropped, open objects and arrays closed), then decoded; ``None`` when nothing
+        parses yet. Never raises; computed on each call (O(length)), never per event.
+
+        >>> call = ToolCallItem("c1", "weather", None)  # type: ignore[arg-type]
+        >>> call.append_arguments('{"city": "Lis')
+        >>> call.partial_arguments()
+        {'city': 'Lis'}
+        """
+        arguments = self.arguments
+        return parse_partial_json(arguments) if isinstance(arguments, str) else None
+
+    def arguments_json(self) -> Any:
+        """The arguments decoded from their JSON, once the call has ended (``None`` when the
+        call has no arguments member; ``{}`` for empty arguments, as the reference reads them).
+
+        :raises UsageError: the arguments are still streaming (see :meth:`partial_arguments`).
+        :raises DecodeError: the arguments are not JSON.
+        """
+        if self._open:
+            raise UsageError(
+                f"the arguments of tool call {self.id!r} are still streaming: "
+                "partial_arguments() gives what has arrived"
+            )
+        arguments = self.arguments
+        if arguments is None or not isinstance(arguments, str):
+            return arguments
+        if not arguments:
+            return {}
+        try:
+            return _decode_json(arguments)
+        except msgspec.DecodeError as exc:
+            raise DecodeError(
+                f"the arguments of tool call {self.id!r} are not JSON: {exc}"
+            ) from None
 
     def append_arguments(self, delta: str) -> None:
         """Append an arguments delta (O(1); joined when :attr:`arguments` is read)."""
@@ -397,7 +443,8 @@ class ItemStore(Protocol):
         """Drop every message with no open stream and no open tool call."""
 
     def messages(self) -> Iterator[MessageItem]:
-        """The messages in order."""
+        """The messages in order: an iterator of the live :class:`~agui_meta.MessageItem`
+        objects (later events keep changing them); :meth:`messages_wire` gives wire JSON."""
 
     def begin_run(self) -> None:
         """A run starts: the tool-call tally restarts."""
@@ -501,6 +548,10 @@ class Store:
         return None
 
     def messages(self) -> Iterator[MessageItem]:
+        """The messages in order: an iterator of the live :class:`~agui_meta.MessageItem`
+        objects (later events keep changing them; ``list(store.messages())`` keeps the ones
+        there now). :meth:`messages_wire` gives them as wire JSON, ``to_agui_core(store)`` as
+        ``ag_ui.core`` messages."""
         node = self._head
         while node is not None:
             yield node.item

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ._exceptions import UsageError
+
 __all__ = ["ToolCallTally"]
 
 
@@ -31,7 +33,7 @@ class ToolCallTally:
 
     def __init__(self, limit: int | None = 10_000) -> None:
         if limit is not None and limit < 0:
-            raise ValueError(f"the tool-call limit must be >= 0 or None, got {limit}")
+            raise UsageError(f"the tool-call limit must be >= 0 or None, got {limit}")
         self.limit = limit
         self._pending: dict[str, None] = {}
         self._answered: OrderedDict[str, None] = OrderedDict()  # oldest first

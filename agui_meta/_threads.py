@@ -12,7 +12,10 @@ and a version. It is taken at run boundaries (never per event) and turns back in
 stored one plus one raises :class:`VersionConflict`, so two writers never silently overwrite
 each other). Implementations: :class:`MemoryThreadStore` (the default), :class:`SQLiteThreadStore`
 (the standard library's ``sqlite3``: the durable default on one machine) and
-``agui_meta.redis.RedisThreadStore``.
+``agui_meta.redis.RedisThreadStore``. What goes wrong in a store underneath (a file that is not a
+database, a locked or read-only one, a stored snapshot that cannot be decoded, a state that
+cannot be encoded) is raised as :class:`~agui_meta._exceptions.ThreadStoreError`, naming the
+store and the thread, with the original error as its cause.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ import anyio.to_thread
 import msgspec
 
 from ._decode import decode_event
-from ._events import Event, Interrupt, TokenUsage
-from ._exceptions import AguiMetaError
-from ._ledger import RunRecord, RunStatus, aggregate_token_usage
+from ._events import Event, Interrupt
+from ._exceptions import ThreadStoreError, VersionConflict
+from ._ledger import RunRecord, RunStatus
 from ._metadata import copy_json, enc_hook
 from ._store import Store
+from ._tokens import Usage, aggregate_token_usage
 
 __all__ = [
     "LedgerSummary",
@@ -41,23 +45,6 @@ __all__ = [
     "ThreadStore",
     "VersionConflict",
 ]
-
-
-class VersionConflict(AguiMetaError):
-    """A save lost a compare-and-set: the stored version is not the one the writer read.
-
-    ``thread_id``, ``expected`` (the version the writer built on) and ``actual`` (the stored
-    version, ``0`` for a thread never saved) say which.
-    """
-
-    def __init__(self, thread_id: str, expected: int, actual: int) -> None:
-        super().__init__(
-            f"thread {thread_id!r}: version conflict: the save builds on version {expected}, "
-            f"the stored version is {actual}"
-        )
-        self.thread_id = thread_id
-        self.expected = expected
-        self.actual = actual
 
 
 class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
@@ -72,7 +59,7 @@ class LedgerSummary(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=
     last_run_id: str | None = None
     last_status: RunStatus | None = None
     statuses: dict[str, int] = msgspec.field(default_factory=dict)
-    usage: list[TokenUsage] = msgspec.field(default_factory=list)
+    usage: list[Usage] = msgspec.field(default_factory=list)
 
     def add(self, records: Iterable[RunRecord]) -> LedgerSummary:
         """A new summary with the ended runs ``records`` counted in (this one is unchanged)."""
@@ -165,15 +152,55 @@ class ThreadSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
         return events
 
     def to_json(self) -> bytes:
+        """The snapshot as JSON, in ``bytes`` (UTF-8): what the stores keep."""
         return _encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The snapshot as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self, enc_hook=enc_hook)
+        return result
 
     @classmethod
     def from_json(cls, data: bytes | str) -> ThreadSnapshot:
+        """The snapshot :meth:`to_json` wrote (``bytes`` or ``str``)."""
         return _decode(data)
 
 
 _encode = msgspec.json.Encoder(enc_hook=enc_hook).encode
 _decode = msgspec.json.Decoder(ThreadSnapshot).decode
+_CODEC_ERRORS = (
+    msgspec.MsgspecError,
+    TypeError,
+    ValueError,
+    OverflowError,
+    RecursionError,
+    NotImplementedError,  # what enc_hook raises for a type it does not encode
+)
+
+
+def encode_snapshot(snapshot: ThreadSnapshot, store: str) -> bytes:
+    """``snapshot`` as JSON, or a :class:`ThreadStoreError` naming the thread and ``store``."""
+    try:
+        return snapshot.to_json()
+    except _CODEC_ERRORS as exc:
+        raise ThreadStoreError(
+            f"the snapshot cannot be saved: it is not JSON ({exc})",
+            store=store,
+            thread_id=snapshot.thread_id,
+        ) from exc
+
+
+def decode_snapshot(data: bytes | str, thread_id: str, store: str) -> ThreadSnapshot:
+    """The stored snapshot, or a :class:`ThreadStoreError` naming the thread and ``store``."""
+    try:
+        return ThreadSnapshot.from_json(data)
+    except _CODEC_ERRORS as exc:
+        raise ThreadStoreError(
+            f"the stored snapshot cannot be read ({len(data)} bytes): {exc}",
+            store=store,
+            thread_id=thread_id,
+        ) from exc
 
 
 class ThreadStore(Protocol):
@@ -191,7 +218,7 @@ class ThreadStore(Protocol):
         ...
 
 
-def _check_version(snapshot: ThreadSnapshot) -> None:
+def check_version(snapshot: ThreadSnapshot) -> None:
     if snapshot.version < 1:
         raise ValueError(
             f"thread {snapshot.thread_id!r}: a saved snapshot has version 1 or more, "
@@ -217,20 +244,26 @@ class MemoryThreadStore:
     {'a': 1}
     """
 
+    _name = "memory thread store"
+
     def __init__(self) -> None:
         self._data: dict[str, tuple[int, bytes]] = {}
 
     async def load(self, thread_id: str) -> ThreadSnapshot | None:
         found = self._data.get(thread_id)
-        return None if found is None else ThreadSnapshot.from_json(found[1])
+        return None if found is None else decode_snapshot(found[1], thread_id, self._name)
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
+        check_version(snapshot)
         found = self._data.get(snapshot.thread_id)
         actual = 0 if found is None else found[0]
         if actual != snapshot.version - 1:
             raise VersionConflict(snapshot.thread_id, snapshot.version - 1, actual)
-        self._data[snapshot.thread_id] = (snapshot.version, snapshot.to_json())
+        self._data[snapshot.thread_id] = (snapshot.version, encode_snapshot(snapshot, self._name))
+
+    async def delete(self, thread_id: str) -> None:
+        """Forget ``thread_id`` (nothing happens if it was never saved)."""
+        self._data.pop(thread_id, None)
 
     def thread_ids(self) -> list[str]:
         """The ids of the threads saved so far, in order of their first save."""
@@ -243,6 +276,12 @@ class SQLiteThreadStore:
     The compare-and-set is one ``UPDATE … WHERE version = ?`` (or an ``INSERT`` for version 1),
     so several processes may share the file. Calls run in a worker thread, so the event loop
     never waits on the disk. Use it as a context manager, or call :meth:`close`.
+
+    A file that cannot be written (read-only, on a read-only disk) is opened read-only: loads
+    work (in a directory that cannot be written either, a WAL database is opened immutable:
+    it does not see what other processes write meanwhile), a save raises :class:`~agui_meta._exceptions.ThreadStoreError`, as does every
+    ``sqlite3`` error (a file that is not a database, one locked too long), naming the file
+    and the thread. ``read_only`` is true when the store was opened so.
 
     >>> import anyio, tempfile, os, agui_meta
     >>> async def main(path):
@@ -257,12 +296,57 @@ class SQLiteThreadStore:
 
     def __init__(self, path: str | Path) -> None:
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS agui_threads ("
-            "thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL, snapshot BLOB NOT NULL)"
-        )
+        self._name = f"SQLite thread store {str(path)!r}"
+        self.read_only = False
+        self._writable_error: sqlite3.Error | None = None
+        self._table = True  # a read-only file may not hold the table: it holds no thread
+        try:
+            self._db = self._open_writable(str(path))
+        except sqlite3.Error as exc:
+            self.read_only = True
+            self._writable_error = exc
+            self._db = self._open_read_only(Path(path), exc)
+
+    @staticmethod
+    def _open_writable(path: str) -> sqlite3.Connection:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS agui_threads ("
+                "thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL, snapshot BLOB NOT NULL)"
+            )
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _open_read_only(self, path: Path, writable: sqlite3.Error) -> sqlite3.Connection:
+        """The file read-only; where even that needs to write (a WAL database in a directory
+        that cannot be written: its shared-memory file cannot be made), opened immutable."""
+        uri = path.resolve().as_uri()
+        failure: sqlite3.Error | None = None
+        for options in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(
+                    uri + options, uri=True, check_same_thread=False, isolation_level=None
+                )
+            except sqlite3.Error as exc:
+                failure = exc
+                continue
+            try:
+                found = db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agui_threads'"
+                ).fetchone()
+            except sqlite3.Error as exc:
+                db.close()
+                failure = exc
+                continue
+            self._table = found is not None
+            return db
+        raise ThreadStoreError(
+            f"cannot be opened: {writable} (nor read-only: {failure})", store=self._name
+        ) from failure
 
     def __enter__(self) -> SQLiteThreadStore:  # noqa: PYI034 - the class is not meant to be subclassed
         return self
@@ -275,13 +359,42 @@ class SQLiteThreadStore:
             self._db.close()
 
     def _load(self, thread_id: str) -> bytes | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT snapshot FROM agui_threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-        return None if row is None else bytes(row[0])
+        if not self._table:
+            return None
+        try:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT snapshot FROM agui_threads WHERE thread_id = ?", (thread_id,)
+                ).fetchone()
+        except sqlite3.Error as exc:
+            raise ThreadStoreError(
+                f"cannot be loaded: {exc}", store=self._name, thread_id=thread_id
+            ) from exc
+        if row is None:
+            return None
+        if not isinstance(row[0], (bytes, str)):
+            raise ThreadStoreError(
+                f"the stored snapshot is not JSON text but {type(row[0]).__name__}",
+                store=self._name,
+                thread_id=thread_id,
+            )
+        return row[0] if isinstance(row[0], bytes) else row[0].encode()
 
     def _save(self, thread_id: str, version: int, data: bytes) -> None:
+        if self.read_only:
+            raise ThreadStoreError(
+                f"cannot be saved: the file was opened read-only ({self._writable_error})",
+                store=self._name,
+                thread_id=thread_id,
+            )
+        try:
+            self._compare_and_set(thread_id, version, data)
+        except sqlite3.Error as exc:
+            raise ThreadStoreError(
+                f"cannot be saved: {exc}", store=self._name, thread_id=thread_id
+            ) from exc
+
+    def _compare_and_set(self, thread_id: str, version: int, data: bytes) -> None:
         with self._lock:
             if version == 1:
                 cursor = self._db.execute(
@@ -302,11 +415,19 @@ class SQLiteThreadStore:
             ).fetchone()
         raise VersionConflict(thread_id, version - 1, 0 if row is None else int(row[0]))
 
+    def _delete(self, thread_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
+
+    async def delete(self, thread_id: str) -> None:
+        """Forget ``thread_id`` (nothing happens if it was never saved)."""
+        await anyio.to_thread.run_sync(self._delete, thread_id)
+
     async def load(self, thread_id: str) -> ThreadSnapshot | None:
         data = await anyio.to_thread.run_sync(self._load, thread_id)
-        return None if data is None else ThreadSnapshot.from_json(data)
+        return None if data is None else decode_snapshot(data, thread_id, self._name)
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
-        data = snapshot.to_json()
+        check_version(snapshot)
+        data = encode_snapshot(snapshot, self._name)
         await anyio.to_thread.run_sync(self._save, snapshot.thread_id, snapshot.version, data)

@@ -16,8 +16,20 @@ run) is added each time it is seen. Counts keep AG-UI's meaning: ``input_tokens`
 the cached (``cached_input_tokens``) and cache-written input, ``output_tokens`` includes
 ``reasoning_tokens``; a count no run reported stays absent, distinct from zero.
 
-Memory: one entry per run for the last ``max_runs`` runs (older runs stay in every total but can
-no longer be recognised when replayed), plus one small total per thread, provider and model.
+Memory is bounded (the ids and names come from streams, which may be hostile):
+
+- one entry per run for the last ``max_runs`` runs (10,000 by default): older runs stay in
+  every total but can no longer be recognised when replayed;
+- one total for each of the last ``max_threads`` threads counted (10,000): past it, the least
+  recently counted thread is folded into the thread ``"_OTHER"`` (its sums added there);
+  ``threads_folded`` in the snapshot counts the threads so folded;
+- one total for each of the first ``max_labels`` providers, models and provider/model pairs
+  (1,000 each): a new one past that is counted under ``"_OTHER"``; ``labels_folded`` counts
+  the usage entries so counted (each time: replays included);
+- a thread id, provider or model longer than ``max_label_length`` characters (256) is counted
+  under ``"_OTHER"`` too (a run with such an id is not kept for recognition).
+
+A thread, provider or model literally named ``"_OTHER"`` shares that bucket.
 
 :meth:`UsageMeter.snapshot` gives everything as data (:meth:`UsageMeter.to_json` as JSON), and
 :meth:`UsageMeter.observe` publishes the totals through OpenTelemetry metrics.
@@ -31,24 +43,18 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from ._events import TokenUsage
-from ._ledger import RunRecord, _new_list, aggregate_token_usage
+from ._exceptions import UsageError
+from ._ledger import RunRecord, new_list
+from ._tokens import COUNTS, Usage, aggregate_token_usage
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 __all__ = ["RunUsage", "UsageMeter", "UsageSnapshot"]
 
-_COUNTS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-)
 #: The OpenTelemetry ``gen_ai.token.type`` of each count the counter publishes: the two
 #: well-known values of the GenAI semantic conventions (``input``, ``output``), and custom
 #: values for the parts AG-UI reports inside them.
@@ -67,7 +73,7 @@ class RunUsage(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True)
 
     thread_id: str | None = None
     run_id: str | None = None
-    usage: list[TokenUsage] = msgspec.field(default_factory=_new_list)
+    usage: list[Usage] = msgspec.field(default_factory=new_list)
 
 
 class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
@@ -77,19 +83,38 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     id, provider or model (``""`` when a run named none) to its sum; ``provider_models`` sums
     per pair, in order of first appearance; ``runs`` lists the runs still recognised (the last
     ``max_runs``), oldest first; ``recorded`` counts the records added, replays included.
+    ``threads_folded`` counts the threads folded into ``threads["_OTHER"]`` (``max_threads``);
+    ``labels_folded`` the usage entries whose provider or model was counted under ``"_OTHER"``
+    (``max_labels``, ``max_label_length``), each time it was counted (replays included).
     """
 
-    total: TokenUsage = msgspec.field(default_factory=TokenUsage)
-    threads: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    providers: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    models: dict[str, TokenUsage] = msgspec.field(default_factory=dict)
-    provider_models: list[TokenUsage] = msgspec.field(default_factory=list)
+    total: Usage = msgspec.field(default_factory=Usage)
+    threads: dict[str, Usage] = msgspec.field(default_factory=dict)
+    providers: dict[str, Usage] = msgspec.field(default_factory=dict)
+    models: dict[str, Usage] = msgspec.field(default_factory=dict)
+    provider_models: list[Usage] = msgspec.field(default_factory=list)
     runs: list[RunUsage] = msgspec.field(default_factory=list)
     recorded: int = 0
+    threads_folded: int = 0
+    labels_folded: int = 0
+
+    def to_json(self) -> bytes:
+        """The totals as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return msgspec.json.encode(self)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """The totals as a ``dict`` of JSON types (``json.dumps`` takes it), shaped like
+        :meth:`to_json`."""
+        result: dict[str, Any] = msgspec.to_builtins(self)
+        return result
 
 
-def _label(value: str | UnsetType | None) -> str:
-    return value if isinstance(value, str) else ""
+#: The bucket of the threads, providers and models past the meter's bounds.
+OTHER = "_OTHER"
+
+
+def _label(value: str | None) -> str:
+    return "" if value is None else value
 
 
 class _Sums:
@@ -100,17 +125,20 @@ class _Sums:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
 
-    def add(self, entry: TokenUsage, sign: int) -> None:
+    def add(self, entry: Usage, sign: int) -> None:
         counts = self.counts
-        for name in _COUNTS:
+        for name in COUNTS:
             value = getattr(entry, name)
-            if value is not UNSET:
+            if value is not None:
                 counts[name] = counts.get(name, 0) + sign * value
 
-    def usage(
-        self, provider: str | UnsetType = UNSET, model: str | UnsetType = UNSET
-    ) -> TokenUsage:
-        return TokenUsage(provider=provider, model=model, **self.counts)
+    def merge(self, other: _Sums) -> None:
+        counts = self.counts
+        for name, value in other.counts.items():
+            counts[name] = counts.get(name, 0) + value
+
+    def usage(self, provider: str | None = None, model: str | None = None) -> Usage:
+        return Usage(provider=provider, model=model, **self.counts)
 
 
 class UsageMeter:
@@ -126,21 +154,40 @@ class UsageMeter:
     >>> for _ in range(2):  # the same run, replayed: counted once
     ...     _ = run_sync([Ledger(on_run=meter.add_run)], stream)
     >>> meter.snapshot().total
-    TokenUsage(provider=UNSET, model=UNSET, input_tokens=10, output_tokens=3, total_tokens=UNSET, reasoning_tokens=UNSET, cached_input_tokens=UNSET, cache_write_input_tokens=UNSET)
+    Usage(provider=None, model=None, input_tokens=10, output_tokens=3, total_tokens=None, reasoning_tokens=None, cached_input_tokens=None, cache_write_input_tokens=None)
     """
 
-    def __init__(self, *, max_runs: int = 100_000) -> None:
+    def __init__(
+        self,
+        *,
+        max_runs: int = 10_000,
+        max_threads: int = 10_000,
+        max_labels: int = 1_000,
+        max_label_length: int = 256,
+    ) -> None:
         if max_runs < 0:
-            raise ValueError(f"max_runs must be >= 0, got {max_runs}")
+            raise UsageError(f"max_runs must be >= 0, got {max_runs}")
+        if max_threads < 1 or max_labels < 1 or max_label_length < 1:
+            raise UsageError(
+                "max_threads, max_labels and max_label_length must be at least 1, got "
+                f"{max_threads}, {max_labels}, {max_label_length}"
+            )
         self.max_runs = max_runs
+        self.max_threads = max_threads
+        self.max_labels = max_labels
+        self.max_label_length = max_label_length
         self._lock = threading.Lock()
-        self._runs: OrderedDict[tuple[str, str], RunUsage] = OrderedDict()
+        # Each run kept with the thread total it was added to (a thread folded since is in
+        # the "_OTHER" total, where a replay takes it back from).
+        self._runs: OrderedDict[tuple[str, str], tuple[RunUsage, _Sums]] = OrderedDict()
         self._total = _Sums()
-        self._threads: dict[str, _Sums] = {}
+        self._threads: OrderedDict[str, _Sums] = OrderedDict()  # least recently counted first
         self._providers: dict[str, _Sums] = {}
         self._models: dict[str, _Sums] = {}
-        self._pairs: dict[tuple[str, str], tuple[TokenUsage, _Sums]] = {}
+        self._pairs: dict[tuple[str, str], tuple[Usage, _Sums]] = {}
         self._recorded = 0
+        self._threads_folded = 0
+        self._labels_folded = 0
 
     def add_run(self, record: RunRecord) -> None:
         """Count a run's usage (a ledger's ``on_run`` callback); a run seen before is replaced."""
@@ -150,43 +197,105 @@ class UsageMeter:
         self,
         thread_id: str | UnsetType | None,
         run_id: str | UnsetType | None,
-        usage: Iterable[TokenUsage],
+        usage: Iterable[TokenUsage | Usage],
     ) -> None:
         """Count ``usage`` (entries of one run) for a thread and run, replacing what the same
         run added before. ``None``/``UNSET`` ids: a run that cannot be recognised again."""
         thread = None if isinstance(thread_id, UnsetType) else thread_id
         run = None if isinstance(run_id, UnsetType) else run_id
         entry = RunUsage(thread_id=thread, run_id=run, usage=aggregate_token_usage(usage))
+        limit = self.max_label_length
         with self._lock:
             self._recorded += 1
-            if run is not None:
+            if run is not None and len(run) <= limit and len(_label(thread)) <= limit:
                 key = (_label(thread), run)
                 previous = self._runs.pop(key, None)
                 if previous is not None:
-                    self._apply(previous, -1)
+                    self._apply(previous[0], -1, previous[1])
+                thread_sums = self._apply(entry, 1)
                 if self.max_runs:
-                    self._runs[key] = entry
+                    self._runs[key] = (entry, thread_sums)
                     while len(self._runs) > self.max_runs:
                         self._runs.popitem(last=False)
-            self._apply(entry, 1)
+            else:
+                self._apply(entry, 1)
 
-    def _apply(self, run: RunUsage, sign: int) -> None:
-        thread = self._threads.get(_label(run.thread_id))
+    def _thread(self, thread_id: str | None) -> _Sums:
+        """The total of a thread being counted (made, or moved to the most recent)."""
+        threads = self._threads
+        label = _label(thread_id)
+        if len(label) > self.max_label_length:
+            label = OTHER
+        sums = threads.get(label)
+        if sums is not None:
+            threads.move_to_end(label)
+            return sums
+        if len(threads) - (OTHER in threads) >= self.max_threads:
+            oldest = next(k for k in threads if k != OTHER)
+            folded = threads.pop(oldest)
+            other = threads.get(OTHER)
+            if other is None:
+                other = threads[OTHER] = _Sums()
+            other.merge(folded)
+            self._threads_folded += 1
+        sums = threads[label] = _Sums()
+        return sums
+
+    def _bucket(self, table: dict[str, _Sums], key: str, sign: int) -> _Sums:
+        """``table``'s total for ``key``; ``"_OTHER"``'s for a key past the bounds (or one
+        folded there before, when a replayed run is taken back)."""
+        sums = table.get(key)
+        if sums is None:
+            if (
+                sign > 0
+                and len(key) <= self.max_label_length
+                and len(table) - (OTHER in table) < self.max_labels
+            ):
+                sums = table[key] = _Sums()
+            else:
+                sums = table.get(OTHER)
+                if sums is None:
+                    sums = table[OTHER] = _Sums()
+        return sums
+
+    def _pair(self, entry: Usage, provider: str, model: str, sign: int) -> _Sums:
+        pairs = self._pairs
+        found = pairs.get((provider, model))
+        if found is None:
+            limit = self.max_label_length
+            if (
+                sign > 0
+                and len(provider) <= limit
+                and len(model) <= limit
+                and len(pairs) - ((OTHER, OTHER) in pairs) < self.max_labels
+            ):
+                found = pairs[(provider, model)] = (entry, _Sums())
+            else:
+                found = pairs.get((OTHER, OTHER))
+                if found is None:
+                    other = Usage(provider=OTHER, model=OTHER)
+                    found = pairs[(OTHER, OTHER)] = (other, _Sums())
+        return found[1]
+
+    def _apply(self, run: RunUsage, sign: int, thread: _Sums | None = None) -> _Sums:
+        """Add (``sign`` 1) or take back (-1) a run's usage; the thread total it went to."""
         if thread is None:
-            thread = self._threads[_label(run.thread_id)] = _Sums()
+            thread = self._thread(run.thread_id)
+        elif self._threads.get(_label(run.thread_id)) is not thread:
+            thread = self._bucket(self._threads, OTHER, sign)  # folded since
         for entry in run.usage:
             provider, model = _label(entry.provider), _label(entry.model)
             self._total.add(entry, sign)
             thread.add(entry, sign)
+            known = 0
             for table, key in ((self._providers, provider), (self._models, model)):
-                sums = table.get(key)
-                if sums is None:
-                    sums = table[key] = _Sums()
+                sums = self._bucket(table, key, sign)
+                known += sums is table.get(key)
                 sums.add(entry, sign)
-            pair = self._pairs.get((provider, model))
-            if pair is None:
-                pair = self._pairs[(provider, model)] = (entry, _Sums())
-            pair[1].add(entry, sign)
+            if sign > 0 and known < 2:
+                self._labels_folded += 1
+            self._pair(entry, provider, model, sign).add(entry, sign)
+        return thread
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -203,14 +312,20 @@ class UsageMeter:
                 ],
                 runs=[
                     RunUsage(thread_id=r.thread_id, run_id=r.run_id, usage=list(r.usage))
-                    for r in self._runs.values()
+                    for r, _ in self._runs.values()
                 ],
                 recorded=self._recorded,
+                threads_folded=self._threads_folded,
+                labels_folded=self._labels_folded,
             )
 
     def to_json(self) -> bytes:
-        """:meth:`snapshot` as JSON (camelCase, absent counts omitted)."""
-        return msgspec.json.encode(self.snapshot())
+        """:meth:`snapshot` as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
+        return self.snapshot().to_json()
+
+    def to_builtins(self) -> dict[str, Any]:
+        """:meth:`snapshot` as a ``dict`` of JSON types (``json.dumps`` takes it)."""
+        return self.snapshot().to_builtins()
 
     def observe(self, meter: Meter, name: str = "agui_meta.token.usage") -> None:
         """Publish the totals through an OpenTelemetry ``meter`` as an observable gauge of sums.
@@ -235,12 +350,12 @@ class UsageMeter:
         out: list[Observation] = []
         for usage in self.snapshot().provider_models:
             base: dict[str, Any] = {}
-            if not isinstance(usage.provider, UnsetType) and usage.provider:
+            if usage.provider:
                 base["gen_ai.provider.name"] = usage.provider
-            if not isinstance(usage.model, UnsetType) and usage.model:
+            if usage.model:
                 base["gen_ai.request.model"] = usage.model
             for field, token_type in _TOKEN_TYPES.items():
                 value = getattr(usage, field)
-                if value is not UNSET:
+                if value is not None:
                     out.append(Observation(value, {**base, "gen_ai.token.type": token_type}))
         return out

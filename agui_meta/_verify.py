@@ -134,7 +134,7 @@ from ._events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ._exceptions import VerifyError
+from ._exceptions import UsageError, VerifyError
 from ._stage import Transducer
 
 __all__ = ["OpenItems", "RunState", "Verify"]
@@ -226,7 +226,7 @@ class Verify(Transducer[Event, Event]):
     ) -> None:
         for name, limit in (("max_open_items", max_open_items), ("max_closed_ids", max_closed_ids)):
             if limit is not None and limit < 0:
-                raise ValueError(f"{name} must be >= 0 or None, got {limit}")
+                raise UsageError(f"{name} must be >= 0 or None, got {limit}")
         self.report_unfinished = report_unfinished
         self.max_open_items = max_open_items
         self.max_closed_ids = max_closed_ids

@@ -62,12 +62,10 @@ def print_usage(stages: agui_meta.DefaultStages[agui_meta.Store]) -> None:
     for run in stages.ledger.runs:
         print(f"run {run.run_id}: {run.status}")
         for usage in run.aggregated_usage:
-            # Wire-model fields a producer left out are UNSET (agui_meta.events): say "-".
-            label = "/".join(
-                v if isinstance(v, str) else "-" for v in (usage.provider, usage.model)
-            )
+            # What the producer left out is None: say "-".
+            label = "/".join(v if v is not None else "-" for v in (usage.provider, usage.model))
             counts = [
-                v if isinstance(v, int) else "-" for v in (usage.input_tokens, usage.output_tokens)
+                v if v is not None else "-" for v in (usage.input_tokens, usage.output_tokens)
             ]
             print(f"  {label}: {counts[0]} in, {counts[1]} out")
 

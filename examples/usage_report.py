@@ -54,9 +54,9 @@ def _count(value: object) -> str:
     return str(value) if isinstance(value, int) else "-"
 
 
-async def report(paths: list[Path]) -> list[agui_meta.events.TokenUsage]:
+async def report(paths: list[Path]) -> list[agui_meta.Usage]:
     """Print the runs of each file, then usage per provider and model; return the totals."""
-    entries: list[agui_meta.events.TokenUsage] = []
+    entries: list[agui_meta.Usage] = []
     for path in paths:
         runs, skipped = await runs_of(path)
         note = f" ({skipped} bad events skipped)" if skipped else ""

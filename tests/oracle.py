@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -39,7 +40,11 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ORACLE_SOURCE = REPO_ROOT.parent / "shared" / "oracle"
+#: Where the oracle is read from: ``$AGUI_META_ORACLE_SOURCE`` when set (a git worktree kept
+#: elsewhere than beside ``shared/``), else ``<repo>/../shared/oracle``.
+ORACLE_SOURCE = Path(
+    os.environ.get("AGUI_META_ORACLE_SOURCE") or REPO_ROOT.parent / "shared" / "oracle"
+)
 ORACLE_DIR = REPO_ROOT / ".cache" / "oracle"
 SERVER_SCRIPT = Path(__file__).resolve().parent / "oracle_server.cjs"
 _STAMP = ".agui-meta-stamp"

@@ -51,9 +51,14 @@ async def committed(client: redis.asyncio.Redis, namespace: str = "agui") -> dic
     async for key in client.scan_iter(
         match=keys.thread_prefix.replace("{", "\\{").replace("}", "\\}") + "*"
     ):
+        if await client.type(key) != b"hash":
+            continue  # a broken one, as a test made it
         snap = await client.hget(key, "snap")
         if snap is not None:
-            threads[key.decode()[len(keys.thread_prefix) :]] = json.loads(snap)
+            try:
+                threads[key.decode()[len(keys.thread_prefix) :]] = json.loads(snap)
+            except ValueError:
+                continue  # a broken one, as a test made it
     usage = {k.decode(): int(v) for k, v in (await client.hgetall(keys.usage)).items()}
     shards = int(await client.hget(keys.config, "shards") or 0)
     pending = 0

@@ -40,11 +40,14 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, *, fsync: str = "always") -> None:
+    def __init__(
+        self, directory: Path, *, fsync: str = "always", options: tuple[str, ...] = ()
+    ) -> None:
         self.binary = redis_server_binary()
         self.directory = directory
         self.port = _free_port()
         self.fsync = fsync
+        self.options = options  # more arguments, such as ("--proto-max-bulk-len", "1mb")
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -70,6 +73,7 @@ class RedisServer:
             "no",
             "--loglevel",
             "warning",
+            *self.options,
         ]
         log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import agui_meta
 from tests.oracle import REPO_ROOT
 
 TIMEOUT = 60
@@ -204,12 +205,13 @@ def test_a_wrong_forced_format_says_which_format_the_input_looks_like() -> None:
         "format, or use --format jsonl\n"
     )
     # The reverse mix-up: one line, not an error per line.
-    for command in ("validate", "replay"):
-        done = cli(command, "--format", "jsonl", str(sse))
+    # validate names its input's format --input-format (its --format is the report's).
+    for command, option in (("validate", "--input-format"), ("replay", "--format")):
+        done = cli(command, option, "jsonl", str(sse))
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr.count("\n") == 1
         assert "looks like SSE, not JSON lines" in done.stderr
-        assert "use --format sse" in done.stderr
+        assert f"use {option} sse" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -236,7 +238,7 @@ def test_input_holding_something_but_no_event_is_an_error(
         f"agui-meta: {path}: error: [no-event] no event in {len(data)} bytes {says}"
         + done.stderr.split(says, 1)[1]
     )
-    done = cli("validate", "--format", format, str(path))
+    done = cli("validate", "--input-format", format, str(path))
     assert done.returncode == 1
     assert f"[no-event] no event in {len(data)} bytes {says}" in done.stdout
     warnings = "2 warnings" if data.startswith(b"hello") else "1 warning"
@@ -268,10 +270,8 @@ def test_validate_caps_the_problems_it_prints(tmp_path: Path) -> None:
 
 
 def test_version() -> None:
-    from importlib.metadata import version
-
     done = cli("--version")
-    assert (done.returncode, done.stdout) == (0, f"agui-meta {version('agui-meta')}\n")
+    assert (done.returncode, done.stdout) == (0, f"agui-meta {agui_meta.__version__}\n")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ Servers that misbehave on purpose (``tests/servers.py``) check every error a use
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +20,7 @@ import msgspec
 import pytest
 
 import agui_meta
+from tests.doc_blocks import doc_block
 from tests.servers import agent_app, official_http_agent, serve
 
 pytestmark = pytest.mark.anyio
@@ -131,11 +131,30 @@ async def test_run_result_has_outcome_usage_and_pending_tool_calls(
     agent.add_message({"id": "t", "role": "tool", "toolCallId": "a-call", "content": "rain"})
     second = await agent.run_agent(run_id="b")
     assert second.result == {"answered": True}
-    assert [u.input_tokens for u in second.usage] == [7]
+    assert second.usage == [
+        agui_meta.Usage(provider="srv", model="m-2", input_tokens=7, output_tokens=3)
+    ]
+    assert second.usage[0].total_tokens is None  # absent: None, not the wire's UNSET
     assert [m["id"] for m in second.new_messages] == ["b-a", "b-act"]
     assert second.pending_tool_call_ids == []
     assert [r.run_id for r in agent.ledger.runs] == ["a", "b"]
     assert agent.state == {"asked": 1, "answers": 1}
+    # The result serialises: to_json() bytes, to_builtins() for json.dumps, the same data.
+    data = second.to_builtins()
+    assert json.loads(json.dumps(data)) == data == json.loads(second.to_json())
+    assert isinstance(second.to_json(), bytes)
+    assert data["usage"] == [
+        {"provider": "srv", "model": "m-2", "inputTokens": 7, "outputTokens": 3}
+    ]
+    assert data["outcome"] == {
+        "type": "success",
+        "result": {"answered": True},
+        "pendingToolCallIds": [],
+        "pendingFrom": "stream",
+    }
+    assert second.record is not None
+    assert data["record"] == second.record.to_builtins()
+    assert [m["id"] for m in data["newMessages"]] == ["b-a", "b-act"]
 
 
 async def test_streaming_updates_arrive_while_the_run_is_going(server: tuple[str, Any]) -> None:
@@ -172,7 +191,8 @@ async def test_run_error_raises_with_code_message_and_usage(server: tuple[str, A
         await agent.run_agent(run_id="e")
     assert caught.value.code == "refusal"
     assert caught.value.message == "the model refused"
-    assert [u.input_tokens for u in caught.value.usage] == [5]
+    assert caught.value.usage == [agui_meta.Usage(provider="srv", input_tokens=5)]
+    assert caught.value.usage[0].model is None  # absent: None, not the wire's UNSET
     # What came before the error is kept, as the official client keeps it.
     assert agent.messages_wire() == [{"id": "e-1", "role": "assistant", "content": "Partial"}]
     assert agent.ledger.runs[-1].status == "error"
@@ -223,7 +243,7 @@ async def test_a_server_that_cannot_resume_is_a_clear_error(server: tuple[str, A
 
 async def test_the_protobuf_media_type_is_refused(server: tuple[str, Any]) -> None:
     url, _ = server
-    with pytest.raises(agui_meta.TransportError, match="protobuf media type"):
+    with pytest.raises(agui_meta.ResponseError, match="protobuf media type"):
         await agui_meta.HttpAgent(url + "/protobuf").run_agent()
 
 
@@ -328,25 +348,17 @@ def test_httpx_is_imported_only_when_a_run_starts() -> None:
     assert done.stdout.split() == ["False", "False"]
 
 
-def readme_block(marker: str) -> str:
-    """The README's Python block that contains ``marker``."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    found = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL) if marker in b]
-    assert len(found) == 1, marker
-    return found[0]
-
-
 async def test_the_readme_client_example_runs(
     server: tuple[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(readme_block("async def chat("), "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+    exec(compile(doc_block("async def chat(").code, "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
     url, _ = server
     await namespace["chat"](url + "/thread")
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("['assistant'] [")  # the frontend tool call left pending
     assert "TEXT_MESSAGE_END {'srv.model': 'm-2', 'srv.finish': 'stop'}" in lines
-    assert lines[-1].startswith("It is done. {'asked': 1, 'answers': 1} [TokenUsage(")
+    assert lines[-1] == "It is shown. {'asked': 1, 'answers': 1}"
 
 
 async def test_the_readme_server_example_serves() -> None:
@@ -354,7 +366,7 @@ async def test_the_readme_server_example_serves() -> None:
     from starlette.routing import Route
 
     namespace: dict[str, Any] = {}
-    exec(compile(readme_block("async def endpoint("), "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+    exec(compile(doc_block("async def endpoint(").code, "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
     app = Starlette(routes=[Route("/agent", namespace["endpoint"], methods=["POST"])])
     with serve(app) as url:
         agent = agui_meta.HttpAgent(url + "/agent")
@@ -392,3 +404,10 @@ async def test_user_stages_and_middleware_chain_in(server: tuple[str, Any]) -> N
     assert seen_inputs[1].thread_id == "mw" and len(seen_inputs[1].messages) == 2
     texts = [m.get("content") for m in agent.messages_wire()]
     assert texts == ["hi", "LET ME CHECK THE WEATHER.", "LET ME CHECK THE WEATHER."]
+
+
+def test_bad_arguments_are_usage_errors() -> None:
+    with pytest.raises(agui_meta.UsageError, match="accept must be 'sse' or 'jsonl'"):
+        agui_meta.HttpAgent("http://127.0.0.1:9/", accept="xml")  # type: ignore[arg-type]
+    with pytest.raises(agui_meta.UsageError, match="reconnect"):
+        agui_meta.HttpAgent("http://127.0.0.1:9/", reconnect=-1)

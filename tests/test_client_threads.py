@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 import agui_meta
 from agui_meta.threads import MemoryThreadStore, SQLiteThreadStore, ThreadSnapshot, VersionConflict
 from tests import needs
+from tests.doc_blocks import doc_block
 from tests.redis_server import RedisServer
 from tests.servers import agent_app, serve
 
@@ -409,18 +409,11 @@ async def test_a_save_that_does_not_end_times_out_and_can_be_retried(
     assert (await threads.load("slow")) == saved == agent.snapshot
 
 
-def readme_block(marker: str) -> str:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    found = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL) if marker in b]
-    assert len(found) == 1, marker
-    return found[0]
-
-
-async def test_the_readme_thread_store_example_runs(
+async def test_the_docs_thread_store_example_runs(
     server: tuple[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(readme_block("async def continue_thread("), "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+    exec(compile(doc_block("async def continue_thread(").code, "docs/http.md", "exec"), namespace)  # noqa: S102 - running the docs is the point
     url = server[0] + "/thread"
     path = str(tmp_path / "threads.db")
     await namespace["continue_thread"](url, path, "Hi")

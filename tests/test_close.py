@@ -1,6 +1,6 @@
 """Closing a pipeline whose source awaits in its cleanup, and when two parts fail at once.
 
-What the README promises (section Lifecycle), checked here on asyncio and trio:
+What docs/concepts.md promises (section Lifecycle), checked here on asyncio and trio:
 
 - A source suspended between two items when the ``async with`` block exits (a ``break``, an
   error in the block, a cancellation of the block) is closed after the block, shielded: its

@@ -13,9 +13,9 @@ import pytest
 
 import agui_meta
 import agui_meta.events
-from agui_meta import _durable
+import agui_meta.redis
+from agui_meta import _durable, aggregate_token_usage
 from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
-from agui_meta._ledger import aggregate_token_usage
 from agui_meta.redis import read_frames
 from agui_meta.threads import ThreadSnapshot
 
@@ -31,7 +31,8 @@ def _cli_json(*args: str) -> dict:
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(_durable)
+    # Found through the public module, which the objects name as theirs.
+    result = doctest.testmod(agui_meta.redis)
     assert result.attempted >= 1
     assert result.failed == 0
 
@@ -102,6 +103,11 @@ def test_a_retried_envelope_is_taken_once() -> None:
     once = run_local(cut)
     twice = run_local(cut[:5] + cut[:8] + cut[3:] + cut)
     assert twice == once
+    other = list(envelopes(frames[1:], thread="t", source="s", batch=9))
+    with pytest.raises(ValueError, match="source 's': envelope 1 differs"):
+        run_local(cut + other)
+    with pytest.raises(ValueError, match="source 's' is at 0, got 2"):
+        run_local(cut[1:])
 
 
 def test_an_end_marker_closes_an_open_run_as_validate_would() -> None:
@@ -189,6 +195,48 @@ def test_a_new_owner_replays_pending_entries_and_emits_each_output_once(name: st
         assert usage == expected.usage, crash_after
 
 
+def test_a_store_kept_across_runs_gives_what_one_rebuilt_from_each_snapshot_gives() -> None:
+    # A thread of many runs, of every recorded stream in turn (broken ones too): a state that
+    # keeps its store from run to run, and one rebuilt from the stored snapshot after each
+    # run (as a new owner would be), give the same outputs, snapshots and counters.
+    def ev(**fields: str) -> bytes:
+        return json.dumps(fields).encode()
+
+    # A run that fails with a message and a tool call open; later runs reuse their ids.
+    failed = [
+        ev(type="RUN_STARTED", threadId="t", runId="r1"),
+        ev(type="TEXT_MESSAGE_START", messageId="m", role="assistant"),
+        ev(type="TEXT_MESSAGE_CONTENT", messageId="m", delta="a"),
+        ev(type="TOOL_CALL_START", toolCallId="c", toolCallName="f", parentMessageId="m"),
+        ev(type="RUN_ERROR", message="x"),
+        ev(type="RUN_STARTED", threadId="t", runId="r2"),
+        ev(type="TEXT_MESSAGE_START", messageId="m", role="assistant"),
+        ev(type="TEXT_MESSAGE_CONTENT", messageId="m", delta="b"),
+        ev(type="TEXT_MESSAGE_END", messageId="m"),
+        ev(type="RUN_FINISHED", threadId="t", runId="r2"),
+        ev(type="RUN_STARTED", threadId="t", runId="r3"),
+        ev(type="TOOL_CALL_START", toolCallId="c", toolCallName="f", parentMessageId="m"),
+        ev(type="TOOL_CALL_END", toolCallId="c"),
+        ev(type="RUN_FINISHED", threadId="t", runId="r3"),
+    ]
+    recorded = [f for name in NAMES for f in read_frames(str(STREAMS / name))]
+    frames = recorded + failed + recorded
+    cut = list(envelopes(frames, thread="t", source="s", batch=5))
+    kept = ThreadState(ThreadSnapshot(thread_id="t"))
+    rebuilt = ThreadState(ThreadSnapshot(thread_id="t"))
+    reused = 0
+    for n, envelope in enumerate(cut, 1):
+        entry_id = f"1-{n}"
+        kept.apply(entry_id, envelope)
+        rebuilt.apply(entry_id, envelope)
+        reused += kept._store is not None
+        one, other = kept.take(), rebuilt.take()
+        assert one == other, n
+        if other.snapshot is not None:
+            rebuilt = ThreadState(other.snapshot, entry_id)
+    assert reused  # the store was kept across some runs (those that finished cleanly)
+
+
 def test_entries_of_an_open_run_stay_pending_until_it_ends() -> None:
     frames = read_frames(str(STREAMS / "travel.sse"))
     cut = list(envelopes(frames, thread="t", source="s", batch=10, end=False))
@@ -246,3 +294,11 @@ def test_usage_counters_keep_any_provider_and_model_apart() -> None:
 def test_a_counter_name_agui_meta_never_writes_is_named() -> None:
     with pytest.raises(ValueError, match=r"'tokens\|openai\|gpt\|inputTokens'"):
         _durable.usage_of({"tokens|openai|gpt|inputTokens": 3})
+
+
+def test_a_segment_runs_on_the_drivers_fused_fast_path() -> None:
+    state = ThreadState(ThreadSnapshot(thread_id="t"))
+    frames = read_frames(str(STREAMS / "travel.sse"))
+    state.apply("1-1", next(iter(envelopes(frames[:5], thread="t", source="s", end=False))))
+    segment = state._segment
+    assert segment is not None and segment.runner.fused >= 3

@@ -114,3 +114,53 @@ def test_the_stage_contract_imports_no_stage_and_no_driver() -> None:
 )
 def test_the_cycle_finder(graph: dict[str, set[str]], cycle: list[str] | None) -> None:
     assert _cycle(graph) == cycle
+
+
+# The modules whose private names others still import: the framing engineer is splitting
+# _framing.py and rewriting _driver.py, which will give them package-level names. Remove each
+# from here once it has none.
+PRIVATE_NAMES_PENDING: set[str] = set()
+
+
+def _private_name_imports() -> list[str]:
+    """``from <module> import _name`` of a private *name* (not a private module) from another
+    module of the package: a name that another module needs is package-level, without ``_``."""
+    paths = sorted(PACKAGE.rglob("*.py"))
+    known = {_module_name(p) for p in paths}
+    found = []
+    for path in paths:
+        here = _module_name(path).split(".")
+        if path.name != "__init__.py":
+            here = here[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                package = ".".join(here[: len(here) - node.level + 1])
+                base = package if not node.module else f"{package}.{node.module}"
+            else:
+                base = node.module or ""
+            if base not in known or base in PRIVATE_NAMES_PENDING:
+                continue
+            for alias in node.names:
+                name = alias.name
+                private = name.startswith("_") and not name.startswith("__")
+                # ``from . import _module`` imports a module, not a name.
+                if private and f"{base}.{name}" not in known:
+                    found.append(f"{_module_name(path)}:{node.lineno} imports {base}.{name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    assert _private_name_imports() == []
+
+
+def test_the_private_name_scan_finds_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scan itself, on a package of two modules where one imports the other's private name.
+    package = tmp_path / "agui_meta"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_a.py").write_text("def _helper() -> None: ...\n")
+    (package / "_b.py").write_text("from ._a import _helper\nfrom . import _a\n")
+    monkeypatch.setitem(globals(), "PACKAGE", package)
+    assert _private_name_imports() == ["agui_meta._b:1 imports agui_meta._a._helper"]

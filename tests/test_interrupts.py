@@ -91,7 +91,7 @@ def test_build_resume_array_agrees(official: dict[str, Any]) -> None:
         pending = [msgspec.convert(i, Interrupt) for i in interrupts]
         try:
             built = agui_meta.build_resume_array(pending, responses)
-        except ValueError as exc:
+        except agui_meta.UsageError as exc:
             # The same message, naming the Python function.
             assert {"error": str(exc)} == {
                 "error": theirs["error"].replace("buildResumeArray", "build_resume_array")

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agui_meta import run_sync
+from agui_meta import Usage, UsageError, aggregate_token_usage, run_sync
 from agui_meta._events import AnyEvent, Event, Interrupt, TokenUsage
 from agui_meta._ledger import (
     Ledger,
@@ -28,7 +28,6 @@ from agui_meta._ledger import (
     RunInterrupted,
     RunRecord,
     RunSuccess,
-    aggregate_token_usage,
 )
 from agui_meta.events import decode_event
 
@@ -405,8 +404,9 @@ def test_multi_run_outcomes() -> None:
     assert (r6.error_message, r6.error_code) == ("model overloaded", "overloaded")
     assert r6.error_metadata == {"acme.retry": True}
     assert r6.started_metadata == {"acme.try": 2}
-    assert r6.usage == [TokenUsage(provider="openai", input_tokens=4)]
-    assert r6.aggregated_usage == [TokenUsage(provider="openai", input_tokens=4)]
+    assert r6.usage == [Usage(provider="openai", input_tokens=4)]
+    assert r6.aggregated_usage == [Usage(provider="openai", input_tokens=4)]
+    assert r6.usage[0].model is None  # absent: None, never the wire's UNSET
     assert r6.error_index == len(MULTI) - 1
     assert r6.finished_index is None
     # Counts per run partition the stream.
@@ -456,38 +456,42 @@ def test_tally_is_per_run() -> None:
 # Token usage
 
 
-def _usage(wire: list[dict[str, Any]]) -> list[TokenUsage]:
+def _wire_usage(wire: list[dict[str, Any]]) -> list[TokenUsage]:
     return msgspec.convert(wire, list[TokenUsage])
 
 
+def _usage(wire: list[dict[str, Any]]) -> list[Usage]:
+    return msgspec.convert(wire, list[Usage])
+
+
 def test_aggregate_like_the_reference() -> None:
-    result = aggregate_token_usage(_usage(AGGREGATE))
+    result = aggregate_token_usage(_wire_usage(AGGREGATE))
     assert msgspec.to_builtins(result) == REF_AGGREGATE
+    # Entries as agui-meta reports them sum the same.
+    assert aggregate_token_usage(_usage(AGGREGATE)) == result
 
 
 def test_aggregate_empty_and_zero() -> None:
     assert aggregate_token_usage([]) == []
     # Zero is reported, not absent; an entry with no counts yields a labels-only group.
     assert aggregate_token_usage(
-        _usage([{"provider": "p", "inputTokens": 0}, {"provider": "p"}])
-    ) == [TokenUsage(provider="p", input_tokens=0)]
+        _wire_usage([{"provider": "p", "inputTokens": 0}, {"provider": "p"}])
+    ) == [Usage(provider="p", input_tokens=0)]
 
 
 def test_aggregate_keys_on_the_pair() -> None:
     # Documented deviation: the reference's string key ("a b" + " " + "c") merges these two.
-    entries = _usage(
-        [
-            {"provider": "a b", "model": "c", "inputTokens": 1},
-            {"provider": "a", "model": "b c", "inputTokens": 2},
-        ]
-    )
-    assert aggregate_token_usage(entries) == entries
+    wire = [
+        {"provider": "a b", "model": "c", "inputTokens": 1},
+        {"provider": "a", "model": "b c", "inputTokens": 2},
+    ]
+    assert aggregate_token_usage(_wire_usage(wire)) == _usage(wire)
 
 
 def test_aggregate_is_exact_beyond_double_precision() -> None:
     n = 2**53 - 1
-    assert aggregate_token_usage(_usage([{"inputTokens": n}, {"inputTokens": n}])) == [
-        TokenUsage(input_tokens=2 * n)
+    assert aggregate_token_usage(_wire_usage([{"inputTokens": n}, {"inputTokens": n}])) == [
+        Usage(input_tokens=2 * n)
     ]
 
 
@@ -545,7 +549,7 @@ def test_run_error_after_run_finished_amends_the_run() -> None:
             {"provider": "p", "inputTokens": 2, "outputTokens": 3},
         ]
     )
-    assert r1.aggregated_usage == [TokenUsage(provider="p", input_tokens=3, output_tokens=3)]
+    assert r1.aggregated_usage == [Usage(provider="p", input_tokens=3, output_tokens=3)]
 
 
 def test_events_before_the_first_run_and_a_run_started_twice() -> None:
@@ -722,6 +726,13 @@ def test_json_round_trips_and_keeps_metadata_exactly() -> None:
     data = led.to_json()
     assert msgspec.json.decode(data, type=LedgerSnapshot) == led.snapshot()
     assert msgspec.json.decode(data) == led.to_builtins()
+    # The snapshot and each record serialise the same way: bytes, and dicts for json.dumps.
+    assert led.snapshot().to_json() == data
+    assert json.loads(json.dumps(led.snapshot().to_builtins())) == led.to_builtins()
+    for n, record in enumerate(led.runs):
+        assert isinstance(record.to_json(), bytes)
+        assert json.loads(record.to_json()) == json.loads(json.dumps(record.to_builtins()))
+        assert record.to_builtins() == led.to_builtins()["runs"][n]
     raw = json.loads(data)["runs"][0]["rawEvents"][0]["metadata"]
     assert raw == {"acme.big": BIG, "acme.f": 1.0}
     assert type(raw["acme.big"]) is int and type(raw["acme.f"]) is float
@@ -783,7 +794,7 @@ def test_max_entries_bounds_per_run_lists() -> None:
 
 @pytest.mark.parametrize("kw", [{"max_runs": -1}, {"max_entries": -1}])
 def test_bad_bounds(kw: dict[str, int]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="must be >= 0"):
         Ledger(**kw)
 
 

@@ -20,6 +20,7 @@ from agui_meta import (
     MetadataError,
     Report,
     StrictError,
+    UsageError,
     merge_metadata,
     run_sync,
     unprefixed_keys,
@@ -317,7 +318,7 @@ def test_vendor_keys_namespaces_an_applications_keys() -> None:
     }
     assert vendor_keys("acme", {"x": None}, y=[1]) == {"acme.x": None, "acme.y": [1]}
     for bad in ("", "a.b", "a/b", "a:b", AGUI_METADATA_KEY):
-        with pytest.raises(ValueError):
+        with pytest.raises(UsageError, match="vendor must be"):
             vendor_keys(bad, x=1)
     assert unprefixed_keys(vendor_keys("acme", a=1, b=2)) == []
 

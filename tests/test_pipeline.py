@@ -6,6 +6,7 @@ import gc
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -251,9 +252,9 @@ async def test_filter_forgets_an_id_after_its_first_result() -> None:
 
 
 def test_filter_needs_exactly_one_list() -> None:
-    with pytest.raises(ValueError, match="both"):
+    with pytest.raises(UsageError, match="both"):
         agui_meta.FilterToolCalls(allowed=["a"], disallowed=["b"])
-    with pytest.raises(ValueError, match="either"):
+    with pytest.raises(UsageError, match="either"):
         agui_meta.FilterToolCalls()
 
 
@@ -290,12 +291,28 @@ async def test_entering_twice_is_a_clear_error() -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="format"):
+    with pytest.raises(UsageError, match="format"):
         agui_meta.wrap([], format="xml")
-    with pytest.raises(ValueError, match="prefetch"):
+    with pytest.raises(UsageError, match="prefetch"):
         agui_meta.wrap([], prefetch=-1)
-    with pytest.raises(TypeError, match="stage"):
+    with pytest.raises(UsageError, match="stage"):
         agui_meta.wrap([], 42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="mode must be 'default', 'strict' or 'keep_going'"):
+        agui_meta.wrap([], mode="lenient")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="mode"):
+        agui_meta.run_sync([], [], mode="lenient")  # type: ignore[arg-type]
+
+
+async def test_a_str_that_names_a_file_is_not_read_as_the_stream(tmp_path: Path) -> None:
+    path = tmp_path / "run.sse"
+    path.write_bytes(b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n')
+    with pytest.raises(UsageError, match=r"did you mean Path\('.*run\.sse'\)"):
+        agui_meta.wrap(str(path))
+    async with agui_meta.wrap(path) as events:  # what it meant
+        assert [e.type async for e in events] == ["RUN_STARTED"]
+    # A str that is the stream's text is read as it always was.
+    async with agui_meta.wrap(path.read_text()) as events:
+        assert [e.type async for e in events] == ["RUN_STARTED"]
 
 
 # -- cleanup -----------------------------------------------------------------------------------
@@ -462,6 +479,15 @@ async def test_a_path_is_read_as_a_file(tmp_path: Any) -> None:
     path.write_bytes(sse(STREAM))
     got = await collect(path)
     assert [e.type for e in got] == [e["type"] for e in STREAM]
-    # a plain str is data, not a path
-    with pytest.raises(agui_meta.FramingError):
+    # a plain str is data, not a path: one that names a file is a mistake, said so
+    with pytest.raises(UsageError, match="did you mean Path"):
         await collect(str(path))
+
+
+async def test_a_stage_that_gives_no_async_iterator_is_a_usage_error() -> None:
+    def not_a_stage(items: AsyncIterator[Any]) -> list[Any]:
+        return []
+
+    with pytest.raises(UsageError, match="must return an async iterator, got \\[\\]"):
+        async with agui_meta.wrap(STREAM, not_a_stage) as stream:  # type: ignore[arg-type]
+            await stream.drain()

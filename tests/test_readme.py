@@ -1,33 +1,34 @@
-"""The README stays true: its Python examples run, its commands exist, CI runs its test command."""
+"""The README's own promises: its first examples print what it says, CI runs its test command.
+
+Every Python block of README.md and docs/*.md also runs in tests/test_docs.py, and every
+command shown there is checked to exist.
+"""
 
 from __future__ import annotations
 
 import io
-import re
 import subprocess
 import sys
 from contextlib import redirect_stdout
-from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+from tests.doc_blocks import ROOT, blocks, doc_block
+
+README = ROOT / "README.md"
 
 
-def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
-
-
-def test_the_ten_line_example_runs_and_prints_items_with_metadata(
+def test_the_first_example_runs_and_prints_items_with_metadata(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(ROOT)
-    source = blocks("python")[0]
+    block = doc_block("async def main() -> None:\n    stages = agui_meta.DefaultStages()  #")
+    assert block.path == "README.md"
     out = io.StringIO()
     with redirect_stdout(out):
-        exec(compile(source, "README.md", "exec"), {"__name__": "readme"})  # noqa: S102 - running the README is the point
+        exec(compile(block.code, "README.md", "exec"), {"__name__": "readme"})  # noqa: S102 - running the README is the point
     lines = out.getvalue().splitlines()
     assert lines[-1].endswith("messages; finished")
     assert any(line.startswith("TEXT_MESSAGE_END {") for line in lines)
@@ -35,8 +36,10 @@ def test_the_ten_line_example_runs_and_prints_items_with_metadata(
 
 
 def test_the_stage_example_redacts() -> None:
-    namespace: dict[str, object] = {}
-    exec(compile(blocks("python")[1], "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+    namespace: dict[str, Any] = {}
+    block = doc_block("async def redact(events):")
+    assert block.path == "README.md"
+    exec(compile(block.code, "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
     events = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "TEXT_MESSAGE_START", "messageId": "m"},
@@ -44,12 +47,13 @@ def test_the_stage_example_redacts() -> None:
         {"type": "TEXT_MESSAGE_END", "messageId": "m"},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]
-    store = anyio.run(namespace["run"], events)  # type: ignore[arg-type]
-    assert store.messages_wire()[0]["content"] == "my ******"  # type: ignore[attr-defined]
+    store = anyio.run(namespace["run"], events)
+    assert store.messages_wire()[0]["content"] == "my ******"
 
 
 def test_the_quickstart_commands_are_what_ci_runs() -> None:
-    commands = [line for line in blocks("sh")[0].splitlines() if line and not line.startswith("#")]
+    quickstart = next(b for b in blocks(README) if b.language == "sh")
+    commands = [line for line in quickstart.code.splitlines() if line and not line.startswith("#")]
     assert len(commands) == 2
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert commands[1] in ci.splitlines()
@@ -64,3 +68,13 @@ def test_the_quickstart_commands_are_what_ci_runs() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "conversation" in result.stdout
+
+
+def test_the_readme_stays_short_and_every_docs_page_is_listed() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    assert "](docs/index.md)" in text
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        if page.name != "index.md":
+            assert f"]({page.name})" in index, f"docs/index.md does not list {page.name}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -30,6 +29,7 @@ import pytest
 
 import agui_meta
 from agui_meta.framing import Frame, SSEDecoder
+from tests.doc_blocks import doc_block
 from tests.needs import missing
 from tests.redis_server import RedisServer
 from tests.servers import serve, thread_script
@@ -437,13 +437,8 @@ async def test_both_stores_keep_one_contract(redis_url: str, store: str) -> None
         await client.aclose()
 
 
-async def test_the_readme_replicas_resume_each_others_streams(redis_url: str) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    [block] = [
-        b
-        for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
-        if "RedisReplay(" in b
-    ]
+async def test_the_docs_replicas_resume_each_others_streams(redis_url: str) -> None:
+    block = doc_block("RedisReplay(").code
 
     async def my_agent(run: dict[str, Any]) -> Any:
         for event in thread_script(run):
@@ -452,8 +447,9 @@ async def test_the_readme_replicas_resume_each_others_streams(redis_url: str) ->
 
     apps = []
     for _ in range(2):  # two replicas, each with its own client
-        namespace: dict[str, Any] = {"REDIS_URL": redis_url, "my_agent": my_agent}
-        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - running the README is the point
+        namespace: dict[str, Any] = {}
+        exec(compile(block, "docs/serving.md", "exec"), namespace)  # noqa: S102 - running the docs is the point
+        namespace.update(REDIS_URL=redis_url, my_agent=my_agent)  # read when the app runs
         apps.append(namespace["app"])
     with serve(apps[0], lifespan="on") as url_a, serve(apps[1], lifespan="on") as url_b:
         async with httpx.AsyncClient() as client:

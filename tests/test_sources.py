@@ -332,7 +332,7 @@ async def test_to_agui_core_takes_store_items_and_gives_the_conversation() -> No
     assert isinstance(call, core.ToolCall)
     assert (call.id, call.function.name, call.function.arguments) == ("c", "f", "{}")
     assert message.tool_calls == [call]
-    with pytest.raises(TypeError, match=r"store item or store, got builtins\.int"):
+    with pytest.raises(agui_meta.UsageError, match=r"store item or store, got builtins\.int"):
         agui_meta.to_agui_core(3)  # type: ignore[call-overload]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import agui_meta
 import agui_meta.events
-from agui_meta import _threads
+import agui_meta.threads
 from agui_meta.threads import (
     LedgerSummary,
     MemoryThreadStore,
@@ -45,7 +45,8 @@ async def _run(source: object, store: agui_meta.Store | None = None) -> agui_met
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(_threads, optionflags=doctest.ELLIPSIS)
+    # Found through the public module, which the objects name as theirs.
+    result = doctest.testmod(agui_meta.threads, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3
     assert result.failed == 0
 
@@ -57,6 +58,7 @@ async def test_a_snapshot_keeps_the_conversation_as_replay_shows_it(name: str) -
     expected = _replay(name)
     again = ThreadSnapshot.from_json(snap.to_json())
     assert again == snap
+    assert json.loads(json.dumps(snap.to_builtins())) == json.loads(snap.to_json())
     assert again.messages == expected["messages"]
     assert again.state == expected["state"]
     assert again.version == 1

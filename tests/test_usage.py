@@ -10,8 +10,7 @@ import msgspec
 import pytest
 
 import agui_meta
-from agui_meta import UsageMeter
-from agui_meta._usage import UsageSnapshot
+from agui_meta import Usage, UsageMeter, UsageSnapshot
 from agui_meta.events import TokenUsage
 
 
@@ -35,20 +34,18 @@ def test_totals_per_thread_provider_model_and_pair() -> None:
     meter = UsageMeter()
     _feed(meter, [*_run("t1", "r1", A, B), *_run("t1", "r2", A), *_run("t2", "r3", C)])
     snap = meter.snapshot()
-    assert snap.total == TokenUsage(input_tokens=27, output_tokens=5, cached_input_tokens=5)
+    assert snap.total == Usage(input_tokens=27, output_tokens=5, cached_input_tokens=5)
     assert snap.threads == {
-        "t1": TokenUsage(input_tokens=27, output_tokens=4, cached_input_tokens=5),
-        "t2": TokenUsage(output_tokens=1),
+        "t1": Usage(input_tokens=27, output_tokens=4, cached_input_tokens=5),
+        "t2": Usage(output_tokens=1),
     }
-    assert snap.providers["openai"] == TokenUsage(
-        provider="openai", input_tokens=20, output_tokens=4
-    )
-    assert snap.providers[""] == TokenUsage(provider="", output_tokens=1)
-    assert snap.models["gpt-5"] == TokenUsage(model="gpt-5", input_tokens=20, output_tokens=5)
+    assert snap.providers["openai"] == Usage(provider="openai", input_tokens=20, output_tokens=4)
+    assert snap.providers[""] == Usage(provider="", output_tokens=1)
+    assert snap.models["gpt-5"] == Usage(model="gpt-5", input_tokens=20, output_tokens=5)
     assert [(u.provider, u.model) for u in snap.provider_models] == [
         ("openai", "gpt-5"),
         ("anthropic", "claude"),
-        (msgspec.UNSET, "gpt-5"),
+        (None, "gpt-5"),
     ]
     assert [(r.thread_id, r.run_id) for r in snap.runs] == [
         ("t1", "r1"),
@@ -63,9 +60,7 @@ def test_a_replayed_run_is_not_counted_twice() -> None:
     stream = [*_run("t", "r1", A), *_run("t", "r2", B)]
     for _ in range(3):
         _feed(meter, stream)
-    assert meter.snapshot().total == TokenUsage(
-        input_tokens=17, output_tokens=2, cached_input_tokens=5
-    )
+    assert meter.snapshot().total == Usage(input_tokens=17, output_tokens=2, cached_input_tokens=5)
     assert meter.snapshot().recorded == 6
     # A RUN_ERROR amending a finished run reports it again, with more usage: replaced.
     _feed(
@@ -89,7 +84,7 @@ def test_runs_without_ids_are_added_each_time_and_the_bound() -> None:
     meter.add("t", "a", [TokenUsage(input_tokens=100)])  # forgotten: counted again
     meter.add("t", "c", [TokenUsage(input_tokens=100)])  # recognised: replaced
     assert meter.snapshot().total.input_tokens == 2 + 400
-    with pytest.raises(ValueError, match="max_runs"):
+    with pytest.raises(agui_meta.UsageError, match="max_runs"):
         UsageMeter(max_runs=-1)
 
 
@@ -168,3 +163,38 @@ def test_the_totals_through_opentelemetry() -> None:
     _feed(meter, _run("t", "r2", A))
     assert points()[("openai", "input")] == 20
     provider.shutdown()
+
+
+def test_absent_labels_and_counts_are_none_everywhere() -> None:
+    # The wire entry says UNSET for what the producer left out; nothing built from it does.
+    meter = UsageMeter()
+    ledger = agui_meta.Ledger(on_run=meter.add_run)
+    agui_meta.run_sync([agui_meta.Enforce(), ledger], _run("t", "r", C))
+    (record,) = ledger.runs
+    for usage in (
+        record.usage[0],
+        record.aggregated_usage[0],
+        meter.snapshot().provider_models[0],
+        meter.snapshot().runs[0].usage[0],
+    ):
+        assert isinstance(usage, Usage)
+        assert f"{usage.provider}/{usage.model}" == "None/gpt-5"
+        assert (usage.input_tokens, usage.output_tokens) == (None, 1)
+    total = meter.snapshot().total
+    assert (total.provider, total.model, total.input_tokens) == (None, None, None)
+    # JSON omits them, as the wire does.
+    assert msgspec.json.encode(record.usage) == b'[{"model":"gpt-5","outputTokens":1}]'
+
+
+def test_the_totals_serialise() -> None:
+    import json
+
+    meter = UsageMeter()
+    _feed(meter, [*_run("t1", "r1", A, B), *_run("t2", "r2", C)])
+    data = meter.to_builtins()
+    assert json.loads(json.dumps(data)) == data == json.loads(meter.to_json())
+    assert isinstance(meter.to_json(), bytes)
+    assert meter.snapshot().to_json() == meter.to_json()
+    assert data["total"] == {"inputTokens": 17, "outputTokens": 3, "cachedInputTokens": 5}
+    assert data["providerModels"][2] == {"model": "gpt-5", "outputTokens": 1}
+    assert msgspec.json.decode(meter.to_json(), type=UsageSnapshot) == meter.snapshot()

@@ -6,12 +6,16 @@ replay`` (see :mod:`agui_meta.cli._command` for the two functions a command modu
 
 - ``replay FILE|-``: show a recorded stream as a conversation, with every item's metadata and
   the run ledger (:mod:`agui_meta.cli.replay`);
-- ``validate FILE|-``: list every problem of a recorded stream with its location
-  (:mod:`agui_meta.cli.validate`);
+- ``validate FILE…|URL``: lint recorded streams (or an agent, run once): every problem with
+  its location, as text, JSON, SARIF or JUnit (:mod:`agui_meta.cli.validate`);
 - ``apply CASES.jsonl [--no-verify]``: run conformance cases (the reference oracle's format)
   through the default pipeline and print one result line per case (:mod:`agui_meta.cli.apply`);
 - ``compact FILE|- [-o OUT]``: a recorded stream compacted as the official client's
-  ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`).
+  ``compactEvents`` does, as JSON lines (:mod:`agui_meta.cli.compact`);
+- ``serve FILE``: a recorded stream served as an AG-UI endpoint (:mod:`agui_meta.cli.serve`);
+- ``gateway --agent NAME=SPEC``: serve agents behind the gateway (:mod:`agui_meta.cli.gateway`);
+- ``attach URL --thread T``: show a gateway thread and its running run (:mod:`agui_meta.cli.attach`);
+- ``stop URL --thread T``: stop a gateway thread's running run (:mod:`agui_meta.cli.stop`).
 
 Modules whose name starts with ``_`` are shared helpers, not commands.
 """
@@ -20,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import os
 import pkgutil
 import sys
 from collections.abc import Sequence
 from typing import cast
 
+from .._version import __version__
 from ._command import Command
 
 __all__ = ["build_parser", "commands", "main"]
@@ -57,18 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
             "'agui-meta COMMAND --help' tells more about each command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"agui-meta {_version()}")
+    parser.add_argument("--version", action="version", version=f"agui-meta {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in commands().items():
         command.add_parser(subparsers).set_defaults(run=command.run, command=name)
     return parser
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("agui-meta")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,12 +19,12 @@ from .._stage import Transducer
 from .._store import ItemStore, MessageItem, ToolCallItem
 from ._render import (
     Style,
-    _content_lines,
-    _header,
-    _indent,
-    _metadata_line,
-    _tool_call_lines,
     compact_json,
+    content_lines,
+    indent_lines,
+    message_header,
+    metadata_line,
+    tool_call_lines,
 )
 
 __all__ = ["LiveView"]
@@ -54,7 +54,7 @@ class LiveView(Transducer[Update, Update]):
     def __init__(self, out: TextIO, style: Style, store: ItemStore | None = None) -> None:
         self.out = out
         self.style = style
-        self._lookup: Any = _Calls(store)  # the part of a store _header reads
+        self._lookup: Any = _Calls(store)  # the part of a store message_header reads
         self._open: Any = None  # the id of the message whose text is being written
         self._blocks = 0
         self._shown: set[Any] = set()  # ids of the messages written
@@ -64,7 +64,7 @@ class LiveView(Transducer[Update, Update]):
         return "\n".join(self.style.text(line) for line in text.split("\n"))
 
     def _head(self, item: MessageItem) -> str:
-        return _header(item, self._lookup, self.style)
+        return message_header(item, self._lookup, self.style)
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -85,9 +85,9 @@ class LiveView(Transducer[Update, Update]):
 
     def _message_lines(self, item: MessageItem) -> list[str]:
         self._shown.add(item.id)
-        body = _content_lines(item, self.style)
-        body.extend(_metadata_line(item.metadata, self.style))
-        return [self._head(item), *_indent(body, "  ")]
+        body = content_lines(item, self.style)
+        body.extend(metadata_line(item.metadata, self.style))
+        return [self._head(item), *indent_lines(body, "  ")]
 
     def history(self, items: Iterable[MessageItem]) -> None:
         """Write the messages the thread already holds (the run's input)."""
@@ -116,13 +116,13 @@ class LiveView(Transducer[Update, Update]):
             if self._open == item.id:
                 self._close()
                 if item.metadata is not None:
-                    metadata = _metadata_line(item.metadata, style)
-                    self._write("\n".join(_indent(metadata, "  ")) + "\n")
+                    metadata = metadata_line(item.metadata, style)
+                    self._write("\n".join(indent_lines(metadata, "  ")) + "\n")
             else:
                 self._block(self._message_lines(item))
         elif update.done and isinstance(item, ToolCallItem):
             self._lookup.seen.setdefault(item.id, item)
-            self._block(list(_tool_call_lines(item, style)))
+            self._block(list(tool_call_lines(item, style)))
         elif (update.done and isinstance(item, MessageItem)) or kind.startswith("ACTIVITY_"):
             if isinstance(item, MessageItem):
                 self._block(self._message_lines(item))

@@ -1,7 +1,8 @@
 """What the Redis commands share: ``--redis URL`` and ``--namespace``, and how they fail.
 
-Each command's coroutine gets a connected ``redis.asyncio`` client. A missing ``redis`` extra
-or a server that cannot be reached is one line on standard error and exit status 2.
+Each command's coroutine gets a connected ``redis.asyncio`` client. A missing ``redis`` extra,
+a malformed URL or a server that cannot be reached is one line on standard error and exit
+status 2; a Redis error, or data in Redis that is not what agui-meta wrote, one line and 1.
 """
 
 from __future__ import annotations
@@ -41,8 +42,15 @@ def run_with_redis(args: argparse.Namespace, body: Callable[[Any], Awaitable[int
         return 2
     import anyio
 
+    from .._exceptions import AguiMetaError
+
+    try:
+        client = redis.asyncio.Redis.from_url(args.redis)  # connects at its first command
+    except ValueError as exc:  # a malformed URL
+        print(f"agui-meta: --redis {args.redis}: {exc}", file=sys.stderr)
+        return 2
+
     async def main() -> int:
-        client = redis.asyncio.Redis.from_url(args.redis)
         try:
             return await body(client)
         finally:
@@ -50,9 +58,9 @@ def run_with_redis(args: argparse.Namespace, body: Callable[[Any], Awaitable[int
 
     try:
         return anyio.run(main)
-    except ValueError as exc:  # a malformed URL
+    except (AguiMetaError, ValueError) as exc:  # what Redis holds is not what it should be
         print(f"agui-meta: {exc}", file=sys.stderr)
-        return 2
+        return 1
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         print(f"agui-meta: cannot reach Redis at {args.redis}: {exc}", file=sys.stderr)
         return 2

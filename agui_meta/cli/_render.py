@@ -23,6 +23,7 @@ from msgspec import UNSET
 from .._exceptions import Report
 from .._ledger import RunCancelled, RunInterrupted, RunRecord, RunSuccess
 from .._store import ItemStore, MessageItem, ToolCallItem
+from .._tokens import Usage
 
 __all__ = [
     "Style",
@@ -217,12 +218,12 @@ def _json_or_text(text: Any) -> list[str]:
 # The conversation
 
 
-def _indent(lines: Iterable[str], by: str) -> Iterator[str]:
+def indent_lines(lines: Iterable[str], by: str) -> Iterator[str]:
     for line in lines:
         yield by + line if line else line
 
 
-def _content_lines(item: MessageItem, style: Style) -> list[str]:
+def content_lines(item: MessageItem, style: Style) -> list[str]:
     content = item.content
     if content is None:
         return []
@@ -257,7 +258,7 @@ def _part_lines(part: Any) -> list[str]:
     return [f"[{what}]"]
 
 
-def _metadata_line(metadata: Any, style: Style) -> list[str]:
+def metadata_line(metadata: Any, style: Style) -> list[str]:
     if metadata is UNSET or metadata is None:
         return []
     if not isinstance(metadata, Mapping):  # a history may hold anything
@@ -265,7 +266,7 @@ def _metadata_line(metadata: Any, style: Style) -> list[str]:
     return [style.dim("metadata: ") + style.text(metadata_text(metadata))]
 
 
-def _header(item: MessageItem, store: ItemStore, style: Style) -> str:
+def message_header(item: MessageItem, store: ItemStore, style: Style) -> str:
     t = style.text
     role = t(item.role) if item.role is not None else "(no role)"
     parts = [style.role(role, role), style.dim(t(item.id))]
@@ -282,15 +283,15 @@ def _header(item: MessageItem, store: ItemStore, style: Style) -> str:
     return " ".join(parts)
 
 
-def _tool_call_lines(call: ToolCallItem, style: Style) -> Iterator[str]:
+def tool_call_lines(call: ToolCallItem, style: Style) -> Iterator[str]:
     name = style.text(call.name) if isinstance(call.name, str) else "(no name)"
     yield f"{style.bold('tool call')} {name} {style.dim(f'({style.text(call.id)})')}"
     arguments = call.arguments
     if arguments is not None and arguments != "":
-        yield from _indent(style.lines(_json_or_text(arguments)), "  ")
+        yield from indent_lines(style.lines(_json_or_text(arguments)), "  ")
     if call.encrypted_value is not None:
         yield "  " + style.dim(f"(encrypted value, {len(str(call.encrypted_value))} characters)")
-    yield from _indent(_metadata_line(call.metadata, style), "  ")
+    yield from indent_lines(metadata_line(call.metadata, style), "  ")
 
 
 def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
@@ -298,8 +299,8 @@ def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
     for n, item in enumerate(store.messages()):
         if n:
             yield ""
-        yield _header(item, store, style)
-        body = _content_lines(item, style)
+        yield message_header(item, store, style)
+        body = content_lines(item, style)
         error = item.fields.get("error")
         if error is not None:
             body.append(style.severity("error", f"error: {style.text(error)}"))
@@ -307,10 +308,10 @@ def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
             body.append(
                 style.dim(f"(encrypted value, {len(str(item.encrypted_value))} characters)")
             )
-        body.extend(_metadata_line(item.metadata, style))
+        body.extend(metadata_line(item.metadata, style))
         for call in item.tool_calls or ():
-            body.extend(_tool_call_lines(call, style))
-        yield from _indent(body, "  ")
+            body.extend(tool_call_lines(call, style))
+        yield from indent_lines(body, "  ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,14 +327,12 @@ _USAGE_FIELDS = (
 )
 
 
-def _usage_text(entry: Any) -> str:
-    provider = entry.provider if entry.provider is not UNSET else ""
-    model = entry.model if entry.model is not UNSET else ""
-    label = "/".join(x for x in (provider, model) if x) or "(unlabelled)"
+def _usage_text(entry: Usage) -> str:
+    label = "/".join(x for x in (entry.provider, entry.model) if x) or "(unlabelled)"
     counts = [
         f"{name} {getattr(entry, field)}"
         for field, name in _USAGE_FIELDS
-        if getattr(entry, field) is not UNSET
+        if getattr(entry, field) is not None
     ]
     return f"{label}: {', '.join(counts) or 'no counts'}"
 
@@ -350,7 +349,7 @@ def _outcome_lines(record: RunRecord, style: Style) -> Iterator[str]:
             if interrupt.message is not UNSET:
                 text += f": {interrupt.message}"
             yield t(text)
-            yield from _indent(_metadata_line(interrupt.metadata, style), "  ")
+            yield from indent_lines(metadata_line(interrupt.metadata, style), "  ")
     if (
         isinstance(outcome, (RunSuccess, RunInterrupted, RunCancelled))
         and outcome.result is not None
@@ -415,7 +414,7 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
             body.append(t(f"custom event {custom.name} (event {custom.index}){meta}"))
         if record.raw_events:
             body.append(f"raw events: {len(record.raw_events)}")
-        yield from _indent(body, "  ")
+        yield from indent_lines(body, "  ")
 
 
 # ---------------------------------------------------------------------------------------------

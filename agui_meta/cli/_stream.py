@@ -300,7 +300,7 @@ def run_stream(
     first = [LintMetadataKeys()] if lint else []
     try:
         if args.format != "auto":
-            _check_forced_format(source, args.format)
+            _check_forced_format(source, args.format, getattr(args, "format_option", "--format"))
         made: list[Any] = []  # the pipeline, whose context counts events for the progress line
         chunks = source.chunks(lambda: _events(made[0].context) if made else 0)
         pipeline = wrap(
@@ -351,15 +351,15 @@ def _looks_like(head: bytes) -> Format | None:
         return None
 
 
-def _check_forced_format(source: StreamInput, forced: str) -> None:
+def _check_forced_format(source: StreamInput, forced: str, option: str) -> None:
     """A forced format the input plainly is not: one error naming the one it looks like."""
     head = source.peek()
     looks = _looks_like(head)
     if looks is not None and looks != forced:
         raise InputError(
             f"{source.name} looks like {FORMAT_NAMES[looks]}, not {FORMAT_NAMES[forced]} "
-            f"(it begins {_first_line(head)}): leave --format out to detect the format, or "
-            f"use --format {looks}"
+            f"(it begins {_first_line(head)}): leave {option} out to detect the format, or "
+            f"use {option} {looks}"
         )
 
 

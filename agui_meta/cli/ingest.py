@@ -2,8 +2,11 @@
 
 The file's frames are cut into envelopes (at most ``--batch`` events, and never across a run's
 end), numbered per source, and appended to the thread's shard stream; an end-of-source marker
-follows unless ``--no-end``. Running it again with the same arguments appends nothing: every
-envelope is recognised as a retry.
+follows unless ``--no-end``. Running it again with the same file appends nothing: every
+envelope is recognised as a retry by its content. The default source name includes a digest of
+the stream's first event, so a different stream piped into the same thread is a new source; a
+different stream under a name already used (``--source``, or a stream that starts with the same
+event) is refused, naming the first envelope that differs.
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "input: frame-aligned batches of events with a per-source sequence number, so a\n"
             "retry (the same command again) appends nothing twice. Workers\n"
             "('agui-meta worker') process it.\n\n"
-            "Exit status: 0 on success; 1 on a sequence gap; 2 when the file or Redis cannot\n"
-            "be read."
+            "A retry is recognised by what it sends (a digest of each envelope, kept per\n"
+            "source), not by its name: a different stream under a source name already used\n"
+            "is refused, naming the first envelope that differs.\n\n"
+            "Exit status: 0 on success; 1 on a sequence gap or a different stream under a\n"
+            "used source name; 2 when the file or Redis cannot be read."
         ),
         epilog=(
             "examples:\n"
@@ -44,7 +50,8 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument("file", metavar="FILE", help="a recorded stream ('-' for standard input)")
     parser.add_argument(
         "--source",
-        help="the source's name, for its sequence numbers (default: THREAD:FILE's name)",
+        help="the source's name, for its sequence numbers (default: THREAD:FILE's name:a "
+        "digest of the stream's first event, so that another stream is another source)",
     )
     parser.add_argument(
         "--batch", type=int, default=64, help="events per envelope at most (default: 64)"
@@ -66,16 +73,32 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
+def _default_source(thread: str, file: str, frames: list[bytes]) -> str:
+    """``THREAD:NAME:DIGEST``: the file's base name (``-`` for standard input) and 12 hex digits
+    of a digest of the first event, so that a different stream is a different source while a
+    retry, or the same stream grown longer, is the same one."""
+    import hashlib
     import os
 
+    first = frames[0] if frames else b""
+    return f"{thread}:{os.path.basename(file)}:{hashlib.blake2b(first, digest_size=6).hexdigest()}"
+
+
+def run(args: argparse.Namespace) -> int:
     from .._exceptions import FramingError
 
     if args.batch < 1 or args.pipeline < 1 or (args.shards is not None and args.shards < 1):
         print("agui-meta: --batch, --pipeline and --shards must be at least 1", file=sys.stderr)
         return 2
     try:
-        from ..redis import DEFAULT_SHARDS, SequenceGap, envelopes, publish, read_frames
+        from ..redis import (
+            DEFAULT_SHARDS,
+            SequenceGap,
+            SourceConflict,
+            envelopes,
+            publish,
+            read_frames,
+        )
     except ImportError:
         print(
             "agui-meta: this command needs the redis extra: pip install 'agui-meta[redis]'",
@@ -87,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     except FramingError as exc:
         print(f"agui-meta: {args.file}: {exc}", file=sys.stderr)
         return 1
-    source = args.source or f"{args.thread}:{os.path.basename(args.file)}"
+    source = args.source or _default_source(args.thread, args.file, frames)
 
     async def body(client: Any) -> int:
         batches = envelopes(
@@ -101,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
                 shards=args.shards or DEFAULT_SHARDS,
                 pipeline=args.pipeline,
             )
+        except SourceConflict as exc:
+            print(f"agui-meta: {args.file}: {exc}", file=sys.stderr)
+            return 1
         except SequenceGap as exc:
             print(f"agui-meta: sequence gap: {exc}", file=sys.stderr)
             return 1

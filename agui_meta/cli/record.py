@@ -19,6 +19,7 @@ import msgspec
 
 from .._exceptions import FramingError
 from .._framing import ACCEPT, ACCEPT_ENCODING, Framer
+from .._inspector import InspectorRecording
 from ._command import Commands
 from ._stream import isatty
 from .run import ArgumentProblem, add_agent_arguments, build_agent
@@ -55,6 +56,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         metavar="FILE",
         help="where to save (default '-': standard output)",
     )
+    parser.add_argument(
+        "--inspector",
+        metavar="OUT.json",
+        help="also write an agui-inspector session file (format version 0): the exchange, "
+        "its frames with their timing, the runs and validate's findings",
+    )
     return parser
 
 
@@ -86,7 +93,8 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import HttpStatusError, _closing_bytes
+    from .._client import closing_bytes
+    from .._exceptions import HttpStatusError
 
     try:
         agent, tools = build_agent(args)
@@ -104,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress(sys.stderr, args.url)
     counts = {"bytes": 0, "events": 0}
     counter: Framer | None = Framer()
+    inspector = InspectorRecording(args.url, body) if args.inspector else None
 
     async def save(out: IO[bytes]) -> None:
         nonlocal counter
@@ -111,11 +120,17 @@ def run(args: argparse.Namespace) -> int:
             httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=args.timeout)) as client,
             client.stream("POST", args.url, content=body, headers=headers) as response,
         ):
+            if inspector is not None:
+                inspector.response(response.status_code, response.headers.get("content-type", ""))
             if response.status_code >= 400:
                 text = (await response.aread())[:512]
+                if inspector is not None:
+                    inspector.error_body(text)
                 raise HttpStatusError(response.status_code, text, args.url)
-            async with _closing_bytes(response) as chunks:
+            async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
+                    if inspector is not None:
+                        inspector.feed(chunk)
                     out.write(chunk)
                     out.flush()
                     counts["bytes"] += len(chunk)
@@ -146,10 +161,23 @@ def run(args: argparse.Namespace) -> int:
         progress.clear()
         print(f"agui-meta: {exc}", file=sys.stderr)
         status = 1
+        if inspector is not None and not isinstance(exc, HttpStatusError):
+            inspector.end(error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     finally:
         if out is not sys.stdout.buffer:
             out.close()
     progress.clear()
+    if inspector is not None:
+        if inspector.elapsed_ms is None:
+            inspector.end()
+        try:
+            with open(args.inspector, "wb") as session:
+                session.write(inspector.session())
+        except OSError as exc:
+            print(
+                f"agui-meta: cannot write {args.inspector}: {exc.strerror or exc}", file=sys.stderr
+            )
+            return 2
     where = "standard output" if args.output == "-" else args.output
     what = "recorded" if status == 0 else "kept what arrived:"
     print(

@@ -6,7 +6,10 @@ See :mod:`agui_meta.redis` for what a worker does and guarantees.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ._command import Commands
@@ -26,8 +29,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "outputs stream with stable keys, thread snapshots at each run's end, usage\n"
             "counters, all committed atomically per batch. Start as many as you like; a\n"
             "worker that dies is replaced by the others when its lease runs out.\n\n"
-            "Exit status: 0 when it stopped (idle, or interrupted); 2 when Redis cannot be\n"
-            "reached at the start."
+            "A thread whose stored hash is corrupt is quarantined (logged with its key, its\n"
+            "entries parked in {NS}:parked); the others go on. With --verbose, one line per\n"
+            "commit on standard error.\n\n"
+            "Exit status: 0 when it stopped idle; 1 on a Redis error, or a commit the server\n"
+            "refuses for its size; 2 on a bad argument or when Redis cannot be reached at the\n"
+            "start; 130 when interrupted."
         ),
         epilog=(
             "examples:\n"
@@ -65,19 +72,29 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--stats", action="store_true", help="print the worker's counters on exit, as JSON"
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say what it does: a line per commit (shard, entries, outputs, snapshots, bytes)",
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.lease <= 0 or args.batch < 1 or (args.shards is not None and args.shards < 1):
-        print(
-            "agui-meta: --lease must be positive, --batch and --shards at least 1", file=sys.stderr
-        )
+    import math
+
+    if args.batch < 1 or (args.shards is not None and args.shards < 1):
+        print("agui-meta: --batch and --shards must be at least 1", file=sys.stderr)
         return 2
-    for name in ("exit_when_idle", "idle_timeout"):
+    for name in ("lease", "exit_when_idle", "idle_timeout"):
         value = getattr(args, name)
-        if value is not None and value <= 0:
-            print(f"agui-meta: --{name.replace('_', '-')} must be positive", file=sys.stderr)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            print(
+                f"agui-meta: --{name.replace('_', '-')} must be a positive, finite number of "
+                f"seconds, not {value}",
+                file=sys.stderr,
+            )
             return 2
 
     async def body(client: Any) -> int:
@@ -85,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         import msgspec
         import redis.exceptions
 
-        from ..redis import DEFAULT_SHARDS, Worker
+        from ..redis import DEFAULT_SHARDS, CommitTooLarge, Worker
 
         with anyio.fail_after(30):  # a server still loading its AOF answers LOADING: wait
             while True:
@@ -104,7 +121,11 @@ def run(args: argparse.Namespace) -> int:
             shards=args.shards or DEFAULT_SHARDS,
         )
         try:
-            await worker.run(exit_when_idle=args.exit_when_idle)
+            with _log_to_stderr(args.verbose):
+                await worker.run(exit_when_idle=args.exit_when_idle)
+        except CommitTooLarge as exc:
+            print(f"agui-meta: {exc}", file=sys.stderr)
+            return 1
         finally:
             if args.stats:
                 sys.stdout.write(msgspec.json.encode(worker.stats).decode() + "\n")
@@ -112,3 +133,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     return run_with_redis(args, body)
+
+
+@contextlib.contextmanager
+def _log_to_stderr(verbose: bool) -> Iterator[None]:
+    """The worker's log (quarantines; with ``verbose``, each commit) as lines on stderr."""
+    logger = logging.getLogger("agui_meta.redis.worker")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("agui-meta: %(message)s"))
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]

@@ -3,7 +3,8 @@
 Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or later).
 
 - :func:`publish` appends a producer's envelopes (:func:`envelopes` cuts frames into them) to
-  the shard streams, idempotently per source sequence number;
+  the shard streams, idempotently per source sequence number (a retry is recognised by its
+  content; a different envelope at a taken number is refused);
 - :class:`Worker` owns shards through fenced leases and commits each batch atomically:
   outputs with stable keys, watermark, snapshots at run ends, usage, acknowledgements;
 - :class:`RedisThreadStore` reads (and writes, with compare-and-set) the threads' snapshots;
@@ -12,7 +13,7 @@ Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or
 - :func:`run_local` is the same processing in one process, without Redis: the reference the
   workers' results equal.
 
-The guarantees, and what they rest on, are in the README's "Durable threads and workers".
+The guarantees, and what they rest on, are in docs/durable.md ("Guarantees").
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from .._durable import LocalResult as LocalResult
 from .._durable import Output as Output
 from .._durable import envelopes as envelopes
 from .._durable import run_local as run_local
+from .._exceptions import CommitTooLarge as CommitTooLarge
+from .._exceptions import SequenceGap as SequenceGap
+from .._exceptions import SourceConflict as SourceConflict
+from .._public import public_module as _public_module
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
 from ._ingest import IngestResult as IngestResult
-from ._ingest import SequenceGap as SequenceGap
 from ._ingest import publish as publish
 from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys
@@ -35,6 +39,7 @@ from ._worker import WorkerStats as WorkerStats
 
 __all__ = (
     "DEFAULT_SHARDS",
+    "CommitTooLarge",
     "Envelope",
     "IngestResult",
     "Keys",
@@ -43,6 +48,7 @@ __all__ = (
     "RedisReplay",
     "RedisThreadStore",
     "SequenceGap",
+    "SourceConflict",
     "Worker",
     "WorkerStats",
     "envelopes",
@@ -50,3 +56,9 @@ __all__ = (
     "read_frames",
     "run_local",
 )
+
+_public_module(__name__, globals(), __all__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

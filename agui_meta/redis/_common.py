@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio
-import redis.exceptions
 
 from . import _scripts
 from ._keys import Keys
@@ -22,36 +21,21 @@ def text(value: Any) -> str:
 
 
 class Scripts:
-    """The Lua scripts of :mod:`._scripts`, called by SHA and reloaded after ``NOSCRIPT``.
+    """The Lua scripts of :mod:`._scripts`, registered with redis-py (``register_script``).
 
-    (A restarted server has an empty script cache; an ``EVALSHA`` then fails with ``NOSCRIPT``
-    before running, so loading and calling again is safe.)
+    A call is an ``EVALSHA``; redis-py loads the script and calls again after ``NOSCRIPT`` (a
+    restarted server has an empty script cache, and ``NOSCRIPT`` fails before the script runs,
+    so the second call is not a repeat).
     """
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
-        self._sha: dict[str, str] = {}
-
-    async def sha(self, name: str) -> str:
-        sha = self._sha.get(name)
-        if sha is None:
-            sha = self._sha[name] = text(await self.client.script_load(getattr(_scripts, name)))
-        return sha
+        self._scripts = {
+            name: client.register_script(getattr(_scripts, name)) for name in _scripts.__all__
+        }
 
     async def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        for attempt in (0, 1):
-            sha = await self.sha(name)
-            try:
-                return await self.client.evalsha(sha, len(keys), *keys, *args)
-            except redis.exceptions.NoScriptError:
-                self._sha.pop(name, None)
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    def forget(self) -> None:
-        """Reload every script at its next call (after a reconnection)."""
-        self._sha.clear()
+        return await self._scripts[name](keys, args)
 
 
 async def shard_count(

@@ -1,24 +1,29 @@
 """Ingest: a producer's frames, cut into envelopes and appended to their thread's shard stream.
 
-Each envelope is appended by one script that also records the source's sequence number, so a
-retried envelope (same source, same ``seq``) is recognised and skipped: a producer may resend
-after any failure without duplicating a thing. Envelopes are sent in pipelines of ``pipeline``
-calls (one round trip for many envelopes).
+Envelopes are sent ``pipeline`` at a time, each group in one script call that checks them all
+before it writes anything. A source's envelope at a sequence number it already took is a retry
+only if it holds what was taken there (a 16-byte digest of its thread, number, events and end,
+kept per source and number): then it is skipped, and a producer may resend after any failure
+without duplicating a thing. One that differs is refused with :class:`SourceConflict`, naming
+the source and the envelope: a different stream under a reused source name is never mistaken
+for a retry, so never dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 import redis.asyncio
 import redis.exceptions
 
 from .._durable import Envelope
+from .._exceptions import SequenceGap, SourceConflict
 from ._common import DEFAULT_SHARDS, Scripts, shard_count
 from ._keys import GROUP, Keys
 
-__all__ = ["IngestResult", "SequenceGap", "publish", "read_frames"]
+__all__ = ["IngestResult", "publish", "read_frames"]
 
 
 class IngestResult(msgspec.Struct, kw_only=True):
@@ -26,10 +31,6 @@ class IngestResult(msgspec.Struct, kw_only=True):
 
     appended: int = 0
     duplicates: int = 0
-
-
-class SequenceGap(Exception):
-    """An envelope's ``seq`` skips numbers its source never sent (an earlier one was lost)."""
 
 
 async def publish(
@@ -44,9 +45,13 @@ async def publish(
 
     :param shards: the shard count of a namespace not used before (an existing namespace
         keeps its own).
-    :param pipeline: envelopes per round trip.
+    :param pipeline: envelopes per script call (one round trip each).
     :raises SequenceGap: a source's ``seq`` jumps past the next expected number.
+    :raises SourceConflict: a source's envelope at a number it took differs from the one taken.
+    :raises ValueError: an envelope numbered below 1.
     """
+    if pipeline < 1:
+        raise ValueError(f"pipeline must be at least 1, not {pipeline}")
     keys = Keys(namespace)
     count = await shard_count(client, keys, shards)
     scripts = Scripts(client)
@@ -54,44 +59,89 @@ async def publish(
     batch: list[Envelope] = []
 
     async def flush() -> None:
-        sha = await scripts.sha("INGEST")
-        for attempt in (0, 1):
-            pipe = client.pipeline(transaction=False)
-            for env in batch:
-                pipe.evalsha(
-                    sha,
-                    2,
-                    keys.sources,
-                    keys.shard(keys.shard_of(env.thread, count)),
-                    env.source,
-                    env.seq,
-                    env.encode(),
-                    GROUP,
-                )
-            replies = await pipe.execute(raise_on_error=False)
-            if attempt == 0 and any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
-                scripts.forget()
-                sha = await scripts.sha("INGEST")
-                continue  # the calls before the first NOSCRIPT ran: resent, they are retries
-            break
-        for reply in replies:
-            if isinstance(reply, Exception):
-                if "SEQGAP" in str(reply):
-                    raise SequenceGap(str(reply).partition("SEQGAP ")[2] or str(reply))
-                raise reply
-            if reply == 1:
-                result.appended += 1
-            else:
-                result.duplicates += 1
+        names = [keys.sources]
+        where: dict[str, int] = {}
+
+        def index(key: str) -> int:
+            n = where.get(key)
+            if n is None:
+                names.append(key)
+                n = where[key] = len(names)  # Lua's KEYS count from 1
+            return n
+
+        args: list[Any] = [GROUP]
+        for env in batch:
+            args += [
+                index(keys.digests(env.source)),
+                index(keys.shard(keys.shard_of(env.thread, count))),
+                env.source,
+                env.seq,
+                env.digest(),
+                env.encode(),
+            ]
+        try:
+            appended, retries = await scripts.call("INGEST", names, args)
+        except redis.exceptions.ResponseError as exc:
+            raise _refusal(str(exc), batch) from None
+        except redis.exceptions.ConnectionError as exc:
+            big = max(batch, key=lambda e: len(e.encode()))
+            size = len(big.encode())
+            if size < 1 << 20:  # no server refuses less (the least proto-max-bulk-len)
+                raise
+            raise redis.exceptions.ConnectionError(
+                f"{exc} (the call carried an envelope of {size} bytes, source {big.source!r}, "
+                f"envelope {big.seq}: a server closes the connection on an argument past its "
+                "proto-max-bulk-len; lower the events per envelope, --batch)"
+            ) from exc
+        result.appended += int(appended)
+        result.duplicates += int(retries)
         batch.clear()
 
     for envelope in envelopes:
+        if envelope.seq < 1:
+            raise ValueError(
+                f"source {envelope.source!r}: sequence numbers start at 1, not {envelope.seq}"
+            )
         batch.append(envelope)
         if len(batch) >= pipeline:
             await flush()
     if batch:
         await flush()
     return result
+
+
+def _refusal(reply: str, batch: list[Envelope]) -> Exception:
+    """The exception for an ``INGEST`` error reply (``SEQGAP …``, ``DIVERGED …``)."""
+    kind, _, rest = reply.partition(" ")
+    if kind == "SEQGAP":
+        last, seq, source = rest.split(" ", 2)
+        return SequenceGap(f"source {source} is at {last}, got {seq}")
+    if kind == "DIVERGED":
+        seq_text, kept, name = rest.split(" ", 2)
+        number = int(seq_text)
+        env = next(e for e in batch if e.source == name and e.seq == number)
+        what = f"{len(env.frames)} events" + (", end of source" if env.end else "")
+        if kept == "0":
+            why = "was taken without a digest (by an older agui-meta): a retry cannot be told apart"
+        else:
+            why = "differs from the envelope this source sent there before"
+        return SourceConflict(
+            f"source {name!r}: envelope {number} (thread {env.thread!r}, {what}) {why}; a "
+            f"different stream under a reused source name is refused (send it under another "
+            f"source name)",
+            source=name,
+            seq=number,
+            thread=env.thread,
+        )
+    if "invalid bulk length" in reply:
+        big = max(batch, key=lambda e: len(e.encode()))
+        return redis.exceptions.ResponseError(
+            f"{reply}: the server refused an argument as too long; the largest envelope of "
+            f"the call is {len(big.encode())} bytes (source {big.source!r}, envelope "
+            f"{big.seq}): lower the events per envelope (--batch), or raise the server's "
+            "proto-max-bulk-len"
+        )
+    return redis.exceptions.ResponseError(reply)
 
 
 def read_frames(path: str) -> list[bytes]:

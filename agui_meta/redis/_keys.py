@@ -17,10 +17,15 @@ class Keys:
     - ``{ns}:shard:N`` stream: the entries of the threads of shard N (consumer group
       :data:`GROUP`); ``{ns}:lease:N`` its lease (``"token worker"``, with a TTL) and
       ``{ns}:fence:N`` the counter its fencing tokens come from;
-    - ``{ns}:sources`` hash: per source, the last sequence number taken;
+    - ``{ns}:sources`` hash: per source, the last sequence number taken; ``{ns}:digests:SOURCE``
+      string: the digest (16 bytes) of each envelope the source sent, at ``16 * (seq - 1)``,
+      so that a retry is recognised by what it holds, not by its name alone;
     - ``{ns}:thread:ID`` hash: ``v`` (version), ``snap`` (the snapshot as JSON), ``wm`` (the
       id of the last entry whose outputs were emitted);
     - ``{ns}:out`` stream: the outputs (``key``, ``thread``, ``kind``, ``data``);
+    - ``{ns}:quarantine`` hash: per thread the workers set aside, why (JSON: ``key``,
+      ``field``, ``error``); ``{ns}:parked`` stream: the entries of those threads, moved there
+      from their shard (``stream``, ``id`` and the entry's own fields) and acknowledged;
     - ``{ns}:usage`` hash: the usage counters; ``{ns}:workers`` sorted set: live workers;
     - ``{ns}:replay:KEY`` stream: the SSE events of one response (:class:`RedisReplay`), with
       ``{ns}:replay:KEY:alive`` (its producer's heartbeat) and ``{ns}:replay:KEY:reader`` (a
@@ -40,6 +45,8 @@ class Keys:
         self.out = f"{ns}:out"
         self.usage = f"{ns}:usage"
         self.workers = f"{ns}:workers"
+        self.quarantine = f"{ns}:quarantine"
+        self.parked = f"{ns}:parked"
         self._ns = ns
 
     def shard(self, n: int) -> str:
@@ -59,6 +66,9 @@ class Keys:
 
     def replay_reader(self, key: str) -> str:
         return f"{self._ns}:replay:{key}:reader"
+
+    def digests(self, source: str) -> str:
+        return f"{self._ns}:digests:{source}"
 
     def thread(self, thread_id: str) -> str:
         return self.thread_prefix + thread_id

@@ -35,8 +35,8 @@ import redis.asyncio
 import redis.exceptions
 
 from .._exceptions import StreamLost
-from .._replay import Replay, parse_event_id
-from .._resume import _Stream, _StreamReader
+from .._replay import Replay, ReplayLog, ReplayReader, parse_event_id
+from .._resume import BufferedStream, BufferedStreamReader
 from ._common import text
 from ._keys import Keys
 
@@ -128,7 +128,7 @@ class RedisReplay:
         self.close_timeout = close_timeout
 
     @contextlib.asynccontextmanager
-    async def open(self) -> AsyncIterator[_RedisLog]:
+    async def open(self) -> AsyncIterator[ReplayLog]:
         """A new stream in Redis, with the producer's heartbeat while it is open."""
         log = _RedisLog(self, uuid.uuid4().hex)
         try:
@@ -143,7 +143,7 @@ class RedisReplay:
                 await log.end(complete=False)  # nothing when the producer ended it
             log.local.finish()
 
-    async def resume(self, last_event_id: str) -> _RedisReader | str:
+    async def resume(self, last_event_id: str) -> ReplayReader | str:
         """A reader of the events after ``last_event_id``, or why they cannot be resumed."""
         parsed = parse_event_id(last_event_id)
         unknown = f"no stream with event id {last_event_id!r} is held (unknown or expired)"
@@ -178,7 +178,7 @@ class _RedisLog:
         self.stream = replay.keys.replay(key)
         self.alive = replay.keys.replay_alive(key)
         self.readers = replay.keys.replay_reader(key)
-        self.local = _Stream(key, replay.buffer, ring=True, linger=replay.linger)
+        self.local = BufferedStream(key, replay.buffer, ring=True, linger=replay.linger)
         self.ended = False
 
     def _add(self, pipe: Any, fields: dict[str, Any], index: int) -> None:
@@ -220,7 +220,7 @@ class _RedisLog:
         finally:
             await self.local.end(complete=complete)
 
-    def reader(self) -> _StreamReader:
+    def reader(self) -> BufferedStreamReader:
         return self.local.reader(0)
 
     async def heartbeat(self) -> None:

@@ -9,21 +9,53 @@ from __future__ import annotations
 
 __all__ = ["ACQUIRE", "COMMIT", "INGEST", "READ", "RELEASE", "RENEW", "SAVE_THREAD"]
 
-#: KEYS: sources hash, shard stream. ARGV: source, seq, envelope, group.
-#: Returns 1 (appended), 0 (a retry of a seq already taken) or an error on a gap.
+#: KEYS: the sources hash, then the digests strings and shard streams the envelopes name.
+#: ARGV: group, then six per envelope, in order: its digests key's index in KEYS, its shard
+#: stream's index in KEYS, source, seq, digest (16 bytes), the envelope.
+#: Every envelope is checked before anything is written: one at a sequence number its source
+#: already took must carry the digest taken there (a retry, skipped), the next one is appended
+#: (its digest stored at ``16 * (seq - 1)`` in the source's digests string), any other is
+#: refused. Returns {appended, retries}, or an error (nothing written): ``SEQGAP last seq
+#: source`` or ``DIVERGED seq taken source`` (``taken``: 0 when no digest was kept there).
 INGEST = """
-local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-local seq = tonumber(ARGV[2])
-if seq <= last then return 0 end
-if seq ~= last + 1 then
-  return redis.error_reply('SEQGAP source ' .. ARGV[1] .. ' is at ' .. last .. ', got ' .. seq)
+local n = (#ARGV - 1) / 6
+local last, taken, append = {}, {}, {}
+for i = 0, n - 1 do
+  local b = 2 + 6 * i
+  local digests, source, seq, digest = KEYS[tonumber(ARGV[b])], ARGV[b + 2], tonumber(ARGV[b + 3]), ARGV[b + 4]
+  if last[source] == nil then
+    last[source] = tonumber(redis.call('HGET', KEYS[1], source) or '0')
+    taken[source] = {}
+  end
+  local l = last[source]
+  if seq <= l then
+    local had = taken[source][seq]
+    if had == nil then
+      had = redis.call('GETRANGE', digests, 16 * (seq - 1), 16 * seq - 1)
+    end
+    if had ~= digest then
+      local kept = 1
+      if #had ~= 16 then kept = 0 end
+      return redis.error_reply('DIVERGED ' .. seq .. ' ' .. kept .. ' ' .. source)
+    end
+  elseif seq == l + 1 then
+    last[source] = seq
+    taken[source][seq] = digest
+    append[#append + 1] = b
+  else
+    return redis.error_reply('SEQGAP ' .. l .. ' ' .. seq .. ' ' .. source)
+  end
 end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[4], '0', 'MKSTREAM')
+for _, b in ipairs(append) do
+  local digests, stream = KEYS[tonumber(ARGV[b])], KEYS[tonumber(ARGV[b + 1])]
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, ARGV[1], '0', 'MKSTREAM')
+  end
+  redis.call('XADD', stream, '*', 'e', ARGV[b + 5])
+  redis.call('SETRANGE', digests, 16 * (tonumber(ARGV[b + 3]) - 1), ARGV[b + 4])
+  redis.call('HSET', KEYS[1], ARGV[b + 2], ARGV[b + 3])
 end
-redis.call('XADD', KEYS[2], '*', 'e', ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], seq)
-return 1
+return {#append, n - #append}
 """
 
 #: KEYS: lease, fence counter, shard stream. ARGV: worker name, lease ms, group.
@@ -69,22 +101,51 @@ end
 return out
 """
 
-#: KEYS: lease, shard stream, outputs stream, usage hash.
+#: KEYS: lease, shard stream, outputs stream, usage hash, quarantine hash, parked stream.
 #: ARGV: holder, group, thread key prefix, msgpack payload
 #:   {threads = {{id, expected version, snapshot or '', new version, watermark or ''}…},
-#:    outputs = {{key, thread, kind, data}…}, usage = {{field, increment}…}, acks = {ids…}}.
-#: Returns 1, or an error: FENCED (the lease is not the caller's), VERSION (a snapshot moved).
+#:    outputs = {{key, thread, kind, data}…}, usage = {{field, increment}…}, acks = {ids…},
+#:    quarantine = {{thread, reason}…}, park = {ids…}}.
+#: A parked entry is copied to the parked stream (with ``stream`` and ``id``) before its ack.
+#: Returns 1, or an error, before anything is written: FENCED (the lease is not the caller's),
+#: VERSION (a snapshot moved), WRONGTYPE (a thread key that is not a hash), CORRUPT (a
+#: namespace key of the wrong type, a usage counter that is not an integer).
 COMMIT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('FENCED the lease of ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
+local kinds = {[3] = 'stream', [4] = 'hash', [5] = 'hash', [6] = 'stream'}
+for i, kind in pairs(kinds) do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= kind and t ~= 'none' then
+    return redis.error_reply('CORRUPT ' .. KEYS[i] .. ' is a ' .. t .. ', not a ' .. kind)
+  end
+end
 local p = cmsgpack.unpack(ARGV[4])
 for _, t in ipairs(p.threads) do
+  local key = ARGV[3] .. t[1]
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'hash' and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE thread ' .. t[1] .. ': ' .. key .. ' is a ' .. kind)
+  end
   if t[3] ~= '' then
-    local v = tonumber(redis.call('HGET', ARGV[3] .. t[1], 'v') or '0')
-    if v ~= t[2] then
+    local v = redis.call('HGET', key, 'v') or '0'
+    if v ~= tostring(t[2]) then
       return redis.error_reply('VERSION thread ' .. t[1] .. ' is at ' .. v .. ', not ' .. t[2])
     end
+  end
+end
+for _, u in ipairs(p.usage) do
+  local now = redis.call('HGET', KEYS[4], u[1])
+  if now and not string.match(now, '^%-?%d+$') then
+    return redis.error_reply('CORRUPT ' .. KEYS[4] .. ' field ' .. u[1] .. ' is not an integer')
+  end
+end
+for _, q in ipairs(p.quarantine) do redis.call('HSET', KEYS[5], q[1], q[2]) end
+for _, id in ipairs(p.park) do
+  local got = redis.call('XRANGE', KEYS[2], id, id)
+  if got[1] then
+    redis.call('XADD', KEYS[6], '*', 'stream', KEYS[2], 'id', id, unpack(got[1][2]))
   end
 end
 for _, t in ipairs(p.threads) do

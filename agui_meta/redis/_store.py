@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import redis.asyncio
+import redis.exceptions
 
-from .._threads import ThreadSnapshot, VersionConflict, _check_version
+from .._exceptions import ThreadStoreError, VersionConflict
+from .._threads import ThreadSnapshot, check_version, decode_snapshot, encode_snapshot
 from ._common import Scripts
 from ._keys import Keys
 
@@ -18,6 +20,10 @@ class RedisThreadStore:
     :mod:`agui_meta.redis` commit to the same hashes, so this store reads what they wrote. The
     compare-and-set is one Lua script.
 
+    A stored snapshot that cannot be decoded, and an error Redis answers (a key of another
+    type), are raised as :class:`~agui_meta._exceptions.ThreadStoreError` naming the key and
+    the thread; connection errors and timeouts are redis-py's own, raised as they are.
+
     :param client: a ``redis.asyncio.Redis`` client.
     :param namespace: the key namespace (``"agui"``, as the workers' default).
     """
@@ -27,19 +33,41 @@ class RedisThreadStore:
         self.keys = Keys(namespace)
         self._scripts = Scripts(client)
 
+    def _name(self, key: str) -> str:
+        return f"Redis thread store (key {key!r})"
+
     async def load(self, thread_id: str) -> ThreadSnapshot | None:
-        data = await self.client.hget(self.keys.thread(thread_id), "snap")
-        return None if data is None else ThreadSnapshot.from_json(data)
+        key = self.keys.thread(thread_id)
+        try:
+            data = await self.client.hget(key, "snap")
+        except redis.exceptions.ResponseError as exc:
+            raise ThreadStoreError(
+                f"cannot be loaded: {exc}", store=self._name(key), thread_id=thread_id
+            ) from exc
+        return None if data is None else decode_snapshot(data, thread_id, self._name(key))
 
     async def save(self, snapshot: ThreadSnapshot) -> None:
-        _check_version(snapshot)
-        result = await self._scripts.call(
-            "SAVE_THREAD",
-            [self.keys.thread(snapshot.thread_id)],
-            [snapshot.version - 1, snapshot.to_json(), snapshot.version],
-        )
+        check_version(snapshot)
+        key = self.keys.thread(snapshot.thread_id)
+        data = encode_snapshot(snapshot, self._name(key))
+        try:
+            result = await self._scripts.call(
+                "SAVE_THREAD", [key], [snapshot.version - 1, data, snapshot.version]
+            )
+        except redis.exceptions.ResponseError as exc:
+            raise ThreadStoreError(
+                f"cannot be saved: {exc}", store=self._name(key), thread_id=snapshot.thread_id
+            ) from exc
         if isinstance(result, list):
-            raise VersionConflict(snapshot.thread_id, snapshot.version - 1, int(result[0]))
+            try:
+                actual = int(result[0])
+            except (TypeError, ValueError, IndexError) as exc:
+                raise ThreadStoreError(
+                    f"cannot be saved: the stored version is not a number ({result!r})",
+                    store=self._name(key),
+                    thread_id=snapshot.thread_id,
+                ) from exc
+            raise VersionConflict(snapshot.thread_id, snapshot.version - 1, actual)
 
     async def thread_ids(self, *, count: int = 1000) -> list[str]:
         """The ids of the stored threads (a ``SCAN`` of the namespace, in no particular order)."""

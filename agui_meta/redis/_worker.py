@@ -22,9 +22,11 @@ committed) and the worker starts again from what Redis holds.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import random
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -37,7 +39,8 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from .._durable import Envelope, Output, ThreadState
+from .._durable import Changes, Envelope, Output, ThreadState
+from .._exceptions import AguiMetaError, CommitTooLarge
 from .._threads import ThreadSnapshot
 from ._common import DEFAULT_SHARDS, Scripts, shard_count, text
 from ._keys import GROUP, Keys
@@ -45,6 +48,8 @@ from ._keys import GROUP, Keys
 __all__ = ["Worker", "WorkerStats"]
 
 _pack = msgspec.msgpack.Encoder().encode
+_json = msgspec.json.Encoder().encode
+logger = logging.getLogger("agui_meta.redis.worker")
 
 
 class WorkerStats(msgspec.Struct, kw_only=True):
@@ -61,13 +66,14 @@ class WorkerStats(msgspec.Struct, kw_only=True):
 
 
 class _Shard:
-    __slots__ = ("backlog", "deadline", "holder", "n", "seen", "threads")
+    __slots__ = ("backlog", "deadline", "holder", "n", "quarantined", "seen", "threads")
 
     def __init__(self, n: int, holder: str, deadline: float) -> None:
         self.n = n
         self.holder = holder
         self.deadline = deadline
         self.threads: dict[str, ThreadState] = {}
+        self.quarantined: set[str] = set()  # threads whose entries are parked
         self.seen: dict[str, float] = {}  # thread -> when its last entry was applied
         self.backlog: list[tuple[str, dict[bytes, bytes]]] = []
 
@@ -88,6 +94,18 @@ class Worker:
         as ``validate`` closes a stream that ends there (``None``: never).
     :param shards: the shard count of a namespace not used before.
     :param poll: seconds to wait when nothing was read.
+    :param max_commit: the most bytes one commit may carry (``None``: what the server takes
+        in one argument and one request, ``proto-max-bulk-len`` and
+        ``client-query-buffer-limit``, less a margin). A batch whose results weigh more is
+        committed in several steps, each whole; a thread whose single entry's results or
+        snapshot weigh more is quarantined.
+
+    A thread whose hash the worker cannot use (a ``snap`` that is not its snapshot, a ``v``
+    that is not its version, a ``wm`` that is not an entry id, a key that is not a hash) is
+    **quarantined**: recorded in ``{ns}:quarantine`` with its key and the problem, reported
+    (an output ``thread-quarantined``, and a warning on the ``agui_meta.redis.worker``
+    logger), and its entries moved to the ``{ns}:parked`` stream and acknowledged. The other
+    threads of the shard go on. Each commit is logged at level ``INFO`` on that logger.
     """
 
     def __init__(
@@ -101,11 +119,19 @@ class Worker:
         idle_timeout: float | None = None,
         shards: int = DEFAULT_SHARDS,
         poll: float = 0.02,
+        max_commit: int | None = None,
     ) -> None:
-        if lease <= 0 or batch < 1 or poll <= 0:
-            raise ValueError("lease and poll must be positive, batch at least 1")
-        if idle_timeout is not None and idle_timeout <= 0:
-            raise ValueError("idle_timeout must be positive (or None)")
+        if not (_positive(lease) and _positive(poll)) or batch < 1:
+            raise ValueError("lease and poll must be positive and finite, batch at least 1")
+        if idle_timeout is not None and not _positive(idle_timeout):
+            raise ValueError("idle_timeout must be positive and finite (or None)")
+        if max_commit is not None and max_commit < 1:
+            raise ValueError("max_commit must be at least 1 (or None)")
+        if client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ValueError(
+                "a worker reads entries and snapshots as bytes: give it a client without "
+                "decode_responses=True"
+            )
         client.set_retry(Retry(NoBackoff(), 0))
         self.client = client
         self.keys = Keys(namespace)
@@ -120,6 +146,8 @@ class Worker:
         self._default_shards = shards
         self._shard_count = 0
         self._scripts = Scripts(client)
+        self._max_commit = max_commit
+        self._oversized = 0  # commits in a row whose connection closed while the server answers
         self._held: dict[int, _Shard] = {}
         self._clock: Callable[[], float] = time.monotonic
 
@@ -136,7 +164,15 @@ class Worker:
         "Nothing happened": no entry read or claimed, no shard acquired, no run closed. Choose
         it longer than the lease when other workers may die, so that their shards (free once
         their leases run out) are picked up first. Leases are released on the way out.
+
+        :raises CommitTooLarge: a commit the server refused for its size twice in a row.
         """
+        if exit_when_idle is not None and not (
+            exit_when_idle >= 0 and math.isfinite(exit_when_idle)
+        ):
+            raise ValueError(
+                f"exit_when_idle must be a finite number of seconds, not {exit_when_idle}"
+            )
         clock = self._clock
         last_work = clock()
         next_leases = 0.0
@@ -152,13 +188,22 @@ class Worker:
                 except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
                     self.stats.errors += 1
                     self._drop_all()
-                    self._scripts.forget()
                     next_leases = 0.0
                     await anyio.sleep(min(0.5, self.lease / 10))
                     continue
                 if worked:
                     last_work = clock()
                 elif exit_when_idle is not None and clock() - last_work >= exit_when_idle:
+                    held = sum(len(s.threads) for s in self._held.values())
+                    logger.info(
+                        "%s: idle for %gs, stopping: %d entries processed, %d commits; "
+                        "%d threads hold an open run (their entries stay pending)",
+                        self.name,
+                        exit_when_idle,
+                        self.stats.entries,
+                        self.stats.commits,
+                        held,
+                    )
                     return
                 else:
                     await anyio.sleep(self.poll)
@@ -290,17 +335,30 @@ class Worker:
                 worked = True
         return worked
 
-    async def _load(self, shard: _Shard, thread_ids: list[str]) -> None:
+    async def _load(self, shard: _Shard, thread_ids: list[str]) -> dict[str, _Problem]:
+        """Load the threads' state; a thread whose hash is not what the workers write, or that
+        is quarantined already, is set aside (returned: the newly found, with their problem)."""
+        keys = self.keys
         pipe = self.client.pipeline(transaction=False)
         for thread_id in thread_ids:
-            pipe.hmget(self.keys.thread(thread_id), "snap", "wm")
-        for thread_id, (snap, wm) in zip(thread_ids, await pipe.execute(), strict=True):
-            snapshot = (
-                ThreadSnapshot(thread_id=thread_id)
-                if snap is None
-                else ThreadSnapshot.from_json(snap)
-            )
-            shard.threads[thread_id] = ThreadState(snapshot, None if wm is None else text(wm))
+            pipe.hmget(keys.thread(thread_id), "v", "snap", "wm")
+        pipe.hmget(keys.quarantine, thread_ids)
+        replies = await pipe.execute(raise_on_error=False)
+        marks = replies.pop()
+        if isinstance(marks, Exception):
+            raise redis.exceptions.ResponseError(f"{keys.quarantine}: {marks}")
+        found: dict[str, _Problem] = {}
+        for thread_id, fields, mark in zip(thread_ids, replies, marks, strict=True):
+            if mark is not None:
+                shard.quarantined.add(thread_id)
+                continue
+            checked = _check_thread(thread_id, keys.thread(thread_id), fields)
+            if isinstance(checked, ThreadState):
+                shard.threads[thread_id] = checked
+            else:
+                shard.quarantined.add(thread_id)
+                found[thread_id] = checked
+        return found
 
     async def _process(self, shard: _Shard, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
         decoded: list[tuple[str, Envelope | None]] = []
@@ -310,23 +368,32 @@ class Worker:
             except (KeyError, msgspec.DecodeError):
                 decoded.append((entry_id, None))
         missing = sorted(
-            {e.thread for _, e in decoded if e is not None and e.thread not in shard.threads}
+            {
+                e.thread
+                for _, e in decoded
+                if e is not None and e.thread not in shard.threads
+                if e.thread not in shard.quarantined
+            }
         )
-        if missing:
-            await self._load(shard, missing)
+        found = await self._load(shard, missing) if missing else {}
         now = self._clock()
         touched: dict[str, ThreadState] = {}
         bad: list[str] = []
+        parked: dict[str, list[str]] = {}
         for entry_id, envelope in decoded:
             if envelope is None:
                 bad.append(entry_id)
                 continue
-            state = shard.threads[envelope.thread]
+            thread_id = envelope.thread
+            if thread_id in shard.quarantined:
+                parked.setdefault(thread_id, []).append(entry_id)
+                continue
+            state = shard.threads[thread_id]
             state.apply(entry_id, envelope)
-            shard.seen[envelope.thread] = now
-            touched[envelope.thread] = state
+            shard.seen[thread_id] = now
+            touched[thread_id] = state
         self.stats.entries += len(entries)
-        await self._commit(shard, touched, bad)
+        await self._commit(shard, touched, bad, parked, found)
 
     async def _close_idle(self) -> bool:
         timeout = self.idle_timeout
@@ -345,72 +412,377 @@ class Worker:
                 worked = True
         return worked
 
-    async def _commit(self, shard: _Shard, touched: dict[str, ThreadState], bad: list[str]) -> None:
-        threads, outputs, acks = [], [], list(bad)
-        usage: dict[str, int] = {}
+    async def _budget(self) -> int:
+        """The most a commit's payload may weigh: under the server's ``proto-max-bulk-len``
+        (one argument) and ``client-query-buffer-limit`` (one request), with a margin."""
+        if self._max_commit is None:
+            limits = []
+            for name in ("proto-max-bulk-len", "client-query-buffer-limit"):
+                try:
+                    reply = await self.client.config_get(name)
+                except redis.exceptions.ResponseError:  # CONFIG renamed or refused
+                    continue
+                for key, value in reply.items():
+                    if text(key) == name:
+                        limits.append(int(text(value)))
+            limit = min(limits, default=_DEFAULT_BULK_LIMIT)
+            self._max_commit = max(limit - max(limit // 16, 64 << 10), 1)
+        return self._max_commit
+
+    async def _commit(
+        self,
+        shard: _Shard,
+        touched: dict[str, ThreadState],
+        bad: list[str],
+        parked: dict[str, list[str]] | None = None,
+        found: dict[str, _Problem] | None = None,
+    ) -> None:
+        budget = await self._budget()
+        stream = self.keys.shard(shard.n)
+        units: list[_Unit] = []
+        quarantine = dict(found or {})
+        park = {thread_id: list(ids) for thread_id, ids in (parked or {}).items()}
         for thread_id, state in touched.items():
+            held = state.held
             expected = state.stored.version
             changes = state.take()
-            snap = changes.snapshot
-            threads.append(
-                [
-                    thread_id,
-                    expected,
-                    "" if snap is None else snap.to_json().decode(),
-                    expected if snap is None else snap.version,
-                    changes.watermark or "",
-                ]
+            mine = _units(thread_id, expected, changes)
+            largest = max(unit.size for unit in mine)
+            if largest <= budget:
+                units += mine
+                continue
+            # One indivisible piece (one entry's results, or the snapshot) does not fit.
+            quarantine[thread_id] = _Problem(
+                "",
+                f"one commit of its results would be {largest} bytes, more than the "
+                f"{budget} this Redis server takes in one (proto-max-bulk-len)",
             )
-            outputs += [[o.key, o.thread, o.kind, o.encode().decode()] for o in changes.outputs]
-            acks += changes.acks
-            for name, value in changes.usage.items():
-                usage[name] = usage.get(name, 0) + value
+            park.setdefault(thread_id, [])[:0] = [*changes.acks, *held]
+            shard.quarantined.add(thread_id)
+            shard.threads.pop(thread_id, None)
+            shard.seen.pop(thread_id, None)
+        for thread_id, problem in quarantine.items():
+            first = (park.get(thread_id) or [""])[0]
+            key = self.keys.thread(thread_id)
+            logger.warning(
+                "%s: thread %r quarantined (%s%s): %s; its entries are parked in %s",
+                self.name,
+                thread_id,
+                key,
+                f", field {problem.field!r}" if problem.field else "",
+                problem.error,
+                self.keys.parked,
+            )
+            units.append(_quarantine_unit(thread_id, key, problem, first, self.keys))
+        for ids in park.values():
+            units += [_Unit(park=[entry_id], acks=[entry_id], size=64) for entry_id in ids]
         for entry_id in bad:
             report = Output(
-                key=f"/{self.keys.shard(shard.n)}/{entry_id}",
+                key=f"/{stream}/{entry_id}",
                 thread="",
                 kind="report",
                 data={
                     "code": "bad-envelope",
-                    "message": f"entry {entry_id} of {self.keys.shard(shard.n)} is not an envelope",
+                    "message": f"entry {entry_id} of {stream} is not an envelope; it is "
+                    f"parked in {self.keys.parked}",
                     "severity": "error",
                 },
             )
-            outputs.append([report.key, "", "report", report.encode().decode()])
+            wire, size = _wire(report)
+            units.append(_Unit(outputs=[wire], acks=[entry_id], park=[entry_id], size=size + 64))
+        for payload in _pack_units(units, budget):
+            if not await self._send(shard, payload):
+                return
+        for thread_id, state in touched.items():
+            if not state.open:
+                shard.threads.pop(thread_id, None)
+                shard.seen.pop(thread_id, None)
+
+    async def _send(self, shard: _Shard, payload: _Payload) -> bool:
+        """One ``COMMIT``; ``False`` when the shard was given up (fenced, or a thread moved)."""
         if self._clock() > shard.deadline:
             self._drop(shard.n)  # too close to the lease's end: the next owner redoes it
-            return
-        payload = {
-            "threads": threads,
-            "outputs": outputs,
-            "usage": [[k, str(v)] for k, v in usage.items()],
-            "acks": acks,
-        }
+            return False
+        keys = self.keys
+        data = _pack(payload.builtins())
         try:
             await self._scripts.call(
                 "COMMIT",
                 [
-                    self.keys.lease(shard.n),
-                    self.keys.shard(shard.n),
-                    self.keys.out,
-                    self.keys.usage,
+                    keys.lease(shard.n),
+                    keys.shard(shard.n),
+                    keys.out,
+                    keys.usage,
+                    keys.quarantine,
+                    keys.parked,
                 ],
-                [shard.holder, GROUP, self.keys.thread_prefix, _pack(payload)],
+                [shard.holder, GROUP, keys.thread_prefix, data],
             )
         except redis.exceptions.ResponseError as exc:
-            if "FENCED" in str(exc) or "VERSION" in str(exc):
+            message = str(exc)
+            if message.startswith("FENCED"):
                 self._drop(shard.n)
-                return
+                return False
+            if message.startswith(("VERSION", "WRONGTYPE")):
+                # A thread's hash moved or broke under us: start again from what Redis holds
+                # (a broken one is then quarantined when it is loaded).
+                logger.info("%s: shard %d: %s; reloading", self.name, shard.n, message)
+                await self._release(shard.n)
+                return False
+            if "invalid bulk length" in message or "Protocol error" in message:
+                self._drop(shard.n)  # the server closes this connection
+                raise CommitTooLarge(self._too_large(shard, len(data), message)) from None
+            await self._release(shard.n)  # nothing was written: let it go at once
+            raise
+        except (redis.exceptions.ConnectionError, OSError):
+            self._drop(shard.n)  # it may or may not have been applied: start again from Redis
+            await self._suspect(shard, len(data))
             raise
         except BaseException:
-            self._drop(shard.n)  # it may or may not have been applied: start again from Redis
+            self._drop(shard.n)
             raise
+        self._oversized = 0
         self.stats.commits += 1
-        self.stats.outputs += len(outputs)
-        for thread_id, state in touched.items():
-            if not state.open:
-                del shard.threads[thread_id]
-                shard.seen.pop(thread_id, None)
+        self.stats.outputs += len(payload.outputs)
+        logger.info(
+            "%s: shard %d: committed %d entries, %d outputs, %d snapshots (%d bytes)",
+            self.name,
+            shard.n,
+            len(payload.acks),
+            len(payload.outputs),
+            payload.snapshots,
+            len(data),
+        )
+        return True
+
+    async def _suspect(self, shard: _Shard, size: int) -> None:
+        """After a commit lost its connection: when the payload was large and the server still
+        answers, it may have refused the request's size (the server closes the connection on
+        an argument past ``proto-max-bulk-len``); twice in a row is an error, not a retry."""
+        if size < _MIN_BULK_LIMIT:
+            return
+        try:
+            await self.client.ping()
+        except (redis.exceptions.RedisError, OSError):
+            return  # the server is away: a connection error indeed
+        self._oversized += 1
+        if self._oversized >= 2:
+            why = f"the connection closed {self._oversized} times while the server answers"
+            raise CommitTooLarge(self._too_large(shard, size, why))
+
+    def _too_large(self, shard: _Shard, size: int, why: str) -> str:
+        return (
+            f"a commit of {size} bytes to {self.keys.shard(shard.n)} was refused ({why}): "
+            "larger than the server takes in one argument or request (raise its "
+            "proto-max-bulk-len and client-query-buffer-limit, or allow CONFIG GET so that "
+            "commits are cut to fit)"
+        )
+
+
+#: Redis' default proto-max-bulk-len (512 MiB), when CONFIG GET is refused; its least (1 MiB).
+_DEFAULT_BULK_LIMIT = 512 << 20
+_MIN_BULK_LIMIT = 1 << 20
+
+
+class _Problem(msgspec.Struct, frozen=True):
+    field: str  # "" for the hash as a whole
+    error: str
+
+
+class _Unit:
+    """An indivisible part of a commit: one thread's results up to an entry (with that entry
+    as the watermark), its snapshot with the acknowledgements, a quarantine, a parked entry."""
+
+    __slots__ = ("acks", "outputs", "park", "quarantine", "size", "thread", "usage")
+
+    def __init__(
+        self,
+        *,
+        thread: list[Any] | None = None,
+        outputs: list[list[Any]] | None = None,
+        usage: dict[str, int] | None = None,
+        acks: list[str] | None = None,
+        park: list[str] | None = None,
+        quarantine: list[Any] | None = None,
+        size: int = 0,
+    ) -> None:
+        self.thread = thread
+        self.outputs = outputs or []
+        self.usage = usage or {}
+        self.acks = acks or []
+        self.park = park or []
+        self.quarantine = quarantine
+        self.size = size
+
+
+def _wire(output: Output) -> tuple[list[Any], int]:
+    """The output as the payload carries it (text, not bytes: the server's cmsgpack has no
+    msgpack bin type), and how many bytes it weighs there at most."""
+    data = output.encode()
+    size = len(data) + (len(output.key) + len(output.thread)) * 4 + 32
+    return [output.key, output.thread, output.kind, data.decode()], size
+
+
+def _units(thread_id: str, expected: int, changes: Changes) -> list[_Unit]:
+    """A thread's changes as units: one per entry counted for the first time (its outputs,
+    watermark and counters), then one with the rest (snapshot, acknowledgements, run usage)."""
+    wired = [_wire(o) for o in changes.outputs]
+    outputs = [w for w, _ in wired]
+    sizes = [n for _, n in wired]
+    base = len(thread_id) * 4 + 64
+    units = []
+    done = 0
+    for entry_id, end, events in changes.cuts:
+        units.append(
+            _Unit(
+                thread=[thread_id, expected, "", expected, entry_id],
+                outputs=outputs[done:end],
+                usage={"entries": 1, "events": events},
+                size=base + sum(sizes[done:end]),
+            )
+        )
+        done = end
+    usage = {k: v for k, v in changes.usage.items() if k not in ("entries", "events")}
+    snap = changes.snapshot
+    raw = b"" if snap is None else snap.to_json()
+    data = raw.decode()
+    units.append(
+        _Unit(
+            thread=[thread_id, expected, data, expected if snap is None else snap.version, ""],
+            outputs=outputs[done:],
+            usage=usage,
+            acks=list(changes.acks),
+            size=base
+            + len(raw)
+            + sum(sizes[done:])
+            + 32 * len(changes.acks)
+            + sum(len(k) * 4 + 16 for k in usage),
+        )
+    )
+    return units
+
+
+def _quarantine_unit(thread_id: str, key: str, problem: _Problem, first: str, keys: Keys) -> _Unit:
+    reason = {"key": key, "field": problem.field or None, "error": problem.error}
+    message = (
+        f"thread {thread_id!r} is quarantined: {key}"
+        + (f" field {problem.field!r}" if problem.field else "")
+        + f": {problem.error}; its entries are parked in {keys.parked}"
+    )
+    report = Output(
+        key=f"{thread_id}/quarantined/{first}",
+        thread=thread_id,
+        kind="report",
+        data={"code": "thread-quarantined", "message": message, "severity": "error", **reason},
+    )
+    wire, size = _wire(report)
+    quarantined = _json(reason).decode()
+    return _Unit(
+        quarantine=[thread_id, quarantined],
+        outputs=[wire],
+        size=size + len(quarantined) * 4 + 64,
+    )
+
+
+class _Payload:
+    """What one ``COMMIT`` carries: units merged (a thread's records into one)."""
+
+    def __init__(self) -> None:
+        self.threads: dict[str, list[Any]] = {}
+        self.outputs: list[list[Any]] = []
+        self.usage: dict[str, int] = {}
+        self.acks: list[str] = []
+        self.park: list[str] = []
+        self.quarantine: list[list[Any]] = []
+        self.size = 0
+        self.snapshots = 0
+
+    def add(self, unit: _Unit) -> None:
+        record = unit.thread
+        if record is not None:
+            held = self.threads.get(record[0])
+            if held is None:
+                self.threads[record[0]] = list(record)
+            else:
+                if record[2]:
+                    held[2], held[3] = record[2], record[3]
+                if record[4]:
+                    held[4] = record[4]
+            if record[2]:
+                self.snapshots += 1
+        self.outputs += unit.outputs
+        for name, value in unit.usage.items():
+            self.usage[name] = self.usage.get(name, 0) + value
+        self.acks += unit.acks
+        self.park += unit.park
+        if unit.quarantine is not None:
+            self.quarantine.append(unit.quarantine)
+        self.size += unit.size
+
+    def builtins(self) -> dict[str, Any]:
+        return {
+            "threads": list(self.threads.values()),
+            "outputs": self.outputs,
+            "usage": [[k, str(v)] for k, v in self.usage.items()],
+            "acks": self.acks,
+            "quarantine": self.quarantine,
+            "park": self.park,
+        }
+
+
+def _pack_units(units: list[_Unit], budget: int) -> list[_Payload]:
+    """The units, in order, in as few payloads of at most ``budget`` bytes as they fit."""
+    payloads = [_Payload()]
+    for unit in units:
+        last = payloads[-1]
+        if last.size and last.size + unit.size > budget:
+            last = _Payload()
+            payloads.append(last)
+        last.add(unit)
+    return payloads
+
+
+def _check_thread(thread_id: str, key: str, fields: Any) -> ThreadState | _Problem:
+    """A thread's state from its hash's ``v``, ``snap``, ``wm``, or what is wrong with them."""
+    if isinstance(fields, Exception):
+        return _Problem("", f"not a hash: {fields}")
+    v, snap, wm = fields
+    watermark = None
+    if wm is not None:
+        if not _ENTRY_ID.fullmatch(wm):
+            return _Problem("wm", f"not a stream entry id: {_show(wm)}")
+        watermark = wm.decode()
+    if snap is None:
+        if v is not None:
+            return _Problem("snap", f"missing, while 'v' is {_show(v)}")
+        return ThreadState(ThreadSnapshot(thread_id=thread_id), watermark)
+    try:
+        snapshot = ThreadSnapshot.from_json(snap)
+    except msgspec.DecodeError as exc:
+        return _Problem("snap", f"not a thread snapshot: {exc}")
+    if snapshot.thread_id != thread_id:
+        return _Problem("snap", f"the snapshot of thread {snapshot.thread_id!r}")
+    if v is None or not _VERSION.fullmatch(v) or int(v) != snapshot.version:
+        shown = "missing" if v is None else _show(v)
+        return _Problem("v", f"{shown}, but its 'snap' is version {snapshot.version}")
+    try:
+        store = snapshot.to_store()
+    except (AguiMetaError, ValueError, TypeError, RecursionError) as exc:
+        return _Problem("snap", f"cannot be loaded: {exc}")
+    return ThreadState(snapshot, watermark, store=store)
+
+
+_ENTRY_ID = re.compile(rb"[0-9]{1,20}-[0-9]{1,20}")
+_VERSION = re.compile(rb"0|[1-9][0-9]{0,17}")
+
+
+def _show(value: bytes) -> str:
+    """A field's bytes for a message: at most 60 of them, escaped."""
+    return repr(value[:60]) + ("…" if len(value) > 60 else "")
+
+
+def _positive(value: float) -> bool:
+    return value > 0 and math.isfinite(value)
 
 
 def _id_key(entry_id: str) -> tuple[int, int]:

@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ag_ui.core import Event as CoreEvent
+from ag_ui.core import Message as CoreMessage
+from ag_ui.core import ToolCall as CoreToolCall
+
 import agui_meta
 from agui_meta.events import Event, TextMessageContentEvent
 
@@ -54,3 +58,25 @@ async def main(source: list[dict[str, Any]]) -> None:
             reveal_type(number)  # int
     content = TextMessageContentEvent(message_id="m", delta="Hi")
     reveal_type(content.delta)  # str
+    meter = agui_meta.UsageMeter()
+    async with agui_meta.wrap(source, *stages, agui_meta.otel(usage=meter)) as traced:
+        reveal_type(traced)  # agui_meta._pipeline.Pipeline[agui_meta._accumulate.Update]
+    async with agui_meta.wrap(source, agui_meta.otel(), *stages) as traced:
+        reveal_type(traced)  # agui_meta._pipeline.Pipeline[agui_meta._accumulate.Update]
+    async with agui_meta.wrap(source, agui_meta.otel()) as observed:
+        async for event in observed:
+            reveal_type(event)  # Any
+    reveal_type(stages.store.messages())  # typing.Iterator[agui_meta._store.MessageItem]
+    # ag_ui.core's own types (its unions are long: read through their common members).
+    conversation: list[CoreMessage] = agui_meta.to_agui_core(stages.store)
+    reveal_type(agui_meta.to_agui_core(stages.store)[0].id)  # str
+    core_event: CoreEvent = agui_meta.to_agui_core(content)
+    reveal_type(agui_meta.to_agui_core(content).timestamp)  # int | None
+    call: CoreToolCall = agui_meta.to_agui_core(stages.store.tool_calls["c"])
+    reveal_type(agui_meta.to_agui_core(stages.store.tool_calls["c"]).function.name)  # str
+    assert conversation and core_event and call
+    result = await agui_meta.HttpAgent("http://127.0.0.1:1/").run_agent()
+    reveal_type(result.usage)  # list[agui_meta._tokens.Usage]
+    reveal_type(result.to_json())  # bytes
+    reveal_type(result.to_builtins())  # dict[str, Any]
+    reveal_type(meter.snapshot().total.input_tokens)  # int | None

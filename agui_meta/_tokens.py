@@ -1,0 +1,96 @@
+"""Token usage as agui-meta reports it: :class:`Usage`, and the sum per provider and model.
+
+The wire entry (:class:`agui_meta.events.TokenUsage`, in RUN_FINISHED and RUN_ERROR) says
+``UNSET`` for what the producer left out, like every wire type. What agui-meta builds from
+it (ledger records, run results, meter totals, thread summaries) holds :class:`Usage`, where
+absent is ``None``; both encode to the same JSON (camelCase, absent members omitted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from ._events import TokenUsage
+
+__all__ = ["COUNTS", "Usage", "aggregate_token_usage"]
+
+#: The six token counts of a usage entry, in wire order.
+COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "reasoning_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+)
+
+
+class Usage(msgspec.Struct, kw_only=True, frozen=True, rename="camel", omit_defaults=True):
+    """Token counts of a provider and model; ``None`` for a label or count nobody reported.
+
+    Counts keep AG-UI's meaning: ``input_tokens`` includes the cached and cache-written input,
+    ``output_tokens`` includes ``reasoning_tokens``. A count that is ``None`` was not reported,
+    which is not zero.
+
+    >>> from agui_meta.events import TokenUsage
+    >>> usage = Usage.from_wire(TokenUsage(model="m", input_tokens=3))
+    >>> usage.provider, usage.model, usage.input_tokens, usage.output_tokens
+    (None, 'm', 3, None)
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    cache_write_input_tokens: int | None = None
+
+    @classmethod
+    def from_wire(cls, entry: TokenUsage | Usage) -> Usage:
+        """The entry as agui-meta reports it (an entry that is a :class:`Usage` already, itself)."""
+        if isinstance(entry, Usage):
+            return entry
+        return cls(**{name: _opt(getattr(entry, name)) for name in entry.__struct_fields__})
+
+
+def _opt(value: Any) -> Any:
+    return None if value is UNSET else value
+
+
+def aggregate_token_usage(entries: Iterable[TokenUsage | Usage]) -> list[Usage]:
+    """Sum usage entries into one entry per ``(provider, model)``, in order of first appearance.
+
+    The rules of the reference's ``aggregateTokenUsage``: an absent provider or model groups
+    with an empty one, and the group keeps the labels of its first entry; a count stays absent
+    (``None``) when no entry of the group reported it, so "not reported" stays distinct from
+    zero. (The reference joins the two labels with a space to make its group key, so it would
+    also merge provider ``"a b"``/model ``"c"`` with provider ``"a"``/model ``"b c"``; here the
+    pair is the key, as its documentation says.) Sums are exact Python integers. Takes wire
+    entries (:class:`agui_meta.events.TokenUsage`) and :class:`Usage` alike.
+
+    >>> import msgspec
+    >>> from agui_meta.events import TokenUsage
+    >>> entries = [TokenUsage(model="m", input_tokens=1),
+    ...            TokenUsage(model="m", input_tokens=2, output_tokens=5)]
+    >>> msgspec.json.encode(aggregate_token_usage(entries))
+    b'[{"model":"m","inputTokens":3,"outputTokens":5}]'
+    """
+    groups: dict[tuple[str, str], tuple[Any, dict[str, int]]] = {}
+    for entry in entries:
+        provider, model = _opt(entry.provider), _opt(entry.model)
+        key = ("" if provider is None else provider, "" if model is None else model)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = ((provider, model), {})
+        sums = group[1]
+        for name in COUNTS:
+            value = getattr(entry, name)
+            if value is not UNSET and value is not None:
+                sums[name] = sums.get(name, 0) + value
+    return [Usage(provider=labels[0], model=labels[1], **sums) for labels, sums in groups.values()]

@@ -1,0 +1,176 @@
+"""``agui-meta gateway --agent NAME=SPEC``: serve AG-UI agents behind the gateway.
+
+Each ``--agent NAME=SPEC`` is an agent at ``/agents/NAME/run`` (and ``connect``, ``stop``):
+SPEC is the URL of an AG-UI endpoint, or ``module:attribute`` naming an async callable of the
+run input (an async generator function) or an ASGI app serving AG-UI at ``/``. Threads are
+kept in memory or in an SQLite file (``--threads sqlite:PATH``: they survive a restart, and a
+run in flight at a crash is recorded as ended with an error). With ``--scope-header NAME``,
+every thread belongs to the value of that request header (set it in a trusted proxy): a request
+without it is refused, another value's threads are not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from ._command import Commands
+
+__all__ = ["add_parser", "load_agent", "run"]
+
+
+def add_parser(commands: Commands) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "gateway",
+        help="serve AG-UI agents with runs that outlive their connection (connect, stop, threads)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Serve agents behind the agui-meta gateway: POST /agents/NAME/run (detached runs,\n"
+            "resumable with Last-Event-ID), /agents/NAME/connect, /agents/NAME/stop, GET and\n"
+            "DELETE /threads/ID, GET /threads. SPEC is an upstream URL or module:attribute\n"
+            "(an async callable of the run input, or an ASGI app serving AG-UI at /).\n\n"
+            "Exit status: 0 when stopped (Ctrl-C); 2 when an argument is wrong."
+        ),
+        epilog=(
+            "examples:\n"
+            "  agui-meta gateway --agent demo=agui_meta.demo:agent --port 8000\n"
+            "  agui-meta gateway --agent weather=http://127.0.0.1:9000/agent "
+            "--threads sqlite:threads.db\n"
+            "  agui-meta gateway --agent bot=myapp.agents:app --scope-header X-User"
+        ),
+    )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        required=True,
+        metavar="NAME=SPEC",
+        help="an agent to serve (repeat for several)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="the address (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
+    parser.add_argument(
+        "--threads",
+        default="memory",
+        metavar="memory|sqlite:PATH",
+        help="where threads are kept (default: memory)",
+    )
+    parser.add_argument(
+        "--scope-header",
+        metavar="NAME",
+        help="the request header whose value is the caller's scope (from a trusted proxy)",
+    )
+    parser.add_argument(
+        "--on-busy",
+        choices=("refuse", "supersede"),
+        default="refuse",
+        help="a run posted to a busy thread is refused (409) or stops the active one",
+    )
+    parser.add_argument(
+        "--max-runs", type=int, default=100, help="active runs at most (default: 100)"
+    )
+    parser.add_argument(
+        "--linger",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a run goes on with no client reading it (default: 30)",
+    )
+    return parser
+
+
+class _Problem(Exception):
+    pass
+
+
+def load_agent(spec: str) -> Any:
+    """What ``SPEC`` names: an upstream URL as it is, else ``module:attribute``'s object."""
+    if spec.startswith(("http://", "https://")):
+        return spec
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise _Problem(f"an agent is an http(s) URL or module:attribute, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _Problem(f"cannot import {module_name!r} (agent {spec!r}): {exc}") from None
+    found: Any = module
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise _Problem(f"{module_name!r} has no attribute {attribute!r}") from None
+    return found
+
+
+def _gateway(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The gateway the arguments describe, and what to close after it."""
+    from .._catalog import SQLiteCatalog
+    from .._gateway import Gateway
+    from .._threads import SQLiteThreadStore
+
+    agents: dict[str, Any] = {}
+    for option in args.agent:
+        name, sep, spec = option.partition("=")
+        if not sep or not name or "/" in name:
+            raise _Problem(f"--agent is NAME=SPEC (a name without '/'), got {option!r}")
+        if name in agents:
+            raise _Problem(f"two agents are named {name!r}")
+        agents[name] = load_agent(spec)
+    closing: list[Any] = []
+    options: dict[str, Any] = {}
+    if args.threads.startswith("sqlite:") and args.threads[len("sqlite:") :]:
+        path = args.threads[len("sqlite:") :]
+        threads, catalog = SQLiteThreadStore(path), SQLiteCatalog(path)
+        closing += [threads, catalog]
+        options.update(threads=threads, catalog=catalog)
+    elif args.threads != "memory":
+        raise _Problem(f"--threads is memory or sqlite:PATH, got {args.threads!r}")
+    if args.scope_header:
+        options["scope"] = _header_scope(args.scope_header)
+    try:
+        gateway = Gateway(
+            agents,
+            on_busy=args.on_busy,
+            max_runs=args.max_runs,
+            linger=args.linger,
+            **options,
+        )
+    except (TypeError, ValueError) as exc:
+        raise _Problem(str(exc)) from None
+    return gateway, closing
+
+
+def _header_scope(header: str) -> Any:
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+
+    def scope(request: Request) -> str:
+        value = request.headers.get(header)
+        if not value:
+            raise HTTPException(401, f"the request has no {header} header (the caller's scope)")
+        return value
+
+    return scope
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    try:
+        gateway, closing = _gateway(args)
+    except _Problem as exc:
+        print(f"agui-meta: {exc}", file=sys.stderr)
+        return 2
+    names = ", ".join(f"/agents/{name}/run" for name in gateway.agents)
+    print(f"agui-meta gateway on http://{args.host}:{args.port} ({names})", file=sys.stderr)
+    try:
+        uvicorn.run(
+            gateway, host=args.host, port=args.port, lifespan="on", log_level="warning", ws="none"
+        )
+    finally:
+        for resource in closing:
+            resource.close()
+    return 0
