@@ -35,10 +35,10 @@ from ._framing import (
 )
 from ._stage import CONTENT_DELTAS, Context, Transducer
 
-__all__ = ["Runner", "close_chain", "connect_chain"]
+__all__ = ["Runner"]
 
 
-def connect_chain(
+def _connect_chain(
     transducers: Iterable[Transducer[Any, Any]], sink: Callable[[Any], None], ctx: Context
 ) -> tuple[Callable[[Any], None], list[Transducer[Any, Any]]]:
     """Connect transducers first-to-last into ``sink``; returns the head's feed and the list."""
@@ -47,16 +47,6 @@ def connect_chain(
     for t in reversed(chain):
         emit = t.connect(emit, ctx)
     return emit, chain
-
-
-def close_chain(chain: Iterable[Transducer[Any, Any]], ctx: Context) -> None:
-    """End of stream: close each transducer in order (a data error is skipped in keep-going mode)."""
-    ctx.index = -1
-    for t in chain:
-        try:
-            t.close()
-        except DataError as exc:
-            ctx.skip(exc)
 
 
 class _AllOf:
@@ -204,7 +194,7 @@ class Runner:
         self.ctx = ctx
         self.out: list[Any] = []
         sink = self.out.append if sink is None else sink
-        self._head, self.chain = connect_chain(transducers, sink, ctx)
+        self._head, self.chain = _connect_chain(transducers, sink, ctx)
         fast = _FastPath(self.chain, sink) if fuse and self.chain else None
         self._fast = fast if fast is not None and (fast.useful or fast.decode) else None
         self._framing = framing
