@@ -93,19 +93,28 @@ class _FastPath:
         #: By candidate class: (the open ids, or None for any; the conversion, or None).
         self.plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
         self.tallies: list[dict[str, int]] = []
-        self._seen: tuple[int, ...] | None = None
+        # The members the plans were made from: each filter's fast_passes and fast_tally.
+        self._held: list[Any] = []
         self.useful = bool(self.filters) or self.converts is not None
-        self.refresh()
+        self._plan()
 
     def refresh(self) -> None:
-        """Read the stages' fast-path members again (after an event they saw themselves)."""
+        """Read the stages' fast-path members again (after an event they saw themselves), when
+        one of them changed: compared by identity with those held, nothing built."""
+        held = self._held
+        i = 0
+        for f in self.filters:
+            if f.fast_passes is not held[i] or f.fast_tally is not held[i + 1]:
+                self._plan()
+                return
+            i += 2
+
+    def _plan(self) -> None:
+        """The plans from the stages' members as they are now."""
         filters = self.filters
         passes = [f.fast_passes for f in filters]
         tallies = [f.fast_tally for f in filters]
-        seen = tuple(map(id, passes)) + tuple(map(id, tallies))
-        if seen == self._seen:
-            return
-        self._seen = seen
+        self._held = [m for pair in zip(passes, tallies, strict=True) for m in pair]
         plans = self.plans
         plans.clear()
         converts = self.converts

@@ -483,6 +483,7 @@ class Ledger(Transducer[T, T]):
             **_EVERY_DELTA,
             ToolCallArgsEvent: self._live,
         }
+        self.fast_passes: Mapping[type, Container[str] | None] = _NO_DELTA
         self._clock = clock or _now_ms
         # The latest time known in the open run (and its source), for records the stream ends.
         self._latest: tuple[float, TimeSource] | None = None
@@ -550,17 +551,6 @@ class Ledger(Transducer[T, T]):
     # call whose store item the ledger does not hold (it sums those itself).
     fast_wrapped = True
 
-    @property
-    def fast_passes(self) -> Mapping[type, Container[str] | None]:
-        """While a run is open, the content deltas :meth:`feed` only passes and counts: text
-        and reasoning deltas, and the arguments of the calls whose store item is live."""
-        return self._passes if self._counts is not None else _NO_DELTA
-
-    @property
-    def fast_tally(self) -> dict[str, int] | None:
-        """The open run's event counts."""
-        return self._counts
-
     def feed(self, item: T) -> None:
         self.emit(item)
         # The common case (a content event, bare or wrapped in a known wrapper such as
@@ -608,6 +598,10 @@ class Ledger(Transducer[T, T]):
             record = RunRecord()
         self._current = record
         self._counts = record.event_counts
+        # While a run is open (see fast_wrapped above): text and reasoning deltas, and the
+        # arguments of the calls whose store item is live, counted in the run's counts.
+        self.fast_passes = self._passes
+        self.fast_tally = self._counts
         self._amendable = None
         return record
 
@@ -642,6 +636,8 @@ class Ledger(Transducer[T, T]):
         self._latest = None
         self._current = None
         self._counts = None
+        self.fast_passes = _NO_DELTA
+        self.fast_tally = None
         if len(self._ended) == self.max_runs:
             self.dropped_runs += 1
         self._ended.append(record)

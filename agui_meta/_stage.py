@@ -24,8 +24,9 @@ about what passes must change the test, which the driver reads. The members:
   fast path.
 - ``fast_passes``: by candidate class, the ids of the open items whose deltas the stage lets
   pass unchanged right now (a live container), or ``None`` for any id; a class not listed does
-  not pass. A new mapping whenever that changes: the driver reads it again after every event
-  the stage saw itself, and keeps it until then.
+  not pass. A plain attribute, given a new mapping whenever that changes: after every event
+  the stage saw itself, the driver compares it (and ``fast_tally``) by identity with what it
+  holds, and reads it again only when it changed.
 - ``fast_tally``: a dict in which the driver counts (by ``type``) each candidate the stage let
   pass, after the rest of the chain took it (a ledger's event counts). The counts of a batch
   of frames are added before the stage sees its next event and when the batch ends, so they
@@ -206,16 +207,10 @@ class Transducer(Generic[In, Out]):
     fast_wrapped: ClassVar[bool] = False
     fast_converts: Mapping[type, Callable[[Any], Any]] | None = None
     fast_decode: Callable[[Any], Any] | None = None
-
-    @property
-    def fast_passes(self) -> Mapping[type, Container[str] | None] | None:
-        """The candidates this stage lets pass now (see the module documentation)."""
-        return None
-
-    @property
-    def fast_tally(self) -> dict[str, int] | None:
-        """Where the driver counts the candidates this stage let pass."""
-        return None
+    #: The candidates this stage lets pass now (see the module documentation).
+    fast_passes: Mapping[type, Container[str] | None] | None = None
+    #: Where the driver counts the candidates this stage let pass.
+    fast_tally: dict[str, int] | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         # A stage never connected drops its outputs and reports to a context of its own. Set
