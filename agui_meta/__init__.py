@@ -43,6 +43,7 @@ from ._exceptions import ResponseError as ResponseError
 from ._exceptions import RunFailed as RunFailed
 from ._exceptions import StreamLost as StreamLost
 from ._exceptions import StrictError as StrictError
+from ._exceptions import ToolRoundsExceeded as ToolRoundsExceeded
 from ._exceptions import UsageError as UsageError
 from ._exceptions import VerifyError as VerifyError
 from ._interrupts import build_resume_array as build_resume_array
@@ -94,6 +95,7 @@ from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
 from ._tokens import Usage as Usage
 from ._tokens import aggregate_token_usage as aggregate_token_usage
+from ._tools import ClientTool as ClientTool
 from ._usage import CostTotals as CostTotals
 from ._usage import RunUsage as RunUsage
 from ._usage import UsageMeter as UsageMeter
@@ -113,6 +115,7 @@ __all__ = (
     "ApplyError",
     "Budget",
     "ChunkError",
+    "ClientTool",
     "Context",
     "CostTotals",
     "CustomRecord",
@@ -169,6 +172,7 @@ __all__ = (
     "SubagentRecord",
     "ToolCallItem",
     "ToolCallRecord",
+    "ToolRoundsExceeded",
     "Transducer",
     "Update",
     "Usage",

@@ -17,6 +17,7 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     ├── StreamLost                        a resumed stream whose rest cannot be delivered
     ├── ReplayFull                        a replay store with no room for another stream
     ├── RunFailed                         HttpAgent: the run ended with RUN_ERROR (or was aborted)
+    ├── ToolRoundsExceeded                HttpAgent: client tools still called after max_tool_rounds
     ├── ResponseError                     HttpAgent: a response that is not a readable AG-UI stream
     │   ├── HttpStatusError               an error status
     │   └── IncompleteStream              the stream ended before RUN_FINISHED or RUN_ERROR
@@ -79,6 +80,7 @@ __all__ = [
     "StrictError",
     "ThreadBusy",
     "ThreadStoreError",
+    "ToolRoundsExceeded",
     "UsageError",
     "VerifyError",
     "VersionConflict",
@@ -273,6 +275,24 @@ class RunFailed(AguiMetaError):
         self.event = event
         where = f" [{code}]" if code is not None else ""
         super().__init__(f"the run failed{where}: {message}")
+
+
+class ToolRoundsExceeded(AguiMetaError):
+    """A run still left client tool calls pending after ``max_tool_rounds`` runs.
+
+    ``rounds`` is the number of runs made; ``result`` the last run's
+    :class:`~agui_meta.RunResult` (its ``pending_tool_call_ids`` are the calls left unanswered:
+    the thread is as that run left it, and ``await agent.call_tools()`` answers them).
+    """
+
+    def __init__(self, rounds: int, result: Any) -> None:
+        self.rounds = rounds
+        self.result = result
+        pending = ", ".join(repr(i) for i in result.pending_tool_call_ids)
+        super().__init__(
+            f"the agent still called client tools after {rounds} run(s) "
+            f"(HttpAgent(max_tool_rounds={rounds})); unanswered tool calls: {pending}"
+        )
 
 
 class ResponseError(AguiMetaError):

@@ -599,6 +599,12 @@ class MemoryRuns:
             base=base,
             new_messages=new_messages,
         )
+        self._launch(run)
+        return run
+
+    def _launch(self, run: Run) -> None:
+        """Hold ``run`` as its thread's active run and start it in the task group."""
+        assert self._tg is not None
         self._purge()
         self._active[run.thread_id] = run
         self._by_key[run.key] = run
@@ -610,7 +616,6 @@ class MemoryRuns:
         if found is not None:
             found[2].set()
         self._tg.start_soon(run.execute)
-        return run
 
     async def latest(self, thread_id: str) -> tuple[int, Run | None]:
         found = self._latest.get(thread_id)
