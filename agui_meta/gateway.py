@@ -12,8 +12,7 @@ replica of a gateway spread over processes sharing Redis (extra ``redis``). See
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._agents import AsgiAgent, GatewayAgent, UpstreamAgent
 from ._catalog import Catalog, MemoryCatalog, SQLiteCatalog
@@ -44,41 +43,23 @@ __all__ = (
     "redis_gateway",
 )
 
-if TYPE_CHECKING:
-    import redis.asyncio
+if _typing.TYPE_CHECKING:
+    from .redis._gateway import redis_gateway
+
+_LAZY = ("redis_gateway",)
+
+_public_module(__name__, globals(), [name for name in __all__ if name not in _LAZY])
 
 
-def redis_gateway(
-    client: redis.asyncio.Redis,
-    agents: Mapping[str, Any],
-    *,
-    namespace: str = "agui",
-    shards: int = 16,
-    lease: float = 10.0,
-    **options: Any,
-) -> Gateway:
-    """A replica of a gateway whose runs, run logs, catalog and threads are in Redis: every
-    replica made with the same Redis, ``namespace`` and ``shards`` serves every route for
-    every thread (docs/gateway.md, "Across replicas, on Redis").
+def __getattr__(name: str) -> object:
+    # redis_gateway needs redis-py: imported on first use (pip install 'agui-meta[redis]').
+    if name == "redis_gateway":
+        from .redis._gateway import redis_gateway
 
-    :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client (closed
-        by the caller; give it a ``retry`` so that a restarted Redis is reconnected to).
-    :param agents: as :class:`Gateway`'s: each replica executes the runs it accepts, so each
-        needs every agent.
-    :param namespace: the key namespace; keys are ``{namespace:S}:…``, ``S`` the thread's
-        shard, so that a Redis Cluster spreads the threads over its masters.
-    :param shards: virtual shards (the same on every replica).
-    :param lease: seconds a replica holds a run without renewing it (it renews every third);
-        a run whose replica died is ended with ``RUN_ERROR`` code ``executor_lost`` about one
-        lease and a third after its last renewal.
-    :param options: :class:`Gateway`'s other options (``max_runs`` counts this replica's runs).
-    """
-    from .redis._gateway import redis_gateway as make
-
-    return make(client, agents, namespace=namespace, shards=shards, lease=lease, **options)
-
-
-_public_module(__name__, globals(), __all__)
+        _public_module(__name__, {name: redis_gateway}, [name])
+        globals()[name] = redis_gateway
+        return redis_gateway
+    raise AttributeError(f"module 'agui_meta.gateway' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -27,7 +27,22 @@ def redis_gateway(
     lease: float = 10.0,
     **options: Any,
 ) -> Gateway:
-    """:func:`agui_meta.gateway.redis_gateway` (documented there)."""
+    """A replica of a gateway whose runs, run logs, catalog and threads are in Redis: every
+    replica made with the same Redis, ``namespace`` and ``shards`` serves every route for
+    every thread (docs/gateway.md, "Across replicas, on Redis").
+
+    :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client (closed
+        by the caller; give it a ``retry`` so that a restarted Redis is reconnected to).
+    :param agents: as :class:`Gateway`'s: each replica executes the runs it accepts, so each
+        needs every agent.
+    :param namespace: the key namespace; keys are ``{namespace:S}:…``, ``S`` the thread's
+        shard, so that a Redis Cluster spreads the threads over its masters.
+    :param shards: virtual shards (the same on every replica).
+    :param lease: seconds a replica holds a run without renewing it (it renews every third);
+        a run whose replica died is ended with ``RUN_ERROR`` code ``executor_lost`` about one
+        lease and a third after its last renewal.
+    :param options: :class:`Gateway`'s other options (``max_runs`` counts this replica's runs).
+    """
     keys = GatewayKeys(namespace, shards)
     return Gateway(
         agents,

@@ -523,7 +523,7 @@ class RedisRuns(MemoryRuns):
         held = await self.client.get(self.keys.active(thread_id))
         return None if held is None else text(held).partition(" ")[2]
 
-    async def active(self, thread_id: str) -> RunHandle | None:  # type: ignore[override]
+    async def active(self, thread_id: str) -> RunHandle | None:
         key = await self._held(thread_id)
         if key is None:
             return None
@@ -532,17 +532,17 @@ class RedisRuns(MemoryRuns):
             return local
         return await self._handle(key)
 
-    async def active_runs(self) -> list[Run]:
+    async def active_runs(self) -> list[RunHandle]:
         """This replica's active runs."""
         return list(self._active.values())
 
-    async def by_key(self, key: str) -> RunHandle | None:  # type: ignore[override]
+    async def by_key(self, key: str) -> RunHandle | None:
         if self.keys.key_shard(key) is None:
             return None
         self._purge()
         return await self._handle(key)
 
-    async def find(self, thread_id: str, run_id: str) -> RunHandle | None:  # type: ignore[override]
+    async def find(self, thread_id: str, run_id: str) -> RunHandle | None:
         self._purge()
         local = self._by_ids.get((thread_id, run_id))
         if local is not None:
@@ -610,7 +610,7 @@ class RedisRuns(MemoryRuns):
         self._launch(run)
         return run
 
-    async def latest(self, thread_id: str) -> tuple[int, RunHandle | None]:  # type: ignore[override]
+    async def latest(self, thread_id: str) -> tuple[int, RunHandle | None]:
         name = self.keys.latest(self.keys.of(thread_id))
         n, key = await self.client.hmget(name, [f"n:{thread_id}", thread_id])
         if n is None:
