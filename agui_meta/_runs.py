@@ -70,6 +70,7 @@ from ._runlog import MemoryRunLog, RunLog
 from ._stage import Transducer
 from ._store import Store
 from ._threads import ThreadSnapshot, ThreadStore, VersionConflict
+from ._tracecontext import current_carrier, stamped
 
 if TYPE_CHECKING:
     from ._agents import GatewayAgent
@@ -106,11 +107,11 @@ class _Guard(Transducer[Event, Event]):
             self.started = True
             if kind is not RunStartedEvent:
                 self.emit(self.run.started_event())
-            elif (
-                isinstance(item, RunStartedEvent) and item.input is UNSET and self.run.new_messages
-            ):
-                # The run's new messages, for the clients that did not send them.
-                item = msgspec.structs.replace(item, input=self.run.echoed_input())
+            elif isinstance(item, RunStartedEvent):
+                if item.input is UNSET and self.run.new_messages:
+                    # The run's new messages, for the clients that did not send them.
+                    item = msgspec.structs.replace(item, input=self.run.echoed_input())
+                item = stamped(item, self.run.carrier)
         if kind is RunFinishedEvent or kind is RunErrorEvent:
             self.terminal = True
         elif kind is RunStartedEvent:
@@ -153,6 +154,9 @@ class Run:
         self.run_id = input.run_id
         self.base = base
         self.new_messages = new_messages or []
+        #: The trace context current when the run was asked for (the run request's span),
+        #: stamped into RUN_STARTED's metadata under the ``w3c.*`` keys.
+        self.carrier = current_carrier()
         self.stages = DefaultStages(store, ledger=Ledger())
         self.log: RunLog = MemoryRunLog(self.key, registry.max_events)
         self.readers = 0
@@ -233,10 +237,12 @@ class Run:
 
     def started_event(self) -> RunStartedEvent:
         if not self.new_messages:
-            return RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
-        return RunStartedEvent(
-            thread_id=self.thread_id, run_id=self.run_id, input=self.echoed_input()
-        )
+            event = RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
+        else:
+            event = RunStartedEvent(
+                thread_id=self.thread_id, run_id=self.run_id, input=self.echoed_input()
+            )
+        return stamped(event, self.carrier)
 
     def closing_events(self) -> list[Event]:
         """What ends the run when the agent's stream ended without a terminal event."""
