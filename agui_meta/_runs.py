@@ -15,13 +15,17 @@ How a run ends:
 - :meth:`Run.stop` (the stop route, or a run superseding it): the agent is cancelled, every
   open item is closed (``…_END``, ``STEP_FINISHED``, ``SUBAGENT_ERROR`` code ``cancelled``)
   and the run ends with ``RUN_FINISHED`` outcome ``cancelled``;
+- its scope is over the gateway's budget (:class:`~agui_meta.Budget`, checked when the run
+  starts, and for the scope's active runs when a run of theirs takes it past a limit): the
+  agent is cancelled (or never called), ``RUN_ERROR`` code ``"budget_exceeded"``;
 - no reader for ``linger`` seconds: the agent is cancelled, ``RUN_ERROR`` code ``"abandoned"``;
   past ``max_run_time``: ``RUN_ERROR`` code ``"run_timeout"``; the gateway shutting down:
   ``RUN_ERROR`` code ``"gateway_shutdown"``;
 - the agent's events break the AG-UI rules (the verifier refuses one): ``RUN_ERROR`` code
   ``"server_error"``, after the events that passed.
 
-Then, whatever the ending, the thread is saved once with compare-and-set, the catalog notes the
+Then, whatever the ending, the run's usage is charged to its scope's budget (once, here),
+the thread is saved once with compare-and-set, the catalog notes the
 run as ended, and :attr:`Run.ended` is set. :class:`MemoryRuns` (the one-process
 :class:`~agui_meta._registry.RunRegistry`) holds the runs of the process:
 the active one of each thread, and ended ones for a while (``keep`` seconds, at most
@@ -43,6 +47,7 @@ import msgspec
 from msgspec import UNSET
 
 from ._accumulate import Update
+from ._budget import BUDGET_CODE, Budget
 from ._decode import encode_event
 from ._defaults import DefaultStages
 from ._events import (
@@ -161,6 +166,8 @@ class Run:
         self.log: RunLog = MemoryRunLog(self.key, registry.max_events)
         self.readers = 0
         self.reason: StopReason | None = None
+        #: The RUN_ERROR message of a run ended by its scope's budget.
+        self.budget_message = ""
         self.failure: BaseException | None = None
         self.agent_scope = anyio.CancelScope(deadline=anyio.current_time() + registry.max_run_time)
         self.ended = anyio.Event()
@@ -275,6 +282,8 @@ class Run:
                 )
             )
             return events
+        if reason == "budget_exceeded":
+            return [RunErrorEvent(message=self.budget_message, code=BUDGET_CODE)]
         if reason is not None:
             message = _ERRORS[reason].format(
                 linger=self.registry.linger, max_run_time=self.registry.max_run_time
@@ -346,7 +355,8 @@ class Run:
         try:
             with self.agent_scope:
                 try:
-                    await self.agent(self.input, handoff.put)
+                    if self.reason is None:  # else ended before it began (its budget)
+                        await self.agent(self.input, handoff.put)
                 except anyio.BrokenResourceError:
                     pass  # the run's pipeline stopped reading: it has ended already
                 except Exception as exc:
@@ -376,6 +386,7 @@ class Run:
             await self.log.end()
             ledger = self.stages.ledger
             ledger.close()
+            registry._charge(self, [u for record in ledger.runs for u in record.usage])
             snapshot = self.base.advance(self.store, ledger.runs)
             try:
                 await registry.threads.save(snapshot)
@@ -480,6 +491,9 @@ class MemoryRuns:
     :param max_kept: the most ended runs kept.
     :param stop_timeout: how long :meth:`running` waits, on the way out, for the runs it
         stopped to end (then they are cancelled).
+    :param budget: a :class:`~agui_meta.Budget` for the runs' scopes: a run whose scope is over
+        it is ended at its start, each run's usage is charged to its scope at its end, and a
+        run that takes its scope past a limit stops the scope's other active runs.
     """
 
     def __init__(
@@ -495,6 +509,7 @@ class MemoryRuns:
         max_kept: int = 1000,
         save_timeout: float = 30.0,
         stop_timeout: float = 30.0,
+        budget: Budget[Any] | None = None,
     ) -> None:
         for name, value in (("max_runs", max_runs), ("max_events", max_events)):
             if value < 1:
@@ -520,6 +535,7 @@ class MemoryRuns:
         self.max_kept = max_kept
         self.save_timeout = save_timeout
         self.stop_timeout = stop_timeout
+        self.budget = budget
         self._tg: anyio.abc.TaskGroup | None = None
         self._active: dict[str, Run] = {}
         self._by_key: dict[str, Run] = {}
@@ -605,8 +621,45 @@ class MemoryRuns:
             base=base,
             new_messages=new_messages,
         )
+        self._check_budget(run)
         self._launch(run)
         return run
+
+    # -- budgets -----------------------------------------------------------------------------
+
+    def _check_budget(self, run: Run) -> None:
+        """End ``run`` before its agent is called when its scope is over the budget."""
+        budget = self.budget
+        over = budget.over(run.scope) if budget is not None else None
+        if budget is None or over is None:
+            return
+        self._budget_stop(run, budget.refusal(run.scope, run.run_id, over))
+        budget.note_ended(run.thread_id, run.run_id, run.scope)
+
+    def _budget_stop(self, run: Run, message: str) -> None:
+        assert self.budget is not None
+        if run._stop("budget_exceeded"):
+            run.budget_message = message
+            logger.warning("%s", message)
+            self.budget.exceeded(message, "RUN_STARTED")
+
+    def _charge(self, run: Run, usage: list[Any]) -> None:
+        """Charge a run's usage to its scope (once: at its end); past a limit, stop the
+        scope's other active runs."""
+        budget = self.budget
+        if budget is None or not usage:
+            return
+        over = budget.charge(run.scope, usage)
+        if over is None:
+            return
+        message = budget.crossing(run.scope, run.run_id, over)
+        logger.warning("%s", message)
+        budget.exceeded(message)
+        if budget.period is None:
+            return  # per run: the others have budgets of their own
+        for other in list(self._active.values()):
+            if other is not run and other.scope == run.scope:
+                self._budget_stop(other, budget.refusal(run.scope, other.run_id, over))
 
     def _launch(self, run: Run) -> None:
         """Hold ``run`` as its thread's active run and start it in the task group."""

@@ -342,6 +342,10 @@ class RedisRuns(MemoryRuns):
         poll: float = 0.05,
         **options: Any,
     ) -> None:
+        if options.get("budget") is not None:
+            raise UsageError(
+                "budgets are not counted across replicas yet: the Redis gateway takes no budget"
+            )
         super().__init__(threads, catalog, **options)
         if not lease > 0 or not poll > 0:
             raise UsageError(f"lease and poll must be > 0 seconds, got {lease!r}, {poll!r}")
