@@ -21,9 +21,10 @@ stream can do is:
   dropped until its own terminal event, which is dropped too (a report ``budget-dropped``,
   severity ``info``, counts them).
 
-Stopping the agent itself (rather than the stream its client sees) is the gateway's: its budget
-option, and exactly-once accounting across replicas on Redis, come later. Here the spending is
-kept in memory, in the process: at most ``max_scopes`` scopes (1,000, the usage meter's label
+Stopping the agent itself (rather than the stream its client sees) is the gateway's:
+``Gateway(budget=Budget(...))`` (docs/gateway.md), where the scope is the gateway's scope
+resolver's; across replicas on Redis, the totals of a period are kept in Redis and each run is
+charged once. Here the spending is kept in memory, in the process: at most ``max_scopes`` scopes (1,000, the usage meter's label
 bound); past it, the scope whose period began longest ago is forgotten (its spending too:
 counted in ``forgotten``).
 """
@@ -206,6 +207,22 @@ class Budget(Transducer[T, T]):
             return None
         return self._over(spent)
 
+    def window(self) -> int:
+        """The number of the current period (``0`` per run)."""
+        return self._window()
+
+    def measure(self, usage: Iterable[Any]) -> tuple[int, float]:
+        """Tokens and cost (``0.0`` without a price table) of a run's usage entries."""
+        usage = list(usage)
+        cost = (self.prices.total(usage) or 0.0) if self.prices is not None else 0.0
+        return _tokens(usage), cost
+
+    def reached(self, tokens: int, cost: float) -> str | None:
+        """The limit a spending of ``tokens`` and ``cost`` has reached, said, or ``None``."""
+        spent = _Spent(0)
+        spent.tokens, spent.cost = tokens, cost
+        return self._over(spent)
+
     def charge(self, scope: str, usage: Iterable[Any]) -> str | None:
         """Add a run's usage entries (:class:`~agui_meta.events.TokenUsage` or
         :class:`~agui_meta.Usage`) to ``scope``'s spending; the limit this took the scope
@@ -218,9 +235,9 @@ class Budget(Transducer[T, T]):
         if spent is None or spent.period != window or self.period is None:
             spent = self._fresh(scope, window)
         was = self._over(spent)
-        spent.tokens += _tokens(usage)
-        if self.prices is not None:
-            spent.cost += self.prices.total(usage) or 0.0
+        tokens, cost = self.measure(usage)
+        spent.tokens += tokens
+        spent.cost += cost
         over = self._over(spent)
         return over if was is None else None
 

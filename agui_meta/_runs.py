@@ -630,7 +630,11 @@ class MemoryRuns:
     def _check_budget(self, run: Run) -> None:
         """End ``run`` before its agent is called when its scope is over the budget."""
         budget = self.budget
-        over = budget.over(run.scope) if budget is not None else None
+        if budget is not None:
+            self._refuse_over(run, budget.over(run.scope))
+
+    def _refuse_over(self, run: Run, over: str | None) -> None:
+        budget = self.budget
         if budget is None or over is None:
             return
         self._budget_stop(run, budget.refusal(run.scope, run.run_id, over))
@@ -649,17 +653,25 @@ class MemoryRuns:
         budget = self.budget
         if budget is None or not usage:
             return
-        over = budget.charge(run.scope, usage)
-        if over is None:
-            return
+        self._crossed(run, budget.charge(run.scope, usage))
+
+    def _crossed(self, run: Run, over: str | None) -> list[Run]:
+        """Report ``run`` when it took its scope past a limit (``over``), and stop the scope's
+        other active runs of this process (per period); those it stopped."""
+        budget = self.budget
+        if budget is None or over is None:
+            return []
         message = budget.crossing(run.scope, run.run_id, over)
         logger.warning("%s", message)
         budget.exceeded(message)
         if budget.period is None:
-            return  # per run: the others have budgets of their own
+            return []  # per run: the others have budgets of their own
+        stopped = []
         for other in list(self._active.values()):
             if other is not run and other.scope == run.scope:
                 self._budget_stop(other, budget.refusal(run.scope, other.run_id, over))
+                stopped.append(other)
+        return stopped
 
     def _launch(self, run: Run) -> None:
         """Hold ``run`` as its thread's active run and start it in the task group."""
