@@ -15,7 +15,10 @@ of the thread's shard (:class:`~agui_meta.redis._shards.GatewayKeys`):
   end marker, the thread freed — or nothing, when the run was taken from the caller;
 - every replica sweeps the in-flight sets: a run whose lease ran out (its executor died, or
   lost Redis for longer than the lease) is taken over with a new fencing token and ended with
-  ``RUN_ERROR`` code ``executor_lost``, its thread's ledger recording the run once.
+  ``RUN_ERROR`` code ``executor_lost``, its thread's ledger recording the run once;
+- with a budget per period, a scope's totals are a hash in Redis that the executor adds a run's
+  usage to at its end (``CHARGE``, idempotent by run key); a run starts refused when its
+  scope's totals are over, and a crossing stops the scope's runs on every replica.
 """
 
 from __future__ import annotations
@@ -233,8 +236,8 @@ class _RedisRun(Run):
             await self.log.end()
             ledger = self.stages.ledger
             ledger.close()
-            with anyio.CancelScope(shield=True):  # charged once, fenced or not: it was spent
-                await runs.charge(self, [u for record in ledger.runs for u in record.usage])
+            # Charged once, fenced or not: it was spent.
+            await runs.charge(self, [u for record in ledger.runs for u in record.usage])
             if not self.fenced:
                 snapshot = self.base.advance(self.store, ledger.runs)
                 await runs.commit(self.key, self.holder, self.thread_id, self.log.written, snapshot)
