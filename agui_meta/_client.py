@@ -251,16 +251,6 @@ async def _small_body(response: httpx.Response, url: str, limit: int, what: str)
     return body
 
 
-def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the endpoint cannot be reached at all (nothing was exchanged)."""
-    import httpx
-
-    return isinstance(
-        exc,
-        (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL),
-    )
-
-
 def _require_httpx() -> Any:
     try:
         import httpx

@@ -39,11 +39,12 @@ import msgspec
 from ._decode import decode_event
 from ._events import EVENT_TYPES
 from ._exceptions import DataError, HttpStatusError, Report
+from ._framing import aiter_body
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ERROR_BODY", "FORMAT_VERSION", "InspectorRecording", "record_exchange"]
+__all__ = ["ERROR_BODY", "FORMAT_VERSION", "InspectorRecording", "record_exchange", "unreachable"]
 
 #: Bytes of an error response's body read, and recorded (the rest is not read).
 ERROR_BODY: Final = 512
@@ -308,6 +309,16 @@ class InspectorRecording:
         return runs
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the endpoint cannot be reached at all (nothing was exchanged)."""
+    import httpx
+
+    return isinstance(
+        exc,
+        (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL),
+    )
+
+
 async def record_exchange(
     client: httpx.AsyncClient,
     url: str,
@@ -328,15 +339,13 @@ async def record_exchange(
     """
     import httpx
 
-    from ._client import closing_bytes, unreachable
-
     try:
         async with client.stream("POST", url, content=body, headers=headers) as response:
             if recording is not None:
                 recording.response(response.status_code, response.headers.get("content-type", ""))
             if not response.is_success:
                 preview = b""
-                async with closing_bytes(response) as chunks:
+                async with contextlib.aclosing(aiter_body(response)) as chunks:
                     async for chunk in chunks:
                         preview += chunk[: ERROR_BODY - len(preview)]
                         if len(preview) >= ERROR_BODY:
@@ -347,7 +356,7 @@ async def record_exchange(
                 raise HttpStatusError(
                     response.status_code, preview, url, response.headers.get("location")
                 )
-            async with closing_bytes(response) as chunks:
+            async with contextlib.aclosing(aiter_body(response)) as chunks:
                 async for chunk in chunks:
                     if recording is not None:
                         recording.feed(chunk)

@@ -133,7 +133,7 @@ def build_agent(args: argparse.Namespace, **options: Any) -> tuple[Any, list[Any
 
 def unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` says the endpoint cannot be reached at all (exit status 2)."""
-    from .._client import unreachable
+    from .._inspector import unreachable
 
     return unreachable(exc)
 
