@@ -270,8 +270,11 @@ def test_validate_caps_the_problems_it_prints(tmp_path: Path) -> None:
 
 
 def test_version() -> None:
-    done = cli("--version")
-    assert (done.returncode, done.stdout) == (0, f"agui-meta {agui_meta.__version__}\n")
+    from agui_meta._speedups import describe
+
+    done = cli("--version")  # the version, and whether the native core is in use (and why not)
+    expected = f"agui-meta {agui_meta.__version__}\n{describe()}\n"
+    assert (done.returncode, done.stdout) == (0, expected)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,438 @@
+/* agui_meta._native: the optional C core of the driver's batch loop.
+ *
+ * The pure-Python implementation (agui_meta/_driver.py, agui_meta/_fastdecode.py) is the
+ * specification; this module only does faster what it does, and hands back to it everything
+ * unusual, so that every error, report, byte offset and line number is the Python path's.
+ *
+ * scan(data) -> bool
+ *     One pass over JSON text that proves the checks of _fastdecode.fast_decode need not run:
+ *     valid UTF-8, nesting no deeper than MAX_NESTING, no key repeated in one object (keys
+ *     compared as raw bytes; a key with an escape, an object of more than MAX_KEYS keys, or
+ *     more than MAX_TRACKED keys open at once is "unproven"), no \uD800-\uDFFF escape, no
+ *     \u003a escape (nor the text "\\u003a"), no run of more than MAX_DIGITS digits outside
+ *     strings. True means: if the typed decode of the text succeeds, fast_decode returns that
+ *     event. False means only "not proven": the Python fast_decode decides.
+ *
+ * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note,
+ *           args_cls, unset) -> (k, event, exc)
+ *     The loop of Runner._run_batch over payloads[k:], for the events that take the fast path
+ *     (see _driver.Runner._run_batch): it stops at the first event that does not, and returns
+ *     its position, its decoded event (None when the data is None or does not decode) and the
+ *     exception its fast-path handler raised (None if none). k == len(payloads): all done.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define MAX_NESTING 128
+#define MAX_KEYS 32
+#define MAX_TRACKED 512
+#define MAX_DIGITS 18
+
+typedef struct {
+    Py_ssize_t start;
+    Py_ssize_t len;
+} span_t;
+
+/* Length of a valid UTF-8 sequence starting at s[0] (a non-ASCII lead byte), or 0. */
+static Py_ssize_t
+utf8_seq(const unsigned char *s, Py_ssize_t left)
+{
+    unsigned char c = s[0];
+    if (c >= 0xC2 && c <= 0xDF) {
+        return (left >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (left < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) {
+            return 0;
+        }
+        if (c == 0xE0 && s[1] < 0xA0) {
+            return 0; /* overlong */
+        }
+        if (c == 0xED && s[1] >= 0xA0) {
+            return 0; /* a surrogate */
+        }
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (left < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
+            (s[3] & 0xC0) != 0x80) {
+            return 0;
+        }
+        if (c == 0xF0 && s[1] < 0x90) {
+            return 0; /* overlong */
+        }
+        if (c == 0xF4 && s[1] >= 0x90) {
+            return 0; /* above U+10FFFF */
+        }
+        return 4;
+    }
+    return 0;
+}
+
+static int
+hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* 1: proven clean (see the module comment); 0: not proven. Never reads past s[n - 1]. */
+static int
+scan_clean(const unsigned char *s, Py_ssize_t n)
+{
+    span_t keys[MAX_TRACKED];
+    Py_ssize_t first_key[MAX_NESTING + 1]; /* per open level: its first key in keys[] */
+    unsigned char is_object[MAX_NESTING + 1];
+    unsigned char want_key[MAX_NESTING + 1];
+    Py_ssize_t nkeys = 0;
+    int depth = 0;
+    Py_ssize_t i = 0;
+    Py_ssize_t digits = 0;
+
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c >= '0' && c <= '9') {
+            if (++digits > MAX_DIGITS) {
+                return 0;
+            }
+            i++;
+            continue;
+        }
+        digits = 0;
+        if (c == '"') {
+            Py_ssize_t start = ++i;
+            int escaped = 0;
+            for (;;) {
+                if (i >= n) {
+                    return 0; /* unterminated: not JSON */
+                }
+                c = s[i];
+                if (c == '"') {
+                    break;
+                }
+                if (c == '\\') {
+                    escaped = 1;
+                    if (i + 1 >= n) {
+                        return 0;
+                    }
+                    unsigned char e = s[i + 1];
+                    if (e == 'u') {
+                        if (i + 5 >= n) {
+                            return 0;
+                        }
+                        int a = hexval(s[i + 2]), b = hexval(s[i + 3]);
+                        int d = hexval(s[i + 4]), f = hexval(s[i + 5]);
+                        if (a < 0 || b < 0 || d < 0 || f < 0) {
+                            return 0;
+                        }
+                        int code = (a << 12) | (b << 8) | (d << 4) | f;
+                        if ((code >= 0xD800 && code <= 0xDFFF) || code == 0x3A) {
+                            return 0;
+                        }
+                        i += 6;
+                        continue;
+                    }
+                    if (e == '\\' && i + 2 < n && s[i + 2] == 'u') {
+                        return 0; /* the text "\\u...": the Python check reads it as an escape */
+                    }
+                    i += 2;
+                    continue;
+                }
+                if (c < 0x80) {
+                    i++;
+                    continue;
+                }
+                Py_ssize_t len = utf8_seq(s + i, n - i);
+                if (len == 0) {
+                    return 0;
+                }
+                i += len;
+            }
+            /* s[i] is the closing quote */
+            if (depth > 0 && is_object[depth] && want_key[depth]) {
+                if (escaped) {
+                    return 0;
+                }
+                Py_ssize_t len = i - start;
+                Py_ssize_t from = first_key[depth];
+                if (nkeys - from >= MAX_KEYS || nkeys >= MAX_TRACKED) {
+                    return 0;
+                }
+                for (Py_ssize_t j = from; j < nkeys; j++) {
+                    if (keys[j].len == len && memcmp(s + keys[j].start, s + start, len) == 0) {
+                        return 0; /* a repeated key */
+                    }
+                }
+                keys[nkeys].start = start;
+                keys[nkeys].len = len;
+                nkeys++;
+                want_key[depth] = 0;
+            }
+            i++;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            if (depth >= MAX_NESTING) {
+                return 0;
+            }
+            depth++;
+            is_object[depth] = (c == '{');
+            want_key[depth] = (c == '{');
+            first_key[depth] = nkeys;
+        }
+        else if (c == '}' || c == ']') {
+            if (depth == 0) {
+                return 0;
+            }
+            nkeys = first_key[depth];
+            depth--;
+        }
+        else if (c == ',') {
+            if (depth > 0 && is_object[depth]) {
+                want_key[depth] = 1;
+            }
+        }
+        else if (c >= 0x80) {
+            return 0; /* outside strings, not JSON */
+        }
+        i++;
+    }
+    return 1;
+}
+
+static PyObject *
+native_scan(PyObject *module, PyObject *data)
+{
+    if (!PyBytes_CheckExact(data)) {
+        PyErr_SetString(PyExc_TypeError, "scan() takes bytes");
+        return NULL;
+    }
+    int clean = scan_clean(
+        (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    return PyBool_FromLong(clean);
+}
+
+static PyObject *str_index, *str_subagent_run_id, *str_message_id, *str_tool_call_id;
+
+/* The decoded event of bytes data, or Py_None (new references); NULL only with an exception
+ * raised by py_decode for what it does not take. */
+static PyObject *
+decode_one(PyObject *data, PyObject *typed_decode, PyObject *py_decode)
+{
+    if (PyBytes_CheckExact(data) &&
+        scan_clean((const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))) {
+        PyObject *event = PyObject_CallOneArg(typed_decode, data);
+        if (event == NULL) {
+            /* Invalid or not an event: fast_decode gives None for any error the typed decode
+             * raises (msgspec's DecodeError, RecursionError). Anything else propagates. */
+            if (PyErr_ExceptionMatches(PyExc_MemoryError) ||
+                PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+                return NULL;
+            }
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        return event;
+    }
+    return PyObject_CallOneArg(py_decode, data);
+}
+
+static PyObject *
+result(Py_ssize_t k, PyObject *event, PyObject *exc)
+{
+    /* steals event and exc (either may be NULL for None) */
+    PyObject *pos = PyLong_FromSsize_t(k);
+    if (pos == NULL) {
+        Py_XDECREF(event);
+        Py_XDECREF(exc);
+        return NULL;
+    }
+    PyObject *out = PyTuple_Pack(3, pos, event ? event : Py_None, exc ? exc : Py_None);
+    Py_DECREF(pos);
+    Py_XDECREF(event);
+    Py_XDECREF(exc);
+    return out;
+}
+
+static PyObject *
+native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "run_batch() takes 12 arguments");
+        return NULL;
+    }
+    PyObject *payloads = args[0];
+    Py_ssize_t k = PyLong_AsSsize_t(args[1]);
+    int number = PyObject_IsTrue(args[2]);
+    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
+    PyObject *ctx = args[4], *typed_decode = args[5], *py_decode = args[6];
+    PyObject *plans = args[7], *tail = args[8], *note = args[9];
+    PyObject *args_cls = args[10], *unset = args[11];
+    if ((k == -1 || index == -1 || number < 0) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(payloads) || !PyDict_CheckExact(plans) ||
+        (note != Py_None && !PyList_CheckExact(note))) {
+        PyErr_SetString(PyExc_TypeError, "run_batch(): payloads and note lists, plans a dict");
+        return NULL;
+    }
+    for (; k < PyList_GET_SIZE(payloads); k++) {
+        if (number) {
+            PyObject *at = PyLong_FromSsize_t(index + k);
+            if (at == NULL || PyObject_SetAttr(ctx, str_index, at) < 0) {
+                Py_XDECREF(at);
+                return NULL;
+            }
+            Py_DECREF(at);
+        }
+        PyObject *data = PyList_GET_ITEM(payloads, k); /* borrowed */
+        if (data == Py_None) {
+            return result(k, NULL, NULL);
+        }
+        Py_INCREF(data);
+        PyObject *event = decode_one(data, typed_decode, py_decode);
+        Py_DECREF(data);
+        if (event == NULL) {
+            return NULL;
+        }
+        if (event == Py_None) {
+            Py_DECREF(event);
+            return result(k, NULL, NULL);
+        }
+        PyObject *cls = (PyObject *)Py_TYPE(event);
+        PyObject *plan = PyDict_GetItemWithError(plans, cls); /* borrowed */
+        if (plan == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(event);
+                return NULL;
+            }
+            return result(k, event, NULL);
+        }
+        if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 2) {
+            Py_DECREF(event);
+            PyErr_SetString(PyExc_TypeError, "run_batch(): a plan is (ids, convert)");
+            return NULL;
+        }
+        PyObject *tag = PyObject_GetAttr(event, str_subagent_run_id);
+        if (tag == NULL) {
+            Py_DECREF(event);
+            return NULL;
+        }
+        Py_DECREF(tag);
+        if (tag != unset) {
+            return result(k, event, NULL);
+        }
+        PyObject *ids = PyTuple_GET_ITEM(plan, 0), *convert = PyTuple_GET_ITEM(plan, 1);
+        if (ids != Py_None) {
+            PyObject *id = PyObject_GetAttr(
+                event, cls == args_cls ? str_tool_call_id : str_message_id);
+            if (id == NULL) {
+                Py_DECREF(event);
+                return NULL;
+            }
+            int held = PySequence_Contains(ids, id);
+            Py_DECREF(id);
+            if (held < 0) {
+                Py_DECREF(event);
+                return NULL;
+            }
+            if (!held) {
+                return result(k, event, NULL);
+            }
+        }
+        PyObject *out;
+        if (convert == Py_None) {
+            out = event;
+            Py_INCREF(out);
+        }
+        else {
+            out = PyObject_CallOneArg(convert, event);
+        }
+        PyObject *done = NULL;
+        if (out != NULL) {
+            done = PyObject_CallOneArg(tail, out);
+            Py_DECREF(out);
+        }
+        if (done == NULL) {
+            /* The fast path's handler raised: the driver handles it as its own loop does. */
+            PyObject *type, *exc, *tb;
+            PyErr_Fetch(&type, &exc, &tb);
+            PyErr_NormalizeException(&type, &exc, &tb);
+            if (exc != NULL && tb != NULL) {
+                PyException_SetTraceback(exc, tb);
+            }
+            Py_XDECREF(type);
+            Py_XDECREF(tb);
+            if (exc == NULL) {
+                Py_DECREF(event);
+                PyErr_SetString(PyExc_SystemError, "run_batch(): a handler failed without an exception");
+                return NULL;
+            }
+            return result(k, event, exc);
+        }
+        Py_DECREF(done);
+        if (note != Py_None && PyList_Append(note, cls) < 0) {
+            Py_DECREF(event);
+            return NULL;
+        }
+        Py_DECREF(event);
+    }
+    return result(k, NULL, NULL);
+}
+
+static PyMethodDef native_methods[] = {
+    {"scan", (PyCFunction)native_scan, METH_O,
+     "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
+    {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,
+     "run_batch(...) -> (k, event, exc): the driver's fast-path loop (see _driver)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+native_exec(PyObject *module)
+{
+    str_index = PyUnicode_InternFromString("index");
+    str_subagent_run_id = PyUnicode_InternFromString("subagent_run_id");
+    str_message_id = PyUnicode_InternFromString("message_id");
+    str_tool_call_id = PyUnicode_InternFromString("tool_call_id");
+    if (!str_index || !str_subagent_run_id || !str_message_id || !str_tool_call_id) {
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "MAX_NESTING", MAX_NESTING) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyModuleDef_Slot native_slots[] = {
+    {Py_mod_exec, native_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    "agui_meta._native",
+    "The optional C core of agui_meta's driver (the Python implementation is its specification).",
+    0,
+    native_methods,
+    native_slots,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    return PyModuleDef_Init(&native_module);
+}
