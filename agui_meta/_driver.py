@@ -24,6 +24,7 @@ from typing import Any
 from msgspec import UNSET
 
 from . import _speedups
+from ._accumulate import Accumulate, Update
 from ._events import ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
@@ -36,8 +37,20 @@ from ._framing import (
     ignored_report,
 )
 from ._stage import CONTENT_DELTAS, Context, Transducer
+from ._store import MessageItem, ToolCallItem
 
 __all__ = ["Runner", "close_chain", "connect_chain"]
+
+if _speedups.NATIVE is not None:
+    _speedups.NATIVE.configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
+
+#: The content handlers of :class:`Accumulate` the C core does itself in the common case
+#: (``_native.c``'s ``content_update``), by the kind it knows them as, and the store lookup
+#: each one uses.
+_NATIVE_CONVERTS: Mapping[Any, tuple[int, str]] = {
+    Accumulate._text_content: (1, "_message"),
+    Accumulate._tool_args: (2, "_tool_call"),
+}
 
 
 def connect_chain(
@@ -104,6 +117,8 @@ class _FastPath:
         self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
         #: By candidate class: (the open ids, or None for any; the conversion, or None).
         self.plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
+        #: The plans as the C core takes them: (ids, convert, kind, lookup) (see _native.c).
+        self.native_plans: dict[type, tuple[Any, Any, int, Any]] = {}
         self.tallies: list[dict[str, int]] = []
         self._seen: tuple[int, ...] | None = None
         self.useful = bool(self.filters) or self.converts is not None
@@ -140,6 +155,16 @@ class _FastPath:
                     convert,
                 )
         self.tallies[:] = [t for t in tallies if t is not None]
+        native = self.native_plans
+        native.clear()
+        for candidate, (held, handler) in plans.items():
+            kind, lookup = 0, None
+            func = getattr(handler, "__func__", None)
+            owner = getattr(handler, "__self__", None)
+            if func in _NATIVE_CONVERTS and type(owner) is Accumulate:
+                kind, name = _NATIVE_CONVERTS[func]
+                lookup = getattr(owner, name)
+            native[candidate] = (held, handler, kind, lookup)
 
     def count(self, cls: type, n: int = 1) -> None:
         """Add ``n`` candidates of class ``cls`` that passed to the stages' tallies."""
@@ -507,11 +532,9 @@ class Runner:
                     ctx,
                     TYPED_DECODE,
                     decode,
-                    fast.plans,
+                    fast.native_plans,
                     fast.tail,
                     passed if fast.tallies else None,
-                    ToolCallArgsEvent,
-                    UNSET,
                 )
                 if k == n:
                     break

@@ -13,12 +13,18 @@
  *     strings. True means: if the typed decode of the text succeeds, fast_decode returns that
  *     event. False means only "not proven": the Python fast_decode decides.
  *
- * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note,
- *           args_cls, unset) -> (k, event, exc)
+ * configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
+ *     Once, at import of the driver: the classes the loop builds and compares with.
+ *
+ * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note)
+ *     -> (k, event, exc)
  *     The loop of Runner._run_batch over payloads[k:], for the events that take the fast path
  *     (see _driver.Runner._run_batch): it stops at the first event that does not, and returns
  *     its position, its decoded event (None when the data is None or does not decode) and the
  *     exception its fast-path handler raised (None if none). k == len(payloads): all done.
+ *     plans: by event class, (ids, convert, kind, lookup): kind 1 or 2 says convert is
+ *     Accumulate's _text_content or _tool_args, which content_update does here for the common
+ *     case (lookup: the store's message or tool_call lookup), handing the rest to convert.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -223,6 +229,130 @@ native_scan(PyObject *module, PyObject *data)
 }
 
 static PyObject *str_index, *str_subagent_run_id, *str_message_id, *str_tool_call_id;
+static PyObject *str_metadata, *str_delta, *str_role, *str_parts, *str_content, *str_activity;
+static PyObject *str_function_fields, *str_arg_parts, *str_args;
+/* Set once by configure(): the classes and the sentinel the loop compares with. */
+static PyObject *Update_cls, *MessageItem_cls, *ToolCallItem_cls, *ToolCallArgs_cls, *Unset;
+
+static PyObject *
+native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes 5 arguments");
+        return NULL;
+    }
+    PyObject **slots[5] = {&Update_cls, &MessageItem_cls, &ToolCallItem_cls, &ToolCallArgs_cls,
+                           &Unset};
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slots[i], args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+/* The content handler of Accumulate (_text_content, kind 1; _tool_args, kind 2) for the common
+ * case: no metadata on the event, the item found, of the store's own class, with parts already
+ * begun or text content. Returns the Update (new reference), Py_None (new reference: "not
+ * this way", the Python handler runs) or NULL with an exception. */
+static PyObject *
+content_update(PyObject *event, long kind, PyObject *lookup)
+{
+    PyObject *metadata = PyObject_GetAttr(event, str_metadata);
+    if (metadata == NULL) {
+        return NULL;
+    }
+    Py_DECREF(metadata);
+    if (metadata != Unset) {
+        Py_RETURN_NONE;
+    }
+    PyObject *id = PyObject_GetAttr(event, kind == 1 ? str_message_id : str_tool_call_id);
+    if (id == NULL) {
+        return NULL;
+    }
+    PyObject *item = PyObject_CallOneArg(lookup, id);
+    Py_DECREF(id);
+    if (item == NULL) {
+        return NULL;
+    }
+    PyObject *parts = NULL, *update = NULL;
+    if ((PyObject *)Py_TYPE(item) != (kind == 1 ? MessageItem_cls : ToolCallItem_cls)) {
+        goto other_way; /* None (missing), or a store's own item class */
+    }
+    if (kind == 1) {
+        PyObject *role = PyObject_GetAttr(item, str_role);
+        if (role == NULL) {
+            goto fail;
+        }
+        int activity = PyObject_RichCompareBool(role, str_activity, Py_EQ);
+        Py_DECREF(role);
+        if (activity != 0) {
+            if (activity < 0) {
+                goto fail;
+            }
+            goto other_way;
+        }
+    }
+    else {
+        PyObject *fields = PyObject_GetAttr(item, str_function_fields);
+        if (fields == NULL) {
+            goto fail;
+        }
+        Py_DECREF(fields);
+        if (fields == Py_None) {
+            goto other_way;
+        }
+    }
+    parts = PyObject_GetAttr(item, kind == 1 ? str_parts : str_arg_parts);
+    if (parts == NULL) {
+        goto fail;
+    }
+    if (!PyList_CheckExact(parts)) {
+        goto other_way;
+    }
+    if (PyList_GET_SIZE(parts) == 0) {
+        PyObject *content = PyObject_GetAttr(item, kind == 1 ? str_content : str_args);
+        if (content == NULL) {
+            goto fail;
+        }
+        int text = PyUnicode_CheckExact(content);
+        Py_DECREF(content);
+        if (!text) {
+            goto other_way;
+        }
+    }
+    PyObject *delta = PyObject_GetAttr(event, str_delta);
+    if (delta == NULL) {
+        goto fail;
+    }
+    int appended = PyList_Append(parts, delta);
+    Py_DECREF(delta);
+    if (appended < 0) {
+        goto fail;
+    }
+    metadata = PyObject_GetAttr(item, str_metadata);
+    if (metadata == NULL) {
+        goto fail;
+    }
+    if (metadata == Unset) {
+        Py_DECREF(metadata);
+        metadata = Py_None;
+        Py_INCREF(metadata);
+    }
+    PyObject *fields[4] = {event, item, Py_False, metadata};
+    update = PyObject_Vectorcall(Update_cls, fields, 4, NULL);
+    Py_DECREF(metadata);
+    Py_DECREF(parts);
+    Py_DECREF(item);
+    return update;
+other_way:
+    Py_XDECREF(parts);
+    Py_DECREF(item);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(parts);
+    Py_DECREF(item);
+    return NULL;
+}
 
 /* The decoded event of bytes data, or Py_None (new references); NULL only with an exception
  * raised by py_decode for what it does not take. */
@@ -267,8 +397,12 @@ result(Py_ssize_t k, PyObject *event, PyObject *exc)
 static PyObject *
 native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "run_batch() takes 12 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "run_batch() takes 10 arguments");
+        return NULL;
+    }
+    if (Update_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "run_batch(): configure() first");
         return NULL;
     }
     PyObject *payloads = args[0];
@@ -277,7 +411,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t index = PyLong_AsSsize_t(args[3]);
     PyObject *ctx = args[4], *typed_decode = args[5], *py_decode = args[6];
     PyObject *plans = args[7], *tail = args[8], *note = args[9];
-    PyObject *args_cls = args[10], *unset = args[11];
+    PyObject *args_cls = ToolCallArgs_cls, *unset = Unset;
     if ((k == -1 || index == -1 || number < 0) && PyErr_Occurred()) {
         return NULL;
     }
@@ -318,9 +452,9 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             return result(k, event, NULL);
         }
-        if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 2) {
+        if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4) {
             Py_DECREF(event);
-            PyErr_SetString(PyExc_TypeError, "run_batch(): a plan is (ids, convert)");
+            PyErr_SetString(PyExc_TypeError, "run_batch(): a plan is (ids, convert, kind, lookup)");
             return NULL;
         }
         PyObject *tag = PyObject_GetAttr(event, str_subagent_run_id);
@@ -351,12 +485,24 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         PyObject *out;
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(plan, 2));
+        if (kind == -1 && PyErr_Occurred()) {
+            Py_DECREF(event);
+            return NULL;
+        }
         if (convert == Py_None) {
             out = event;
             Py_INCREF(out);
         }
-        else {
+        else if (kind == 0) {
             out = PyObject_CallOneArg(convert, event);
+        }
+        else {
+            out = content_update(event, kind, PyTuple_GET_ITEM(plan, 3));
+            if (out == Py_None) {
+                Py_DECREF(out);
+                out = PyObject_CallOneArg(convert, event);
+            }
         }
         PyObject *done = NULL;
         if (out != NULL) {
@@ -393,6 +539,8 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef native_methods[] = {
     {"scan", (PyCFunction)native_scan, METH_O,
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
+    {"configure", (PyCFunction)(void (*)(void))native_configure, METH_FASTCALL,
+     "configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET): once."},
     {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,
      "run_batch(...) -> (k, event, exc): the driver's fast-path loop (see _driver)."},
     {NULL, NULL, 0, NULL},
@@ -405,7 +553,18 @@ native_exec(PyObject *module)
     str_subagent_run_id = PyUnicode_InternFromString("subagent_run_id");
     str_message_id = PyUnicode_InternFromString("message_id");
     str_tool_call_id = PyUnicode_InternFromString("tool_call_id");
-    if (!str_index || !str_subagent_run_id || !str_message_id || !str_tool_call_id) {
+    str_metadata = PyUnicode_InternFromString("metadata");
+    str_delta = PyUnicode_InternFromString("delta");
+    str_role = PyUnicode_InternFromString("role");
+    str_parts = PyUnicode_InternFromString("_parts");
+    str_content = PyUnicode_InternFromString("_content");
+    str_activity = PyUnicode_InternFromString("activity");
+    str_function_fields = PyUnicode_InternFromString("function_fields");
+    str_arg_parts = PyUnicode_InternFromString("_arg_parts");
+    str_args = PyUnicode_InternFromString("_args");
+    if (!str_index || !str_subagent_run_id || !str_message_id || !str_tool_call_id ||
+        !str_metadata || !str_delta || !str_role || !str_parts || !str_content ||
+        !str_activity || !str_function_fields || !str_arg_parts || !str_args) {
         return -1;
     }
     if (PyModule_AddIntConstant(module, "MAX_NESTING", MAX_NESTING) < 0) {

@@ -3,6 +3,9 @@ from typing import Any
 MAX_NESTING: int
 
 def scan(data: bytes, /) -> bool: ...
+def configure(
+    update: type, message_item: type, tool_call_item: type, tool_call_args: type, unset: Any, /
+) -> None: ...
 def run_batch(
     payloads: list[bytes | None],
     k: int,
@@ -11,10 +14,8 @@ def run_batch(
     ctx: Any,
     typed_decode: Any,
     py_decode: Any,
-    plans: dict[type, tuple[Any, Any]],
+    plans: dict[type, tuple[Any, Any, int, Any]],
     tail: Any,
     note: list[type] | None,
-    args_cls: type,
-    unset: Any,
     /,
 ) -> tuple[int, Any, BaseException | None]: ...
