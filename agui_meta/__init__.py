@@ -15,6 +15,7 @@ from ._accumulate import Accumulate as Accumulate
 from ._accumulate import Update as Update
 from ._agui_core import from_agui_core as from_agui_core
 from ._agui_core import to_agui_core as to_agui_core
+from ._budget import Budget as Budget
 from ._chunks import ExpandChunks as ExpandChunks
 from ._client import AgentRun as AgentRun
 from ._client import HttpAgent as HttpAgent
@@ -35,12 +36,14 @@ from ._exceptions import IncompleteStream as IncompleteStream
 from ._exceptions import MetadataError as MetadataError
 from ._exceptions import PipelineClosed as PipelineClosed
 from ._exceptions import PipelineConsumed as PipelineConsumed
+from ._exceptions import PriceTableError as PriceTableError
 from ._exceptions import ReplayFull as ReplayFull
 from ._exceptions import Report as Report
 from ._exceptions import ResponseError as ResponseError
 from ._exceptions import RunFailed as RunFailed
 from ._exceptions import StreamLost as StreamLost
 from ._exceptions import StrictError as StrictError
+from ._exceptions import ToolRoundsExceeded as ToolRoundsExceeded
 from ._exceptions import UsageError as UsageError
 from ._exceptions import VerifyError as VerifyError
 from ._interrupts import build_resume_array as build_resume_array
@@ -73,6 +76,8 @@ from ._otel import otel as otel
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import Stage as Stage
 from ._pipeline import wrap as wrap
+from ._prices import Price as Price
+from ._prices import PriceTable as PriceTable
 from ._public import public_module as _public_module
 from ._replay import Replay as Replay
 from ._replay import ReplayLog as ReplayLog
@@ -90,6 +95,8 @@ from ._store import Store as Store
 from ._store import ToolCallItem as ToolCallItem
 from ._tokens import Usage as Usage
 from ._tokens import aggregate_token_usage as aggregate_token_usage
+from ._tools import ClientTool as ClientTool
+from ._usage import CostTotals as CostTotals
 from ._usage import RunUsage as RunUsage
 from ._usage import UsageMeter as UsageMeter
 from ._usage import UsageSnapshot as UsageSnapshot
@@ -106,8 +113,11 @@ __all__ = (
     "AguiMetaError",
     "AguiWarning",
     "ApplyError",
+    "Budget",
     "ChunkError",
+    "ClientTool",
     "Context",
+    "CostTotals",
     "CustomRecord",
     "DataError",
     "DecodeError",
@@ -134,6 +144,9 @@ __all__ = (
     "Pipeline",
     "PipelineClosed",
     "PipelineConsumed",
+    "Price",
+    "PriceTable",
+    "PriceTableError",
     "RawRecord",
     "Replay",
     "ReplayBuffer",
@@ -159,6 +172,7 @@ __all__ = (
     "SubagentRecord",
     "ToolCallItem",
     "ToolCallRecord",
+    "ToolRoundsExceeded",
     "Transducer",
     "Update",
     "Usage",

@@ -23,18 +23,14 @@ import anyio
 import msgspec
 
 from ._events import RunAgentInput
-from ._exceptions import AguiMetaError
+from ._exceptions import AgentError, UsageError
 
-__all__ = ["AgentError", "AsgiAgent", "GatewayAgent", "UpstreamAgent", "as_agent"]
+__all__ = ["AsgiAgent", "GatewayAgent", "UpstreamAgent", "as_agent"]
 
 Emit = Callable[[Any], Awaitable[None]]
 AgentCallable = Callable[[RunAgentInput], Union[AsyncIterable[Any], Awaitable[AsyncIterable[Any]]]]
 
 _PREVIEW = 512
-
-
-class AgentError(AguiMetaError):
-    """A fronted agent answered with an error status, or could not be called."""
 
 
 class GatewayAgent(Protocol):
@@ -83,7 +79,7 @@ class AsgiAgent:
         self, app: Any, *, path: str = "/", headers: Mapping[str, str] | None = None
     ) -> None:
         if not path.startswith("/"):
-            raise ValueError(f"path must start with '/', got {path!r}")
+            raise UsageError(f"path must start with '/', got {path!r}")
         self.app = app
         self.path = path
         self.headers = dict(headers or {})
@@ -152,7 +148,7 @@ class UpstreamAgent:
         self, url: str, *, headers: Mapping[str, str] | None = None, timeout: float = 300.0
     ) -> None:
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"an upstream agent's URL starts with http:// or https://: {url!r}")
+            raise UsageError(f"an upstream agent's URL starts with http:// or https://: {url!r}")
         self.url = url
         self.headers = dict(headers or {})
         self.timeout = timeout
@@ -202,7 +198,7 @@ def as_agent(spec: Any) -> GatewayAgent:
     if isinstance(spec, str):
         return UpstreamAgent(spec)
     if not callable(spec):
-        raise TypeError(
+        raise UsageError(
             f"an agent is an async callable, an ASGI app or a URL, not {type(spec).__name__}"
         )
     if _is_asgi(spec):

@@ -17,7 +17,10 @@ the same behaviour event for event:
   ``rawEvent``. The chunk's ``metadata`` is stamped on both; never on the END that closes the
   *previous* stream. A continuation with neither ``delta`` nor ``rawEvent`` but with
   ``metadata`` becomes a CONTENT / ARGS event with an empty delta, so the metadata still reaches
-  the item; otherwise it becomes nothing. ``timestamp`` is not carried onto any synthesized event.
+  the item; otherwise it becomes nothing. ``timestamp`` is not carried onto any synthesized event
+  (as the reference builds them), but while the stage emits them the context's ``timestamp``
+  holds that of the event they come from (the chunk; for an END, the event that closes its
+  stream), so the ledger and ``otel()`` time them by the stream's clock, not at receipt.
 - **Closing.** The synthesized END carries only the id and the opener's ``subagentRunId``. It is
   emitted just before the event that closes the stream: explicit text, tool-call, state, custom,
   step and reasoning events (except ``REASONING_ENCRYPTED_VALUE``) close their own lane;
@@ -38,7 +41,7 @@ All lookups are by key, so each event costs O(1) whatever the number of open lan
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any, Final, Literal, NoReturn
 
 from msgspec import UNSET, UnsetType
@@ -190,14 +193,25 @@ class ExpandChunks(Transducer[Event, Event]):
             route = _route_of(item.__class__)
         if route < 4:  # not a chunk (the fast path: one lookup, then emit)
             if route and self._lanes:
-                self._close_for(route, item)
+                self._stamped(self._close_for, route, item)
             self.emit(item)
         elif route == _TEXT_CHUNK:
-            self._text(item)  # type: ignore[arg-type]
+            self._stamped(self._text, item)
         elif route == _TOOL_CHUNK:
-            self._tool(item)  # type: ignore[arg-type]
+            self._stamped(self._tool, item)
         else:
-            self._reasoning(item)  # type: ignore[arg-type]
+            self._stamped(self._reasoning, item)
+
+    def _stamped(self, expand: Callable[..., None], *args: Any) -> None:
+        """Run ``expand`` with the source event's ``timestamp`` in the context: the events it
+        synthesizes carry none (as the reference's), but they happened at the event's time."""
+        ctx = self.ctx
+        stamp = args[-1].timestamp
+        ctx.timestamp = None if stamp is UNSET else stamp
+        try:
+            expand(*args)
+        finally:
+            ctx.timestamp = None
 
     def _close_for(self, route: int, event: Event) -> None:
         """Emit the END of each stream ``event`` closes (by its route), before the event."""

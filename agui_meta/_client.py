@@ -18,6 +18,11 @@ body ended, or the connection dropped, before ``RUN_FINISHED``/``RUN_ERROR``),
 as the protobuf one).
 Connection errors and timeouts are httpx's own exceptions, raised as they are.
 
+Client-side tools: ``HttpAgent(tools=[function, ...])`` declares Python functions as the run's
+frontend tools (their schemas derived in :mod:`._tools`); :meth:`HttpAgent.call_tools` answers
+the calls a run left to them, and :meth:`HttpAgent.run_agent` loops — run, answer, run again —
+while the agent calls them, at most ``max_tool_rounds`` runs.
+
 Reconnecting (agui-meta's extension, off by default): with ``reconnect=n``, a stream that
 drops before its terminal event after sending SSE ``id:`` fields is requested again, after the
 server's ``retry`` delay, with the same body and a ``Last-Event-ID`` header; a server that
@@ -71,6 +76,7 @@ from ._exceptions import (
     Report,
     ResponseError,
     RunFailed,
+    ToolRoundsExceeded,
     UsageError,
     VersionConflict,
 )
@@ -91,13 +97,25 @@ from ._ledger import Ledger, RunOutcome, RunRecord, RunSuccess
 from ._metadata import enc_hook
 from ._middleware import middleware
 from ._pipeline import Pipeline, Stage, uninterrupted, wrap
+from ._schema import CAPABILITIES_NODE, Findings, render, walk_obj
 from ._stage import Mode, ReportHandler, Transducer
 from ._store import MessageItem, Store
 from ._threads import ThreadSnapshot, ThreadStore
 from ._tokens import Usage
+from ._tools import (
+    DEFAULT_TOOL_TIMEOUT,
+    ClientTool,
+    call_tools,
+    client_tools,
+    tool_name,
+)
+from ._tracecontext import TRACEPARENT_KEY, current_carrier, current_context, trace_id
+from ._warn import ReportWarnings
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._events import AgentCapabilities
 
 __all__ = [
     "PROTOBUF_MEDIA_TYPE",
@@ -127,7 +145,11 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     - ``usage``: the token usage entries of RUN_FINISHED, as sent (:class:`~agui_meta.Usage`);
     - ``pending_interrupts``: the interrupts the run left open (answer them with ``resume=``);
     - ``pending_tool_call_ids``: the tool calls left for the client (frontend tools);
-    - ``record``: the ledger's record of the run; ``reports``: what the run reported.
+    - ``record``: the ledger's record of the run; ``reports``: what the run reported;
+    - ``trace_id``: the W3C trace id of the run (32 hex digits) — the client's, when an
+      OpenTelemetry span was current as the run started (its ``traceparent`` went with each
+      request), else the one the server stamped in RUN_STARTED's metadata
+      (``w3c.traceparent``) — to attach feedback to; ``None`` when neither.
 
     :meth:`to_json` gives it as JSON ``bytes``, :meth:`to_builtins` as a ``dict`` for
     ``json.dumps``.
@@ -143,6 +165,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     pending_tool_call_ids: list[str]
     record: RunRecord | None
     reports: list[Report]
+    trace_id: str | None = None
 
     def to_json(self) -> bytes:
         """The result as JSON, in ``bytes`` (UTF-8): camelCase names, the messages, outcome,
@@ -201,6 +224,30 @@ def closing_bytes(response: httpx.Response) -> contextlib.aclosing[AsyncGenerato
     """The body's chunks, content encoding undone in bounded steps (see ``aiter_body``),
     closed when the block exits."""
     return contextlib.aclosing(aiter_body(response))
+
+
+async def _small_body(response: httpx.Response, url: str, limit: int, what: str) -> bytes:
+    """The whole body of a short JSON answer, read in bounds: at most ``limit`` bytes, and
+    the first bytes only of an error (any status but 2xx: a redirect too, as for a run).
+
+    :raises HttpStatusError: the status is not 2xx.
+    :raises DataError: the body is longer than ``limit``.
+    """
+    failed = not response.is_success
+    body = b""
+    async with closing_bytes(response) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if failed and len(body) >= _BODY_PREVIEW:
+                break
+            if len(body) > limit:
+                raise DataError(
+                    f"{what} from {url} is larger than {limit:,} bytes "
+                    "(HttpAgent(max_frame_size=...))"
+                )
+    if failed:
+        raise HttpStatusError(response.status_code, body[:_BODY_PREVIEW], url)
+    return body
 
 
 def _require_httpx() -> Any:
@@ -309,6 +356,20 @@ class HttpAgent:
     :param save_timeout: the longest a save may take, in seconds (a save is shielded from
         cancellation, so it needs a bound of its own); past it the save raises ``TimeoutError``
         and its outcome is unknown.
+    :param tools: tools declared in every run: Python functions (sync or async) and
+        :class:`~agui_meta.ClientTool` objects, which the client executes when the agent calls
+        them (see :meth:`run_agent` and :meth:`call_tools`), and wire declarations (dicts or
+        :class:`~agui_meta.events.Tool`), only declared. A run's own ``tools=`` follow them.
+    :param max_tool_rounds: the most runs :meth:`run_agent` makes while the agent calls client
+        tools (past it, :class:`~agui_meta.ToolRoundsExceeded`).
+    :param tool_timeout: the longest one client tool call may take, in seconds (a
+        :class:`~agui_meta.ClientTool` may set its own); past it the call is answered with an
+        error result.
+    :param tool_concurrency: how many client tool calls of a run execute at once.
+    :param max_tool_calls: how many client tool calls of a run are executed at most; the calls
+        past them are answered with an error result, unrun.
+    :param capabilities_url: where :meth:`capabilities` asks (``GET``); by default the
+        endpoint's URL followed by ``/capabilities``.
 
     >>> from agui_meta import HttpAgent
     >>> agent = HttpAgent("http://127.0.0.1:8000/agent", thread_id="t-1",
@@ -339,6 +400,12 @@ class HttpAgent:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         thread_store: ThreadStore | None = None,
         save_timeout: float = 30.0,
+        tools: Iterable[Any] = (),
+        max_tool_rounds: int = 10,
+        tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        tool_concurrency: int = 8,
+        max_tool_calls: int = 32,
+        capabilities_url: str | None = None,
         send_messages: Literal["all", "new"] = "all",
     ) -> None:
         if accept not in ACCEPT:
@@ -353,6 +420,7 @@ class HttpAgent:
             )
         self.url = url
         self.headers = dict(headers or {})
+        self._trace: dict[str, str] = {}  # the run's traceparent and tracestate headers
         self.http_client = http_client
         self.timeout = timeout
         self.thread_id = thread_id if thread_id is not None else str(uuid.uuid4())
@@ -379,8 +447,23 @@ class HttpAgent:
         self._saved_runs = 0  # the ledger's records the last save counted
         self._state_assigned = False  # agent.state was assigned before the first load
         self._save_error: BaseException | None = None  # the last save failed
+        if min(max_tool_rounds, tool_concurrency, max_tool_calls) < 1:
+            raise UsageError(
+                "max_tool_rounds, tool_concurrency and max_tool_calls must be >= 1, got "
+                f"{max_tool_rounds!r}, {tool_concurrency!r} and {max_tool_calls!r}"
+            )
+        if not tool_timeout > 0:
+            raise UsageError(f"tool_timeout must be > 0 seconds, got {tool_timeout!r}")
+        self._tools_given = tuple(tools)
+        self._client_tools, self._tool_declarations = client_tools(self._tools_given)
+        self._tool_names = {tool_name(d) for d in self._tool_declarations}
+        self.max_tool_rounds = max_tool_rounds
+        self.tool_timeout = tool_timeout
+        self.tool_concurrency = tool_concurrency
+        self.max_tool_calls = max_tool_calls
+        self.capabilities_url = capabilities_url
         if send_messages not in ("all", "new"):
-            raise ValueError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
+            raise UsageError(f"send_messages must be 'all' or 'new', got {send_messages!r}")
         self.send_messages = send_messages
         self._server_ids: set[Any] | None = None  # messages a gateway holds (send "new")
 
@@ -422,6 +505,215 @@ class HttpAgent:
         if not isinstance(message, msgspec.Struct):
             message = decode_message(dict(message))
         self.store.append(MessageItem.from_message(message))
+
+    def add_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> None:
+        """Append messages to the thread, in order (the official ``addMessages``).
+
+        Every message is checked before any is appended: a bad one leaves the thread as it was.
+
+        :raises ~agui_meta.DecodeError: a message is not a valid AG-UI message.
+        """
+        for item in self._items(messages):
+            self.store.append(item)
+
+    def set_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> None:
+        """Replace the thread's messages with copies of ``messages`` (the official
+        ``setMessages``: the state and the pending interrupts stay as they are).
+
+        :raises ~agui_meta.UsageError: a run is in progress.
+        :raises ~agui_meta.DecodeError: a message is not a valid AG-UI message (the thread is
+            left as it was).
+        """
+        if self._busy:
+            raise UsageError("HttpAgent.set_messages(): a run, load or save is in progress")
+        self.store.reset(self._items(messages))
+
+    def _items(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[MessageItem]:
+        from ._decode import decode_message
+
+        items = []
+        for message in messages:
+            if not isinstance(message, msgspec.Struct):
+                message = decode_message(dict(message))
+            items.append(MessageItem.from_message(message))
+        return items
+
+    def clone(self) -> HttpAgent:
+        """A new agent on the same thread (the official ``clone()``): the same endpoint,
+        headers, HTTP client, options, stages, middleware and tools, the same ``thread_id``
+        and thread store, and copies of the messages, the state and the pending interrupts.
+        The clone is not running and its ledger starts empty: runs on one do not change the
+        other. With a thread store, both continue from the version last loaded or saved, so
+        the second of them to save meets a :class:`~agui_meta.threads.VersionConflict`.
+        """
+        twin = HttpAgent(
+            self.url,
+            headers=self.headers,
+            http_client=self.http_client,
+            timeout=self.timeout,
+            thread_id=self.thread_id,
+            messages=self.store.messages_wire(),
+            state=self.store.state,
+            stages=self.stages,
+            middleware=self.middleware,
+            accept=self.accept,
+            reconnect=self.reconnect,
+            reconnect_delay=self.reconnect_delay,
+            max_reconnect_delay=self.max_reconnect_delay,
+            reconnect_timeout=self.reconnect_timeout,
+            mode=self.mode,
+            on_report=self.on_report,
+            max_frame_size=self.max_frame_size,
+            thread_store=self.thread_store,
+            save_timeout=self.save_timeout,
+            tools=self._tools_given,
+            max_tool_rounds=self.max_tool_rounds,
+            tool_timeout=self.tool_timeout,
+            tool_concurrency=self.tool_concurrency,
+            max_tool_calls=self.max_tool_calls,
+            capabilities_url=self.capabilities_url,
+            send_messages=self.send_messages,
+        )
+        if self._server_ids is not None:
+            twin._server_ids = set(self._server_ids)
+        twin.store.pending_interrupts = list(self.store.pending_interrupts)
+        twin._snapshot = self._snapshot
+        twin._state_assigned = self._state_assigned
+        twin._save_error = self._save_error
+        return twin
+
+    # -- capabilities ------------------------------------------------------------------------
+
+    async def capabilities(self) -> AgentCapabilities | None:
+        """The agent's :class:`~agui_meta.events.AgentCapabilities`, when it offers them.
+
+        AG-UI leaves discovery to each integration (the official ``HttpAgent`` does not
+        implement ``getCapabilities()``); this asks as the official ADK integration's agent
+        does: ``GET`` the endpoint's URL followed by ``/capabilities`` (or
+        ``capabilities_url``), expecting the JSON object. ``None`` when the agent does not
+        offer them (404, 405 or 501). Members this version does not know are stripped, each
+        with an ``unknown-field`` :class:`~agui_meta.Report` (to ``on_report``).
+
+        :raises HttpStatusError: another status but 2xx (a redirect is followed only when the
+            ``http_client`` is told to).
+        :raises ~agui_meta.DataError: the answer is not JSON, not an ``AgentCapabilities``
+            object (the message gives the JSON path), or larger than ``max_frame_size``.
+        """
+        from ._events import AgentCapabilities
+
+        http = _require_httpx()
+        url = self.capabilities_url or self.url.rstrip("/") + "/capabilities"
+        headers = {**self.headers, "Accept": "application/json"}
+        limit = self.max_frame_size
+        async with contextlib.AsyncExitStack() as stack:
+            client: httpx.AsyncClient
+            if self.http_client is not None:
+                client = self.http_client
+            else:
+                timeout = self.timeout if self.timeout is not None else http.Timeout(10.0)
+                client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
+            response = await stack.enter_async_context(client.stream("GET", url, headers=headers))
+            if response.status_code in (404, 405, 501):
+                return None
+            body = await _small_body(response, url, limit, "the capabilities")
+        try:
+            data = msgspec.json.decode(body)
+        except msgspec.DecodeError as exc:
+            raise DataError(f"the capabilities from {url} are not JSON: {exc}") from None
+        # As the reference's loose schemas: unknown members are stripped, with a report each.
+        findings = Findings()
+        data = walk_obj(data, CAPABILITIES_NODE, None, findings)
+        report = self.on_report or ReportWarnings()
+        for code, where, message in findings.items:
+            report(Report(code=code, message=f"capabilities: {message}", path=render(where)))
+        try:
+            return msgspec.convert(data, AgentCapabilities)
+        except msgspec.ValidationError as exc:
+            text = str(exc)
+            path = text.rpartition(" - at `")[2].rstrip("`") if " - at `" in text else "$"
+            raise DataError(
+                f"the capabilities from {url} are not a valid AgentCapabilities object: {exc}",
+                path=path,
+            ) from None
+
+    # -- client tools ------------------------------------------------------------------------
+
+    def _run_tools(self, tools: Iterable[Any]) -> tuple[dict[str, ClientTool], list[Any]]:
+        """The tools of a run: the agent's and the run's own (``tools=``), executed by name and
+        declared in order."""
+        if not tools:
+            return self._client_tools, self._tool_declarations
+        executed, declared = client_tools(tools)
+        names = {tool_name(d) for d in declared}
+        clash = sorted(str(n) for n in names & self._tool_names)
+        if clash:
+            raise UsageError(
+                f"the run's tools= declares {', '.join(repr(n) for n in clash)}, which "
+                "HttpAgent(tools=...) declares already"
+            )
+        return {**self._client_tools, **executed}, [*self._tool_declarations, *declared]
+
+    def _unanswered_calls(
+        self, tools: Mapping[str, ClientTool] | None = None
+    ) -> tuple[list[Any], list[str]]:
+        """The pending calls of the last run no tool message answers: those of client tools
+        (``tools``, by default the agent's; as ToolCallItems) and the ids of the others."""
+        if tools is None:
+            tools = self._client_tools
+        pending = self.store.pending_tool_call_ids
+        if not pending:
+            return [], []
+        answered = {item.tool_call_id for item in self.store.messages() if item.role == "tool"}
+        mine: list[Any] = []
+        others: list[str] = []
+        for call_id in pending:
+            if call_id in answered:
+                continue
+            call = self.store.tool_call(call_id)
+            if call is not None and call.name in tools:
+                mine.append(call)
+            else:
+                others.append(call_id)
+        return mine, others
+
+    async def call_tools(self) -> list[dict[str, Any]]:
+        """Execute the client tools the last run called and left unanswered, and append their
+        results to the thread as ``tool`` messages (in the order of the calls).
+
+        The calls run concurrently (at most ``tool_concurrency`` at once), each within its
+        timeout. Arguments that are not JSON or do not match the tool's parameters, an
+        exception and a timeout each become an error result (the message's ``content`` and
+        ``error``) naming the tool and the problem, for the agent to read.
+        Calls to tools the client does not execute are left alone. The results are appended
+        only once every call has its answer: a cancellation (raised as it is) appends none,
+        leaving the calls pending. Returns the messages appended, as wire JSON (empty when
+        nothing was to be done).
+
+        :raises ~agui_meta.UsageError: a run, load or save is in progress.
+        """
+        if self._busy:
+            raise UsageError("HttpAgent.call_tools(): a run, load or save is in progress")
+        return await self._call_tools(self._client_tools)
+
+    async def _call_tools(self, tools: Mapping[str, ClientTool]) -> list[dict[str, Any]]:
+        mine, _ = self._unanswered_calls(tools)
+        if not mine:
+            return []
+        calls = [(c.id, c.name, c.arguments, str(uuid.uuid4())) for c in mine]
+        self._busy = True
+        try:
+            results = await call_tools(
+                tools,
+                calls,
+                timeout_s=self.tool_timeout,
+                concurrency=self.tool_concurrency,
+                max_calls=self.max_tool_calls,
+            )
+        finally:
+            self._busy = False
+        messages = [result.to_message() for result in results]
+        self.add_messages(messages)
+        return messages
 
     def abort_run(self) -> None:
         """Cancel the run in progress, if any: its response and pipeline are closed and the
@@ -592,7 +884,7 @@ class HttpAgent:
             "threadId": self.thread_id,
             "runId": run_id or str(uuid.uuid4()),
             "protocolVersion": "1.0",
-            "tools": [_as_wire(t) for t in tools],
+            "tools": [_as_wire(t) for t in self._run_tools(tools)[1]],
             "context": [_as_wire(c) for c in context],
             "forwardedProps": {} if forwarded_props is None else _as_wire(forwarded_props),
             "state": self.store.state,
@@ -633,7 +925,9 @@ class HttpAgent:
 
         ``tools``, ``context`` and ``resume`` are wire JSON dicts or the Structs
         (:class:`~agui_meta.events.Tool`, :class:`~agui_meta.events.InputContext`,
-        :class:`~agui_meta.events.ResumeEntry`, e.g. from :func:`~agui_meta.build_resume_array`).
+        :class:`~agui_meta.events.ResumeEntry`, e.g. from :func:`~agui_meta.build_resume_array`);
+        ``tools`` may also hold functions and :class:`~agui_meta.ClientTool` objects (declared
+        here; :meth:`run_agent` runs them). They follow the agent's own ``tools``.
         Leaving the block early (``break``, an error, a cancellation) closes the response and
         the pipeline; cancellation is never swallowed.
 
@@ -746,11 +1040,15 @@ class HttpAgent:
             else:
                 timeout = self.timeout if self.timeout is not None else http.Timeout(60.0)
                 client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
-            answer = await client.post(url, content=msgspec.json.encode(body), headers=headers)
-            if answer.status_code >= 400:
-                raise HttpStatusError(answer.status_code, answer.content[:_BODY_PREVIEW], url)
-            found: dict[str, Any] = answer.json()
-            return found
+            answer = await stack.enter_async_context(
+                client.stream("POST", url, content=msgspec.json.encode(body), headers=headers)
+            )
+            text = await _small_body(answer, url, self.max_frame_size, "the stop answer")
+        try:
+            found: dict[str, Any] = msgspec.json.decode(text, type=dict)
+        except msgspec.DecodeError as exc:
+            raise DataError(f"the stop answer from {url} is not a JSON object: {exc}") from None
+        return found
 
     @contextlib.asynccontextmanager
     async def _run(
@@ -759,6 +1057,13 @@ class HttpAgent:
         http = _require_httpx()
         watch = _Watch()
         stages = DefaultStages(self.store, ledger=self.ledger)
+        # Trace context: the span current as the run starts goes with each request, and
+        # parents the spans of the run's otel() stages.
+        self._trace = current_carrier()
+        context = current_context()
+        for stage in self.stages:
+            if hasattr(stage, "parent_context"):  # an otel() stage
+                stage.parent_context = context
         self._aborted = False
         failure: Exception | None = None
         with anyio.CancelScope() as scope:
@@ -814,22 +1119,52 @@ class HttpAgent:
         resume: Iterable[Any] | None = None,
         parent_run_id: str | None = None,
     ) -> RunResult:
-        """Run the agent once and return the :class:`RunResult` (the official ``runAgent``).
+        """Run the agent and return the :class:`RunResult` (the official ``runAgent``).
 
         The thread's messages and state are updated as the events arrive (also when the run
         fails part way). Raises as :meth:`run` does.
+
+        With client tools (``HttpAgent(tools=[function, ...])``, or functions in this call's
+        ``tools``): while a run ends with success (not an interrupt or a cancellation) leaving
+        calls to them unanswered, they are executed (:meth:`call_tools`), their results
+        appended, and the agent run again — with the same ``tools``, ``context`` and
+        ``forwarded_props``, a new run id, no ``resume`` — until no call of a client tool is
+        pending (or calls to tools the client does not execute are pending too: those are the
+        caller's to answer). The result is the last run's; ``agent.ledger`` has every run.
+        Each run, and the tool calls between them, can be cancelled; a cancelled round leaves
+        the thread as the last completed step left it.
+
+        :raises ~agui_meta.ToolRoundsExceeded: a run still left client calls pending after
+            ``max_tool_rounds`` runs (they are not executed; the error has the last result).
         """
-        async with self.run(
-            run_id=run_id,
-            tools=tools,
-            context=context,
-            forwarded_props=forwarded_props,
-            resume=resume,
-            parent_run_id=parent_run_id,
-        ) as run:
-            async for _ in run.batches():
-                pass
-        return run.result
+        tools, context = tuple(tools), tuple(context)  # sent again by every round
+        executed, _ = self._run_tools(tools)
+        rounds = 0
+        while True:
+            async with self.run(
+                run_id=run_id,
+                tools=tools,
+                context=context,
+                forwarded_props=forwarded_props,
+                resume=resume,
+                parent_run_id=parent_run_id,
+            ) as run:
+                async for _ in run.batches():
+                    pass
+            result = run.result
+            rounds += 1
+            succeeded = result.outcome is None or isinstance(result.outcome, RunSuccess)
+            if not executed or not succeeded or result.pending_interrupts:
+                return result
+            mine, others = self._unanswered_calls(executed)
+            if not mine:
+                return result
+            if rounds >= self.max_tool_rounds:
+                raise ToolRoundsExceeded(rounds, result)
+            await self._call_tools(executed)
+            if others:
+                return result
+            run_id = resume = parent_run_id = None
 
     def _result_of(self, run: AgentRun, finished: RunFinishedEvent) -> RunResult:
         known = run._known
@@ -850,6 +1185,8 @@ class HttpAgent:
             pending_tool_call_ids=self.store.pending_tool_call_ids,
             record=record,
             reports=list(run.reports),
+            trace_id=trace_id(self._trace.get("traceparent"))
+            or trace_id((record.started_metadata or {}).get(TRACEPARENT_KEY) if record else None),
         )
 
 
@@ -874,6 +1211,7 @@ class _Source:
         url: str | None = None,
     ):
         self.agent = agent
+        self.trace = dict(agent._trace)  # traceparent, tracestate: sent with each request
         self.url = agent.url if url is None else url
         self.client = client
         self.body = body
@@ -895,7 +1233,9 @@ class _Source:
         )
 
     async def _check(self, response: httpx.Response, resuming: str | None) -> None:
-        if response.status_code >= 400:
+        # Not 2xx: an error, or a redirect the client was not told to follow (httpx follows
+        # them when its client has follow_redirects=True); either way its body is not the run.
+        if not response.is_success:
             preview = b""
             async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
@@ -939,6 +1279,7 @@ class _Source:
         headers = {
             "Accept-Encoding": ACCEPT_ENCODING,  # what the body reader inflates, in bounds
             **agent.headers,
+            **self.trace,
             "Content-Type": "application/json",
             "Accept": ACCEPT[agent.accept],
         }

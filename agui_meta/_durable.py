@@ -33,7 +33,7 @@ import msgspec
 from ._decode import Enforce
 from ._defaults import DefaultStages
 from ._driver import Runner
-from ._exceptions import Report
+from ._exceptions import DataError, Report, SequenceGap, SourceConflict, UsageError
 from ._ledger import Ledger, RunRecord
 from ._metadata import enc_hook
 from ._stage import Context
@@ -146,7 +146,7 @@ def envelopes(
     [(1, 2, False), (2, 0, True)]
     """
     if batch < 1:
-        raise ValueError(f"batch must be at least 1, not {batch}")
+        raise UsageError(f"batch must be at least 1, not {batch}")
     seq = first_seq
     held: list[bytes] = []
     for frame in frames:
@@ -198,7 +198,7 @@ def usage_of(counters: dict[str, int]) -> dict[str, Any]:
     """The usage counters (as :func:`usage_fields` names them, summed) as data:
     ``{"entries", "events", "runs": {status: n}, "tokens": [usage entries in wire JSON]}``.
 
-    :raises ValueError: a counter name that none of agui-meta's writers gives, named.
+    :raises DataError: a counter name that none of agui-meta's writers gives, named.
     """
     runs: dict[str, int] = {}
     tokens: dict[tuple[str | None, str | None], dict[str, Any]] = {}
@@ -210,7 +210,7 @@ def usage_of(counters: dict[str, int]) -> dict[str, Any]:
             try:
                 provider, model, count = _TOKEN_NAME(rest)
             except msgspec.DecodeError:
-                raise ValueError(f"not a token counter agui-meta writes: {name!r}") from None
+                raise DataError(f"not a token counter agui-meta writes: {name!r}") from None
             entry = tokens.get((provider, model))
             if entry is None:
                 entry = tokens[provider, model] = {}
@@ -439,8 +439,9 @@ def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
     refused, as ingest refuses it. ``pending`` counts, per thread, the entries of a run still
     open at the end.
 
-    :raises ValueError: an envelope at a sequence number its source took with another, or
-        past the next one (a gap, as ingest refuses it).
+    :raises SourceConflict: an envelope at a sequence number its source took with another.
+    :raises SequenceGap: an envelope past its source's next number (a gap, as ingest refuses it).
+    :raises DataError: an envelope numbered below 1 (as ingest refuses it).
     """
     threads: dict[str, ThreadState] = {}
     taken: dict[str, list[bytes]] = {}
@@ -450,15 +451,24 @@ def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
     pending: dict[str, int] = {}
     for n, envelope in enumerate(envelopes, 1):
         digests = taken.setdefault(envelope.source, [])
+        if envelope.seq < 1:
+            raise DataError(
+                f"source {envelope.source!r}: sequence numbers start at 1, not {envelope.seq}"
+            )
         if envelope.seq <= len(digests):
             if digests[envelope.seq - 1] != envelope.digest():
-                raise ValueError(
+                raise SourceConflict(
                     f"source {envelope.source!r}: envelope {envelope.seq} differs from the "
-                    "one this source sent there before"
+                    "one this source sent there before",
+                    source=envelope.source,
+                    seq=envelope.seq,
+                    thread=envelope.thread,
                 )
             continue
         if envelope.seq != len(digests) + 1:
-            raise ValueError(f"source {envelope.source!r} is at {len(digests)}, got {envelope.seq}")
+            raise SequenceGap(
+                f"source {envelope.source!r} is at {len(digests)}, got {envelope.seq}"
+            )
         digests.append(envelope.digest())
         state = threads.get(envelope.thread)
         if state is None:

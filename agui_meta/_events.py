@@ -35,6 +35,7 @@ __all__ = [
     "ActivityDeltaEvent",
     "ActivityMessage",
     "ActivitySnapshotEvent",
+    "AgentCapabilities",
     "AnyEvent",
     "AssistantMessage",
     "AudioPart",
@@ -44,8 +45,11 @@ __all__ = [
     "DeveloperMessage",
     "DocumentPart",
     "Event",
+    "ExecutionCapabilities",
     "FileSource",
     "FunctionCall",
+    "HumanInTheLoopCapabilities",
+    "IdentityCapabilities",
     "ImagePart",
     "InputContext",
     "Interrupt",
@@ -54,8 +58,14 @@ __all__ = [
     "Message",
     "MessagesSnapshotEvent",
     "Metadata",
+    "MultiAgentCapabilities",
+    "MultimodalCapabilities",
+    "MultimodalInputCapabilities",
+    "MultimodalOutputCapabilities",
+    "OutputCapabilities",
     "PartSource",
     "RawEvent",
+    "ReasoningCapabilities",
     "ReasoningEncryptedValueEvent",
     "ReasoningEndEvent",
     "ReasoningMessage",
@@ -73,6 +83,7 @@ __all__ = [
     "RunFinishedOutcome",
     "RunFinishedSuccessOutcome",
     "RunStartedEvent",
+    "StateCapabilities",
     "StateDeltaEvent",
     "StateSnapshotEvent",
     "StepFinishedEvent",
@@ -82,6 +93,7 @@ __all__ = [
     "SubagentFinishedOutcome",
     "SubagentFinishedSuccessOutcome",
     "SubagentFinishedSuspendedOutcome",
+    "SubagentInfo",
     "SubagentStartedEvent",
     "SystemMessage",
     "TextMessageChunkEvent",
@@ -98,6 +110,8 @@ __all__ = [
     "ToolCallResultEvent",
     "ToolCallStartEvent",
     "ToolMessage",
+    "ToolsCapabilities",
+    "TransportCapabilities",
     "UrlSource",
     "UserMessage",
     "VideoPart",
@@ -451,6 +465,147 @@ class RunAgentInput(_Wire, kw_only=True, frozen=True):
     def __post_init__(self) -> None:
         if self.state is None:
             msgspec.structs.force_setattr(self, "state", UNSET)
+
+
+# ---------------------------------------------------------------------------------------------
+# Agent capabilities (what an agent declares about itself; every member optional)
+
+
+class _Capabilities(_Wire, kw_only=True, frozen=True):
+    """Base of the capability objects: an omitted member is undeclared (UNSET), not
+    unsupported."""
+
+
+class SubagentInfo(_Capabilities, kw_only=True, frozen=True):
+    """A subagent a parent agent can invoke."""
+
+    name: str
+    description: str | UnsetType = UNSET
+
+
+class IdentityCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Who the agent is: for discovery UIs and agent selectors."""
+
+    name: str | UnsetType = UNSET
+    type: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    version: str | UnsetType = UNSET
+    provider: str | UnsetType = UNSET
+    documentation_url: str | UnsetType = UNSET
+    metadata: Metadata | UnsetType = UNSET
+
+
+class TransportCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """The transports the agent handles."""
+
+    streaming: bool | UnsetType = UNSET
+    websocket: bool | UnsetType = UNSET
+    http_binary: bool | UnsetType = UNSET
+    push_notifications: bool | UnsetType = UNSET
+    resumable: bool | UnsetType = UNSET
+
+
+class ToolsCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Tool calling: the agent's own tools (``items``) and whether it takes the client's."""
+
+    supported: bool | UnsetType = UNSET
+    items: list[Tool] | UnsetType = UNSET
+    parallel_calls: bool | UnsetType = UNSET
+    client_provided: bool | UnsetType = UNSET
+
+
+class OutputCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Output formats: structured output, MIME types."""
+
+    structured_output: bool | UnsetType = UNSET
+    supported_mime_types: list[str] | UnsetType = UNSET
+
+
+class StateCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Shared state and memory."""
+
+    snapshots: bool | UnsetType = UNSET
+    deltas: bool | UnsetType = UNSET
+    memory: bool | UnsetType = UNSET
+    persistent_state: bool | UnsetType = UNSET
+
+
+class MultiAgentCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Multi-agent coordination: delegation, handoffs, subagents."""
+
+    supported: bool | UnsetType = UNSET
+    delegation: bool | UnsetType = UNSET
+    handoffs: bool | UnsetType = UNSET
+    subagents: list[SubagentInfo] | UnsetType = UNSET
+
+
+class ReasoningCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Reasoning shown to the client."""
+
+    supported: bool | UnsetType = UNSET
+    streaming: bool | UnsetType = UNSET
+    encrypted: bool | UnsetType = UNSET
+
+
+class MultimodalInputCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """The modalities the agent accepts."""
+
+    image: bool | UnsetType = UNSET
+    audio: bool | UnsetType = UNSET
+    video: bool | UnsetType = UNSET
+    pdf: bool | UnsetType = UNSET
+    file: bool | UnsetType = UNSET
+
+
+class MultimodalOutputCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """The modalities the agent produces."""
+
+    image: bool | UnsetType = UNSET
+    audio: bool | UnsetType = UNSET
+
+
+class MultimodalCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Multimodal input and output."""
+
+    input: MultimodalInputCapabilities | UnsetType = UNSET
+    output: MultimodalOutputCapabilities | UnsetType = UNSET
+
+
+class ExecutionCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Code execution and limits (``max_execution_time`` in milliseconds)."""
+
+    code_execution: bool | UnsetType = UNSET
+    sandboxed: bool | UnsetType = UNSET
+    max_iterations: _Count | UnsetType = UNSET
+    max_execution_time: _Count | UnsetType = UNSET
+
+
+class HumanInTheLoopCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """Human-in-the-loop: approvals, interventions, feedback, interrupts."""
+
+    supported: bool | UnsetType = UNSET
+    approvals: bool | UnsetType = UNSET
+    interventions: bool | UnsetType = UNSET
+    feedback: bool | UnsetType = UNSET
+    interrupts: bool | UnsetType = UNSET
+    approve_with_edits: bool | UnsetType = UNSET
+
+
+class AgentCapabilities(_Capabilities, kw_only=True, frozen=True):
+    """What an agent declares it supports, by category (the official ``AgentCapabilities``);
+    ``custom`` holds integration-specific capabilities (a JSON object)."""
+
+    identity: IdentityCapabilities | UnsetType = UNSET
+    transport: TransportCapabilities | UnsetType = UNSET
+    tools: ToolsCapabilities | UnsetType = UNSET
+    output: OutputCapabilities | UnsetType = UNSET
+    state: StateCapabilities | UnsetType = UNSET
+    multi_agent: MultiAgentCapabilities | UnsetType = UNSET
+    reasoning: ReasoningCapabilities | UnsetType = UNSET
+    multimodal: MultimodalCapabilities | UnsetType = UNSET
+    execution: ExecutionCapabilities | UnsetType = UNSET
+    human_in_the_loop: HumanInTheLoopCapabilities | UnsetType = UNSET
+    custom: Metadata | UnsetType = UNSET
 
 
 # ---------------------------------------------------------------------------------------------

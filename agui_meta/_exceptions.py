@@ -17,6 +17,7 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     ├── StreamLost                        a resumed stream whose rest cannot be delivered
     ├── ReplayFull                        a replay store with no room for another stream
     ├── RunFailed                         HttpAgent: the run ended with RUN_ERROR (or was aborted)
+    ├── ToolRoundsExceeded                HttpAgent: client tools still called after max_tool_rounds
     ├── ResponseError                     HttpAgent: a response that is not a readable AG-UI stream
     │   ├── HttpStatusError               an error status
     │   └── IncompleteStream              the stream ended before RUN_FINISHED or RUN_ERROR
@@ -24,13 +25,19 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     ├── ThreadStoreError                  a thread store that cannot load, save or be opened
     ├── SequenceGap                       a source's envelope numbers skip one (redis ingest)
     │   └── SourceConflict                a source's number taken again by another envelope
-    └── CommitTooLarge                    a worker's commit the Redis server refuses for its size
+    ├── CommitTooLarge                    a worker's commit the Redis server refuses for its size
+    ├── PriceTableError (ValueError)      a price table that cannot be read (names file and entry)
+    ├── AgentError                        a gateway's agent: an error status, or it cannot be called
+    ├── ThreadBusy                        a gateway's thread with an active run refuses another
+    └── AtCapacity                        a gateway's ``max_runs`` runs are all active
 
-Each is exported by the public module of what raises it: the pipeline's, the client's and the
-replay stores' by ``agui_meta``; :class:`VersionConflict` and :class:`ThreadStoreError` by
-``agui_meta.threads``; :class:`SequenceGap`, :class:`SourceConflict` and
-:class:`CommitTooLarge` by ``agui_meta.redis``. Connection errors and timeouts of an HTTP
-client are httpx's own.
+Each is exported by the public module of what raises it: the pipeline's, the client's, the
+replay stores' and :class:`PriceTableError` by ``agui_meta``; :class:`VersionConflict` and
+:class:`ThreadStoreError` by ``agui_meta.threads``; :class:`SequenceGap`,
+:class:`SourceConflict` and :class:`CommitTooLarge` by ``agui_meta.redis``;
+:class:`AgentError`, :class:`ThreadBusy` and :class:`AtCapacity` by ``agui_meta.gateway`` (a
+run registry raises the last two). Connection errors and timeouts of an HTTP client are
+httpx's own.
 
 Problems that the reference client only warns about are not exceptions: they are
 :class:`Report` values, delivered to the ``on_report`` callback of the pipeline (or, when none
@@ -48,9 +55,11 @@ from ._events import RunErrorEvent
 from ._tokens import Usage
 
 __all__ = [
+    "AgentError",
     "AguiMetaError",
     "AguiWarning",
     "ApplyError",
+    "AtCapacity",
     "ChunkError",
     "CommitTooLarge",
     "DataError",
@@ -69,7 +78,9 @@ __all__ = [
     "SourceConflict",
     "StreamLost",
     "StrictError",
+    "ThreadBusy",
     "ThreadStoreError",
+    "ToolRoundsExceeded",
     "UsageError",
     "VerifyError",
     "VersionConflict",
@@ -266,6 +277,24 @@ class RunFailed(AguiMetaError):
         super().__init__(f"the run failed{where}: {message}")
 
 
+class ToolRoundsExceeded(AguiMetaError):
+    """A run still left client tool calls pending after ``max_tool_rounds`` runs.
+
+    ``rounds`` is the number of runs made; ``result`` the last run's
+    :class:`~agui_meta.RunResult` (its ``pending_tool_call_ids`` are the calls left unanswered:
+    the thread is as that run left it, and ``await agent.call_tools()`` answers them).
+    """
+
+    def __init__(self, rounds: int, result: Any) -> None:
+        self.rounds = rounds
+        self.result = result
+        pending = ", ".join(repr(i) for i in result.pending_tool_call_ids)
+        super().__init__(
+            f"the agent still called client tools after {rounds} run(s) "
+            f"(HttpAgent(max_tool_rounds={rounds})); unanswered tool calls: {pending}"
+        )
+
+
 class ResponseError(AguiMetaError):
     """The agent's HTTP response cannot be read as an AG-UI stream (base of the two below).
 
@@ -274,7 +303,9 @@ class ResponseError(AguiMetaError):
 
 
 class HttpStatusError(ResponseError):
-    """The endpoint answered with an error status.
+    """The endpoint answered with a status other than 2xx: an error, or a redirect that its
+    httpx client was not told to follow (``follow_redirects=True``; a redirect's body is not
+    the run).
 
     ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
     ``url`` the URL requested.
@@ -341,6 +372,32 @@ class SourceConflict(SequenceGap):
         self.thread = thread
 
 
+class AgentError(AguiMetaError):
+    """An agent a gateway fronts answered with an error status, or could not be called."""
+
+
+class ThreadBusy(AguiMetaError):
+    """The thread has an active run (``run_id``, of the agent ``agent_name``): a gateway's run
+    registry refuses to start another (the route answers ``409 Conflict``)."""
+
+    def __init__(self, thread_id: str, run_id: str, agent_name: str) -> None:
+        super().__init__(
+            f"thread {thread_id!r} has an active run, {run_id!r}: stop it "
+            f"(POST /agents/{agent_name}/stop) or wait for it to end"
+        )
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.agent_name = agent_name
+
+
+class AtCapacity(AguiMetaError):
+    """``max_runs`` runs are active: a gateway's run registry refuses to start another."""
+
+    def __init__(self, max_runs: int) -> None:
+        super().__init__(f"the gateway runs {max_runs} runs already (max_runs): retry later")
+        self.max_runs = max_runs
+
+
 class AguiWarning(UserWarning):
     """The warning category of reports issued when no ``on_report`` callback is given."""
 
@@ -398,3 +455,8 @@ class ThreadStoreError(AguiMetaError):
         self.thread_id = thread_id
         where = f"thread {thread_id!r} in the {store}" if thread_id is not None else store
         super().__init__(f"{where}: {message}")
+
+
+class PriceTableError(AguiMetaError, ValueError):
+    """A price table cannot be read: the message names the file (or ``<table>``) and the
+    entry or field that is wrong."""

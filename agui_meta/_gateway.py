@@ -46,10 +46,10 @@ from ._agents import GatewayAgent, as_agent
 from ._catalog import Catalog, MemoryCatalog
 from ._decode import EventDecoder
 from ._events import RunAgentInput, RunStartedEvent
-from ._exceptions import DataError, Report
+from ._exceptions import AtCapacity, DataError, Report, ThreadBusy, UsageError
 from ._join import thread_prelude
 from ._ledger import RunRecord
-from ._registry import AtCapacity, RunRegistry, ThreadBusy
+from ._registry import RunRegistry
 from ._replay import ReplayReader, parse_event_id
 from ._runs import MemoryRuns
 from ._server import EventStreamResponse
@@ -259,11 +259,11 @@ class Gateway:
         stop_timeout: float = 30.0,
     ) -> None:
         if on_busy not in ("refuse", "supersede"):
-            raise ValueError(f"on_busy must be 'refuse' or 'supersede', got {on_busy!r}")
+            raise UsageError(f"on_busy must be 'refuse' or 'supersede', got {on_busy!r}")
         self.agents: dict[str, GatewayAgent] = {name: as_agent(a) for name, a in agents.items()}
         self.threads: ThreadStore = threads if threads is not None else MemoryThreadStore()
         if not callable(getattr(self.threads, "delete", None)):
-            raise TypeError(
+            raise UsageError(
                 f"the gateway's thread store needs a delete method; {type(self.threads).__name__}"
                 " has none"
             )
@@ -312,7 +312,7 @@ class Gateway:
 
         On entry, runs a crash left in flight are recorded as ended with an error."""
         if self._running:
-            raise RuntimeError("the gateway is already running")
+            raise UsageError("the gateway is already running")
         await self._recover()
         async with self.runs.running():
             self._running = True
@@ -350,7 +350,7 @@ class Gateway:
         if inspect.isawaitable(found):
             found = await found
         if not isinstance(found, str):
-            raise TypeError(f"the gateway's scope resolver returned {found!r}, not a str")
+            raise UsageError(f"the gateway's scope resolver returned {found!r}, not a str")
         return found
 
     async def _body(self, request: Request) -> Any:

@@ -29,8 +29,10 @@ milliseconds since the Unix epoch: the event's own ``timestamp`` when it has one
 the ledger received it (``clock``, :func:`time.time` by default), and says which (``"event"``
 or ``"receipt"`` in the ``*_clock`` field beside each time). A record ended by the end of the
 stream or by another RUN_STARTED takes the latest time the ledger knew in its run. The events
-``expand_chunks`` synthesizes carry no ``timestamp`` (as the reference builds them), so behind
-it what a chunk opened is timed at receipt; a ledger before it times the chunks themselves.
+``expand_chunks`` synthesizes carry no ``timestamp`` (as the reference builds them); they are
+timed by the chunk they come from (an END by the event that closed its stream), which
+``expand_chunks`` puts in the context while it emits them, so a ledger behind it and one before
+it give the same times.
 
 Tool calls: each TOOL_CALL_START (or TOOL_CALL_CHUNK naming a new call) gets a
 :class:`ToolCallRecord`: id, name, parent message, subagent, the size of its arguments, its
@@ -95,6 +97,7 @@ from ._events import (
 )
 from ._exceptions import UsageError
 from ._metadata import enc_hook
+from ._prices import PriceTable
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._tally import ToolCallTally
 from ._tokens import Usage, aggregate_token_usage
@@ -315,7 +318,9 @@ class RunRecord(_Record, kw_only=True):
     ``thread_id``/``run_id`` are ``None`` on a record that no RUN_STARTED or RUN_FINISHED
     named (events outside a run). ``usage`` holds the entries of RUN_FINISHED and RUN_ERROR as
     sent (each a :class:`~agui_meta.Usage`: ``None`` for what was absent), ``aggregated_usage``
-    their sum per provider and model (:func:`~agui_meta.aggregate_token_usage`).
+    their sum per provider and model (:func:`~agui_meta.aggregate_token_usage`); ``cost``
+    their cost by the ledger's price table (``prices=``; the sum of the entries it prices,
+    ``None`` without a table or when it prices none).
     ``event_counts`` counts the run's events by type, in order of first appearance.
     The input echoed by RUN_STARTED and the values of RAW and CUSTOM events are not kept.
     """
@@ -336,6 +341,7 @@ class RunRecord(_Record, kw_only=True):
     error_code: str | None = None
     usage: list[Usage] = msgspec.field(default_factory=new_list)
     aggregated_usage: list[Usage] = msgspec.field(default_factory=new_list)
+    cost: float | None = None
     steps: list[StepRecord] = msgspec.field(default_factory=new_list)
     subagents: list[SubagentRecord] = msgspec.field(default_factory=new_list)
     tool_calls: list[ToolCallRecord] = msgspec.field(default_factory=new_list)
@@ -439,7 +445,8 @@ class Ledger(Transducer[T, T]):
 
     A ledger can also be fed directly (``feed(event)`` then ``close()``) outside a pipeline;
     event indexes are then ``-1``. ``clock()`` gives the time of receipt, in milliseconds since
-    the Unix epoch, for events without a ``timestamp``.
+    the Unix epoch, for events without a ``timestamp``. ``prices`` (a
+    :class:`~agui_meta.PriceTable`) gives each run's usage a ``cost``.
     """
 
     def __init__(
@@ -449,12 +456,15 @@ class Ledger(Transducer[T, T]):
         max_runs: int = 1000,
         max_entries: int | None = 10_000,
         clock: Callable[[], float] | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         if max_runs < 0:
             raise UsageError(f"max_runs must be >= 0, got {max_runs}")
         if max_entries is not None and max_entries < 0:
             raise UsageError(f"max_entries must be >= 0 or None, got {max_entries}")
         self.on_run = on_run
+        #: The price table that gives each run its ``cost`` (``None``: no cost).
+        self.prices = prices
         self.max_runs = max_runs
         self.max_entries = max_entries
         #: Ended runs dropped to respect ``max_runs``.
@@ -613,8 +623,10 @@ class Ledger(Transducer[T, T]):
     def _time(self, event: Event) -> tuple[float, TimeSource]:
         """When ``event`` happened: its ``timestamp``, else now; remembered as the latest."""
         stamp = event.timestamp
+        # An event synthesized from a chunk: the chunk's time (see ``Context.timestamp``).
+        found = self.ctx.timestamp if isinstance(stamp, UnsetType) else stamp
         when: tuple[float, TimeSource] = (
-            (self._clock(), "receipt") if isinstance(stamp, UnsetType) else (stamp, "event")
+            (self._clock(), "receipt") if found is None else (found, "event")
         )
         self._latest = when
         return when
@@ -648,12 +660,13 @@ class Ledger(Transducer[T, T]):
         entries.append(entry)
         return True
 
-    @staticmethod
-    def _add_usage(record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
+    def _add_usage(self, record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
         if isinstance(usage, UnsetType):
             return
         record.usage = [*record.usage, *map(Usage.from_wire, usage)]
         record.aggregated_usage = aggregate_token_usage(record.usage)
+        if self.prices is not None:
+            record.cost = self.prices.total(record.aggregated_usage)
 
     def _run_started(self, event: RunStartedEvent) -> None:
         if self._current is not None:

@@ -5,7 +5,9 @@ SDK, exporters and their configuration are the application's). It goes anywhere 
 after the source, before or after the default stages, and uses the global tracer and meter
 providers unless it is given its own. It follows the OpenTelemetry semantic conventions for
 generative AI (development status; the ``gen_ai_latest_experimental`` names), as written in
-``open-telemetry/semantic-conventions-genai``:
+``open-telemetry/semantic-conventions-genai`` on its main branch as of 2026-12-03 (unreleased;
+the ``cache_write`` rename of #440 and the token counters of ``model/gen-ai/token-metrics.yaml``
+included):
 
 - ``docs/gen-ai/gen-ai-agent-spans.md``: a run is an *invoke agent* span, named
   ``invoke_agent {gen_ai.agent.name}`` (``invoke_agent`` when no ``agent_name`` is given), kind
@@ -20,14 +22,30 @@ generative AI (development status; the ``gen_ai_latest_experimental`` names), as
   internal span*) under its parent tool call (else its parent subagent, else the run);
 - ``docs/gen-ai/gen-ai-spans.md`` and the attribute registry: usage from RUN_FINISHED and
   RUN_ERROR becomes ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``,
-  ``gen_ai.usage.cache_read.input_tokens``, ``gen_ai.usage.cache_creation.input_tokens`` and
+  ``gen_ai.usage.cache_read.input_tokens``, ``gen_ai.usage.cache_write.input_tokens`` and
   ``gen_ai.usage.reasoning.output_tokens`` (AG-UI's ``inputTokens`` already include the cached
   and cache-written parts and ``outputTokens`` the reasoning part, as the conventions count
-  them); ``error.type`` (RUN_ERROR's ``code``, else ``_OTHER``) and an ``ERROR`` status;
-- ``docs/gen-ai/gen-ai-metrics.md``: the ``gen_ai.client.token.usage`` histogram (``{token}``,
-  ``gen_ai.token.type`` = ``input``/``output``, buckets 1, 4, 16, … 67108864),
+  them), on the run's span (summed) and on one *inference* span per provider/model entry of the
+  run's aggregated usage: ``chat {model}``, kind ``CLIENT``, under the run's span and as long as
+  the run, with ``gen_ai.operation.name`` = ``chat``, ``gen_ai.provider.name``,
+  ``gen_ai.request.model`` and ``gen_ai.response.model`` (AG-UI reports usage per run, per
+  provider and model, never per model call: a span per entry is what a backend can sum without
+  an invented split). A run whose usage names several models or providers lists them in
+  ``agui.run.models`` / ``agui.run.providers``. ``error.type`` (RUN_ERROR's ``code``, else
+  ``_OTHER``) and an ``ERROR`` status, on the run's and its model calls' spans. With
+  ``capture_content``, the run's span has ``gen_ai.input.messages`` (RUN_STARTED's input) and
+  ``gen_ai.output.messages`` (what the run's own agent streamed; :mod:`agui_meta._otel_messages`);
+- ``model/gen-ai/token-metrics.yaml``: the counters ``gen_ai.client.inference.usage.input_tokens``,
+  ``.output_tokens``, ``.cache_read.input_tokens``, ``.cache_write.input_tokens`` and
+  ``.reasoning.output_tokens`` (``{token}``; ``gen_ai.operation.name`` = ``chat``, provider,
+  model, ``gen_ai.token.modality`` = ``unknown``: AG-UI reports no modality), which replace the
+  ``gen_ai.client.token.usage`` histogram; ``docs/gen-ai/gen-ai-metrics.md``:
   ``gen_ai.invoke_agent.duration`` (s, buckets 0.1 … 409.6) and ``gen_ai.execute_tool.duration``
   (s, buckets 0.01 … 81.92), with the attributes listed there.
+- ``legacy_usage_names=True`` also emits the names being replaced, while backends move:
+  ``gen_ai.usage.cache_creation.input_tokens`` beside ``cache_write``, and the
+  ``gen_ai.client.token.usage`` histogram (``gen_ai.token.type`` = ``input``/``output``, buckets
+  1, 4, 16, … 67108864).
 
 AG-UI's own facts use the ``agui.`` namespace: ``agui.run.id``, ``agui.run.parent_id``,
 ``agui.run.status`` (``finished``, ``error``, ``incomplete``), ``agui.run.outcome``
@@ -40,8 +58,11 @@ ended), ``agui.tool_call.parent_message_id``, ``agui.tool_call.result_message_id
 (by ``agui.report.code`` and ``agui.report.severity``: every report of the pipeline, whichever
 stage made it).
 
-Times are the ledger's (:mod:`agui_meta._ledger`): an event's ``timestamp`` when it has one,
-else the time it was received, so a recorded stream exports after the fact with its own times.
+Times are the ledger's (:mod:`agui_meta._ledger`): an event's ``timestamp`` when it has one
+(for an event synthesized from a chunk, the chunk's), else the time it was received, so a
+recorded stream exports after the fact with its own times. A span never ends before it starts
+(a stream that mixes its own times with times of receipt, or goes back in time, gets a span of
+zero length, not a negative one).
 A run's span starts at RUN_STARTED and ends at RUN_FINISHED or RUN_ERROR; a tool call's from
 its start to its result, or at the run's end when no result came; spans still open when the
 stream ends end with the run (``agui.run.status`` = ``incomplete``, an ``ERROR`` status with
@@ -50,7 +71,8 @@ change the span, which has ended.
 
 Trace context: a W3C ``traceparent`` under the run's metadata key ``w3c.traceparent`` (with
 ``w3c.tracestate``, when present) — in RUN_STARTED's metadata — parents the run's span;
-otherwise the current context does.
+otherwise the current context does (:mod:`agui_meta._tracecontext`). Behind an
+:class:`~agui_meta.HttpAgent`, the context current when the run started parents it.
 
 What leaves the process: ids, names, counts, times, statuses, and nothing else — no metadata
 value unless ``attributes`` maps its key to an attribute name (for run, step, subagent,
@@ -87,6 +109,9 @@ from ._events import (
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallChunkEvent,
     ToolCallResultEvent,
@@ -103,8 +128,12 @@ from ._ledger import (
     SubagentRecord,
     ToolCallRecord,
 )
+from ._otel_messages import OutputMessages, input_messages
+from ._prices import PriceTable
 from ._stage import Context, Transducer
-from ._usage import UsageMeter
+from ._tokens import Usage
+from ._tracecontext import TRACEPARENT_KEY, TRACESTATE_KEY
+from ._usage import SCOPE_KEY, UsageMeter, scope_of
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context as OtelContext
@@ -123,10 +152,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: The run-metadata key of a W3C ``traceparent`` that parents the run's span.
-TRACEPARENT_KEY = "w3c.traceparent"
-#: The run-metadata key of the W3C ``tracestate`` that goes with it.
-TRACESTATE_KEY = "w3c.tracestate"
 
 #: Instrumentation scope of the tracer and the meter.
 SCOPE = "agui_meta"
@@ -141,9 +166,24 @@ _USAGE_ATTRIBUTES = (
     ("input_tokens", "gen_ai.usage.input_tokens"),
     ("output_tokens", "gen_ai.usage.output_tokens"),
     ("cached_input_tokens", "gen_ai.usage.cache_read.input_tokens"),
-    ("cache_write_input_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+    ("cache_write_input_tokens", "gen_ai.usage.cache_write.input_tokens"),
     ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
 )
+#: The name ``gen_ai.usage.cache_write.input_tokens`` had before (``legacy_usage_names``).
+LEGACY_CACHE_WRITE = "gen_ai.usage.cache_creation.input_tokens"
+#: The per-direction token counters (``gen_ai.client.inference.usage.*``), by usage field.
+_TOKEN_COUNTERS = (
+    ("input_tokens", "gen_ai.client.inference.usage.input_tokens",
+     "The number of input (prompt) tokens used, including cached tokens."),
+    ("output_tokens", "gen_ai.client.inference.usage.output_tokens",
+     "The number of output (completion) tokens used, including reasoning tokens."),
+    ("cached_input_tokens", "gen_ai.client.inference.usage.cache_read.input_tokens",
+     "The number of input tokens served from a provider-managed cache."),
+    ("cache_write_input_tokens", "gen_ai.client.inference.usage.cache_write.input_tokens",
+     "The number of input tokens written to a provider-managed cache."),
+    ("reasoning_tokens", "gen_ai.client.inference.usage.reasoning.output_tokens",
+     "The number of output tokens used for reasoning."),
+)  # fmt: skip
 _EVENT_CLASSES = frozenset(EVENT_TYPES.values())
 _INT64 = 2**63
 
@@ -216,6 +256,14 @@ def _ns(ms: float | None) -> int | None:
     return min(max(ns, 0), _MAX_NS)
 
 
+def _end_ns(start: float | None, end: float | None) -> int | None:
+    """A span's end time: ``end``, never before ``start`` (a stream may mix its own times with
+    times of receipt, or go back in time: a span's latency is never negative)."""
+    if start is not None and end is not None and end < start:
+        end = start
+    return _ns(end)
+
+
 def _seconds(start: float | None, end: float | None) -> float | None:
     if start is None or end is None:
         return None
@@ -233,6 +281,24 @@ def _attribute_value(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def _label(value: object) -> str:
+    """A usage entry's provider or model (``""`` when absent)."""
+    return value if isinstance(value, str) else ""
+
+
+def _count(entry: Usage, field: str) -> int | None:
+    """A usage entry's count (``None`` when absent, however the record spells absent)."""
+    value = getattr(entry, field, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _names(record: RunRecord, field: str) -> list[str]:
+    """The distinct providers or models a run's usage names, in order of first appearance."""
+    return list(
+        dict.fromkeys(n for e in record.aggregated_usage if (n := _label(getattr(e, field))))
+    )
+
+
 def _event_of(item: object) -> Event | None:
     if isinstance(item, Event):
         return item
@@ -243,11 +309,12 @@ def _event_of(item: object) -> Event | None:
 class _Spans:
     """The spans of the open run."""
 
-    __slots__ = ("args", "live", "record", "span", "steps", "subagents", "tools")
+    __slots__ = ("args", "live", "output", "record", "span", "steps", "subagents", "tools")
 
-    def __init__(self, record: RunRecord, span: Span) -> None:
+    def __init__(self, record: RunRecord, span: Span, output: OutputMessages | None) -> None:
         self.record = record
         self.span = span
+        self.output = output  # with capture_content: what the run's own agent streamed
         self.tools: dict[str, tuple[ToolCallRecord, Span]] = {}
         self.live: dict[str, Any] = {}  # the store's tool call, behind the accumulator
         self.args: dict[str, list[str]] = {}  # argument deltas, with capture on bare events
@@ -270,8 +337,14 @@ class OTel(Transducer[T, T]):
         clock: Callable[[], float] | None = None,
         max_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH,
         max_series: int = DEFAULT_MAX_SERIES,
+        legacy_usage_names: bool = False,
+        traces: bool = True,
+        metrics: bool = True,
+        prices: PriceTable | None = None,
+        scope_key: str = SCOPE_KEY,
     ) -> None:
-        from opentelemetry import metrics, trace
+        from opentelemetry import metrics as otel_metrics
+        from opentelemetry import trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         if max_attribute_length < 1 or max_series < 1:
@@ -281,23 +354,51 @@ class OTel(Transducer[T, T]):
             )
         self.max_attribute_length = max_attribute_length
         self.max_series = max_series
+        if not traces:
+            tracer_provider = trace.NoOpTracerProvider()
+        if not metrics:
+            meter_provider = otel_metrics.NoOpMeterProvider()
         self._series = _series_of(
-            meter_provider if meter_provider is not None else metrics.get_meter_provider()
+            meter_provider if meter_provider is not None else otel_metrics.get_meter_provider()
         )
         self._trace = trace
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
-        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        meter = otel_metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self._propagator = TraceContextTextMapPropagator()
         self.agent_name = agent_name
         self.attributes: dict[str, str] = dict(attributes or {})
         self.capture_content = capture_content
         self.usage = usage
-        self._token_usage = meter.create_histogram(
-            "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        self.legacy_usage_names = legacy_usage_names
+        self.prices = prices
+        self.scope_key = scope_key
+        #: When set, the context that parents every run's span, whatever the run's metadata
+        #: says (:class:`~agui_meta.HttpAgent` sets it to the context current when its run
+        #: starts, so that a client's spans stay in the client's trace).
+        self.parent_context: Any = None
+        self._cost = (
+            meter.create_counter(
+                "agui.usage.cost",
+                unit=prices.currency,
+                description="What the runs' tokens cost, by the price table.",
+            )
+            if prices is not None
+            else None
         )
+        self._token_usage = (
+            meter.create_histogram(
+                "gen_ai.client.token.usage",
+                unit="{token}",
+                description="Number of input and output tokens used.",
+                explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+            )
+            if legacy_usage_names
+            else None
+        )
+        self._token_counters = [
+            (field, name, meter.create_counter(name, unit="{token}", description=text))
+            for field, name, text in _TOKEN_COUNTERS
+        ]
         self._agent_duration = meter.create_histogram(
             "gen_ai.invoke_agent.duration",
             unit="s",
@@ -336,6 +437,9 @@ class OTel(Transducer[T, T]):
             StepFinishedEvent: self._step_finished,
             SubagentStartedEvent: self._subagent_started,
             SubagentFinishedEvent: self._subagent_ended,
+            TextMessageStartEvent: self._text_started,
+            TextMessageContentEvent: self._text_content,
+            TextMessageChunkEvent: self._text_chunk,
             SubagentErrorEvent: self._subagent_ended,
         }
 
@@ -421,6 +525,8 @@ class OTel(Transducer[T, T]):
         return out
 
     def _parent(self, record: RunRecord) -> OtelContext | None:
+        if self.parent_context is not None:
+            return self.parent_context  # type: ignore[no-any-return]
         md = record.started_metadata
         if not isinstance(md, Mapping):
             return None
@@ -461,6 +567,11 @@ class OTel(Transducer[T, T]):
         if not isinstance(event.parent_run_id, UnsetType):
             attributes["agui.run.parent_id"] = event.parent_run_id
         attributes.update(self._allowed(event.metadata))
+        output = None
+        if self.capture_content:
+            output = OutputMessages(self.max_attribute_length)
+            if not isinstance(event.input, UnsetType):
+                attributes["gen_ai.input.messages"] = input_messages(event.input.messages)
         name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
         span = self._tracer.start_span(
             self._name(name),
@@ -469,7 +580,7 @@ class OTel(Transducer[T, T]):
             attributes=self._clipped(attributes),
             start_time=_ns(record.started_at),
         )
-        self._run = _Spans(record, span)
+        self._run = _Spans(record, span, output)
 
     def _run_ended(self, record: RunRecord) -> None:
         """The ledger ended a run (at RUN_FINISHED, RUN_ERROR, a new RUN_STARTED or the end)."""
@@ -479,17 +590,17 @@ class OTel(Transducer[T, T]):
         if run is None or run.record is not record:
             return  # a run without RUN_STARTED, or a RUN_ERROR amending an ended run
         self._run = None
-        end = _ns(record.ended_at)
+        end = _end_ns(record.started_at, record.ended_at)
         for tool, span in run.tools.values():
             if span.is_recording():
                 self._end_tool(run, tool, span, record.ended_at)
         for step, span in run.steps:
             span.set_attribute("agui.step.status", step.status)
-            span.end(end_time=end)
+            span.end(end_time=_end_ns(step.started_at, record.ended_at))
         for sub, span in run.subagents.values():
             if span.is_recording():
                 span.set_attribute("agui.subagent.status", _clip(sub.status, 64))
-                span.end(end_time=end)
+                span.end(end_time=_end_ns(sub.started_at, record.ended_at))
         span = run.span
         attributes: dict[str, Any] = {"agui.run.status": record.status}
         if record.status == "running":  # pragma: no cover - the ledger sets it first
@@ -519,13 +630,25 @@ class OTel(Transducer[T, T]):
             attributes["gen_ai.provider.name"] = provider
         if model is not None:
             attributes["gen_ai.request.model"] = model
+        models = _names(record, "model")
+        if len(models) > 1:
+            attributes["agui.run.models"] = models
+        providers = _names(record, "provider")
+        if len(providers) > 1:
+            attributes["agui.run.providers"] = providers
         sums: dict[str, int] = {}
         for entry in record.aggregated_usage:
-            for field, name in _USAGE_ATTRIBUTES:
-                value = getattr(entry, field)
-                if value is not None:
-                    sums[name] = sums.get(name, 0) + value
+            for name, value in self._usage_attributes(entry).items():
+                sums[name] = sums.get(name, 0) + value
         attributes.update(sums)
+        scope = scope_of(record, self.scope_key)
+        if scope is not None:
+            attributes["agui.scope"] = scope
+        if self.prices is not None:
+            cost = self.prices.total(record.aggregated_usage)
+            if cost is not None:
+                attributes["agui.usage.cost"] = cost
+                attributes["agui.usage.currency"] = self.prices.currency
         attributes.update(
             self._allowed(record.started_metadata, record.finished_metadata, record.error_metadata)
         )
@@ -535,6 +658,10 @@ class OTel(Transducer[T, T]):
             error_type, message = record.error_code or "_OTHER", record.error_message
         elif record.status in ("incomplete", "running"):
             error_type, message = "incomplete", "the stream ended before the run did"
+        if run.output is not None:
+            attributes["gen_ai.output.messages"] = self._output(run, error_type)
+        for entry in record.aggregated_usage:
+            self._model_call(run, entry, end, error_type)
         self._end_span(span, attributes, end, error_type, message)
         # Metrics, with the attributes the conventions list for each.
         metric: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
@@ -550,19 +677,145 @@ class OTel(Transducer[T, T]):
                 seconds, self._points("gen_ai.invoke_agent.duration", metric)
             )
         for entry in record.aggregated_usage:
-            labels: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
-            if entry.provider:
-                labels["gen_ai.provider.name"] = entry.provider
-            if entry.model:
-                labels["gen_ai.request.model"] = entry.model
-            for field, token_type in (("input_tokens", "input"), ("output_tokens", "output")):
-                value = getattr(entry, field)
-                if value is not None:
-                    point = self._points(
-                        "gen_ai.client.token.usage", {**labels, "gen_ai.token.type": token_type}
-                    )
-                    self._token_usage.record(value, point)
+            labels: dict[str, Any] = {"gen_ai.operation.name": "chat"}
+            provider_name, model_name = _label(entry.provider), _label(entry.model)
+            if provider_name:
+                labels["gen_ai.provider.name"] = provider_name
+            if model_name:
+                labels["gen_ai.request.model"] = model_name
+            if error_type is not None:
+                labels["error.type"] = error_type
+            counted = {**labels, "gen_ai.token.modality": "unknown"}
+            if self._cost is not None and self.prices is not None:
+                cost = self.prices.cost(entry)
+                if cost is not None:
+                    priced = {**labels, "agui.scope": scope or ""}
+                    self._cost.add(cost, self._points("agui.usage.cost", priced))
+            for field, name, counter in self._token_counters:
+                count = _count(entry, field)
+                if count is not None:
+                    counter.add(count, self._points(name, counted))
+            if self._token_usage is not None:
+                labels["gen_ai.operation.name"] = "invoke_agent"
+                labels.pop("error.type", None)
+                for field, token_type in (("input_tokens", "input"), ("output_tokens", "output")):
+                    count = _count(entry, field)
+                    if count is not None:
+                        point = self._points(
+                            "gen_ai.client.token.usage", {**labels, "gen_ai.token.type": token_type}
+                        )
+                        self._token_usage.record(count, point)
         self._flush_counts()
+
+    def _usage_attributes(self, entry: Usage) -> dict[str, int]:
+        """A usage entry's counts under the conventions' span attributes (and the old name of
+        ``cache_write`` too, with ``legacy_usage_names``)."""
+        out: dict[str, int] = {}
+        for field, name in _USAGE_ATTRIBUTES:
+            value = _count(entry, field)
+            if value is not None:
+                out[name] = value
+        if self.legacy_usage_names and "gen_ai.usage.cache_write.input_tokens" in out:
+            out[LEGACY_CACHE_WRITE] = out["gen_ai.usage.cache_write.input_tokens"]
+        return out
+
+    def _model_call(
+        self, run: _Spans, entry: Usage, end: int | None, error_type: str | None
+    ) -> None:
+        """The span of a run's calls to one provider/model (a usage entry): an inference span
+        ``chat {model}`` under the run's, from its start to its end, with the tokens."""
+        record = run.record
+        provider, model = _label(entry.provider), _label(entry.model)
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
+        if provider:
+            attributes["gen_ai.provider.name"] = provider
+        if model:
+            attributes["gen_ai.request.model"] = model
+            attributes["gen_ai.response.model"] = model
+        if isinstance(record.thread_id, str):
+            attributes["gen_ai.conversation.id"] = record.thread_id
+        if self.agent_name:
+            attributes["gen_ai.agent.name"] = self.agent_name
+        attributes.update(self._usage_attributes(entry))
+        total = _count(entry, "total_tokens")
+        if total is not None:
+            attributes["agui.usage.total_tokens"] = total
+        if self.prices is not None:
+            cost = self.prices.cost(entry)
+            if cost is not None:
+                attributes["agui.usage.cost"] = cost
+                attributes["agui.usage.currency"] = self.prices.currency
+        span = self._tracer.start_span(
+            self._name(f"chat {model}" if model else "chat"),
+            context=self._child(run.span),
+            kind=self._trace.SpanKind.CLIENT,
+            attributes=self._clipped(attributes),
+            start_time=_ns(record.started_at),
+        )
+        if error_type is not None:
+            span.set_attribute("error.type", _clip(error_type, self.max_attribute_length))
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR))
+        span.end(end_time=end)
+
+    def _output(self, run: _Spans, error_type: str | None) -> str:
+        """``gen_ai.output.messages``: the run's text messages and its own tool calls."""
+        output = run.output
+        assert output is not None
+        record = run.record
+        outcome = record.outcome
+        for tool in record.tool_calls:
+            if tool.subagent_run_id is None and tool.started_at is not None:
+                name = tool.name if isinstance(tool.name, str) else ""
+                output.tool_call(
+                    tool.parent_message_id, tool.tool_call_id, name, self._arguments(run, tool)
+                )
+        if error_type is not None:
+            reason = "error"
+        elif isinstance(outcome, RunSuccess) and outcome.pending_tool_call_ids:
+            reason = "tool_call"
+        else:
+            reason = "stop"
+        return output.to_json(reason)
+
+    @staticmethod
+    def _arguments(run: _Spans, tool: ToolCallRecord) -> str | None:
+        live = run.live.get(tool.tool_call_id)
+        if live is not None:
+            arguments = live.arguments
+            return arguments if isinstance(arguments, str) else None
+        return "".join(run.args.get(tool.tool_call_id, ()))
+
+    # -- text messages (captured content only) ---------------------------------------------
+
+    def _text_started(self, event: TextMessageStartEvent, item: Any) -> None:
+        run = self._run
+        if run is None or run.output is None or not isinstance(event.subagent_run_id, UnsetType):
+            return
+        if isinstance(event.role, UnsetType) or event.role == "assistant":
+            run.output.open(event.message_id)
+
+    def _text_content(self, event: TextMessageContentEvent, item: Any) -> None:
+        run = self._run
+        if run is not None and run.output is not None:
+            run.output.text(event.message_id, event.delta)
+
+    def _text_chunk(self, event: TextMessageChunkEvent, item: Any) -> None:
+        # Before chunk expansion: a chunk naming a message opens (or continues) it; one without
+        # an id continues the last.
+        run = self._run
+        if run is None or run.output is None or not isinstance(event.subagent_run_id, UnsetType):
+            return
+        output = run.output
+        message_id = event.message_id
+        if isinstance(message_id, UnsetType):
+            if output.last_chunk is None:
+                return
+            message_id = output.last_chunk
+        elif isinstance(event.role, UnsetType) or event.role == "assistant":
+            output.open(message_id)
+        output.last_chunk = message_id
+        if isinstance(event.delta, str):
+            output.text(message_id, event.delta)
 
     @staticmethod
     def _labels(record: RunRecord) -> tuple[str | None, str | None]:
@@ -660,7 +913,7 @@ class OTel(Transducer[T, T]):
             if isinstance(arguments, str):
                 attributes["gen_ai.tool.call.arguments"] = arguments
         span.set_attributes(self._clipped(attributes))
-        span.end(end_time=_ns(end))
+        span.end(end_time=_end_ns(tool.started_at, end))
         seconds = _seconds(tool.started_at, end)
         if seconds is not None:
             name = tool.name if isinstance(tool.name, str) else ""
@@ -703,7 +956,7 @@ class OTel(Transducer[T, T]):
         for step, span in run.steps:
             if step.status == "finished":
                 span.set_attributes(self._clipped(self._allowed(step.finished_metadata)))
-                span.end(end_time=_ns(step.ended_at))
+                span.end(end_time=_end_ns(step.started_at, step.ended_at))
             else:
                 still.append((step, span))
         run.steps = still
@@ -759,7 +1012,8 @@ class OTel(Transducer[T, T]):
             attributes["agui.subagent.outcome"] = sub.outcome
         attributes.update(self._allowed(sub.finished_metadata, sub.error_metadata))
         error_type = (sub.error_code or "_OTHER") if sub.status == "error" else None
-        self._end_span(span, attributes, _ns(sub.ended_at), error_type, sub.error_message)
+        end = _end_ns(sub.started_at, sub.ended_at)
+        self._end_span(span, attributes, end, error_type, sub.error_message)
 
     def _end_span(
         self,
@@ -801,6 +1055,11 @@ def otel(
     clock: Callable[[], float] | None = None,
     max_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH,
     max_series: int = DEFAULT_MAX_SERIES,
+    legacy_usage_names: bool = False,
+    traces: bool = True,
+    metrics: bool = True,
+    prices: PriceTable | None = None,
+    scope_key: str = SCOPE_KEY,
 ) -> OTelStage:
     """A pass-through stage that turns the stream into OpenTelemetry spans and metrics.
 
@@ -811,7 +1070,9 @@ def otel(
     :param attributes: the allowlist: metadata key → attribute name (for example
         ``{"acme.model": "gen_ai.request.model"}``); no other metadata value is exported.
     :param capture_content: also export tool-call arguments and results
-        (``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``) and interrupt messages.
+        (``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``), interrupt messages, and
+        the run's input and output messages (``gen_ai.input.messages``,
+        ``gen_ai.output.messages``).
     :param usage: a :class:`~agui_meta.UsageMeter` that every run's usage is added to.
     :param clock: the time of receipt in milliseconds, for events without ``timestamp``.
     :param max_attribute_length: the longest string put in a span (characters; longer ones
@@ -819,6 +1080,18 @@ def otel(
     :param max_series: the most attribute sets each metric instrument records (shared by the
         stages of one meter provider); past it, stream-given values are recorded as
         ``_OTHER`` and counted by ``agui.telemetry.overflow``.
+    :param legacy_usage_names: also emit the names the conventions are moving away from, for
+        backends that still read them: the span attribute
+        ``gen_ai.usage.cache_creation.input_tokens`` (beside ``cache_write``) and the
+        ``gen_ai.client.token.usage`` histogram (beside the ``gen_ai.client.inference.usage.*``
+        counters).
+    :param traces: record spans (``False``: metrics only, whatever the tracer provider).
+    :param metrics: record metrics (``False``: traces only, whatever the meter provider).
+    :param prices: a :class:`~agui_meta.PriceTable`: model-call and run spans get
+        ``agui.usage.cost`` (and ``agui.usage.currency``), and the counter ``agui.usage.cost``
+        sums it by provider, model and scope.
+    :param scope_key: the run-metadata key of a run's scope (tenant or user): ``agui.scope``
+        on the run's span and the cost counter.
 
     Needs ``opentelemetry-api`` (``pip install 'agui-meta[otel]'``). See
     :mod:`agui_meta._otel` for the spans, attributes and metrics.
@@ -833,5 +1106,10 @@ def otel(
         clock=clock,
         max_attribute_length=max_attribute_length,
         max_series=max_series,
+        legacy_usage_names=legacy_usage_names,
+        traces=traces,
+        metrics=metrics,
+        prices=prices,
+        scope_key=scope_key,
     )
     return cast("OTelStage", stage)

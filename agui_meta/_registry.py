@@ -19,39 +19,16 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ._exceptions import AguiMetaError
-
 if TYPE_CHECKING:
     from ._events import Message, RunAgentInput
     from ._replay import ReplayReader
     from ._store import Store
     from ._threads import ThreadSnapshot
 
-__all__ = ["AtCapacity", "RunHandle", "RunRegistry", "StopReason", "ThreadBusy"]
+__all__ = ["RunHandle", "RunRegistry", "StopReason"]
 
 #: Why a run was cut short (the ``RUN_ERROR`` code, or a cancelled ``RUN_FINISHED``).
 StopReason = Literal["stopped", "superseded", "abandoned", "run_timeout", "gateway_shutdown"]
-
-
-class ThreadBusy(AguiMetaError):
-    """The thread has an active run (``run_id``, of the agent ``agent_name``)."""
-
-    def __init__(self, thread_id: str, run_id: str, agent_name: str) -> None:
-        super().__init__(
-            f"thread {thread_id!r} has an active run, {run_id!r}: stop it "
-            f"(POST /agents/{agent_name}/stop) or wait for it to end"
-        )
-        self.thread_id = thread_id
-        self.run_id = run_id
-        self.agent_name = agent_name
-
-
-class AtCapacity(AguiMetaError):
-    """``max_runs`` runs are active."""
-
-    def __init__(self, max_runs: int) -> None:
-        super().__init__(f"the gateway runs {max_runs} runs already (max_runs): retry later")
-        self.max_runs = max_runs
 
 
 class RunHandle(Protocol):

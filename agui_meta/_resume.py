@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ._exceptions import ReplayFull, StreamLost
+from ._exceptions import ReplayFull, StreamLost, UsageError
 from ._replay import Replay, ReplayLog, ReplayReader, parse_event_id
 
 __all__ = ["ReplayBuffer"]
@@ -84,7 +84,7 @@ class BufferedStream:
     async def append(self, events: Sequence[tuple[int, bytes]]) -> None:
         for seq, data in events:
             if seq != self.next_seq:
-                raise ValueError(f"event {seq} appended where {self.next_seq} was due")
+                raise UsageError(f"event {seq} appended where {self.next_seq} was due")
             await self.put(data)
 
     async def end(self, *, complete: bool = True) -> None:
@@ -189,9 +189,9 @@ class ReplayBuffer:
         self, *, max_events: int = 1000, linger: float = 30.0, max_streams: int = 1000
     ) -> None:
         if max_events < 1 or max_streams < 1:
-            raise ValueError("max_events and max_streams must be at least 1")
+            raise UsageError("max_events and max_streams must be at least 1")
         if linger < 0:
-            raise ValueError(f"linger must be >= 0, got {linger}")
+            raise UsageError(f"linger must be >= 0, got {linger}")
         self.max_events = max_events
         self.linger = linger
         self.max_streams = max_streams

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from ._exceptions import StreamLost
+from ._exceptions import StreamLost, UsageError
 
 if TYPE_CHECKING:
     from ._replay import ReplayReader
@@ -59,7 +59,7 @@ class MemoryRunLog:
 
     def __init__(self, key: str, capacity: int) -> None:
         if capacity < 1:
-            raise ValueError(f"a run log's capacity must be at least 1, got {capacity}")
+            raise UsageError(f"a run log's capacity must be at least 1, got {capacity}")
         self.key = key
         self.capacity = capacity
         self._entries: deque[bytes] = deque(maxlen=capacity)
@@ -85,7 +85,7 @@ class MemoryRunLog:
 
     async def append(self, frames: Sequence[bytes]) -> None:
         if self._ended:
-            raise RuntimeError(f"run log {self.key}: append after end")
+            raise UsageError(f"run log {self.key}: append after end")
         if frames:
             self._entries.extend(frames)
             self._next += len(frames)
@@ -98,7 +98,7 @@ class MemoryRunLog:
 
     def reader(self, start: int) -> _MemoryReader:
         if not 0 <= start <= self._next:
-            raise ValueError(f"run log {self.key}: no event {start} (it holds {self._next})")
+            raise UsageError(f"run log {self.key}: no event {start} (it holds {self._next})")
         return _MemoryReader(self, start)
 
     def frames_from(self, start: int) -> list[bytes]:

@@ -60,12 +60,12 @@ from ._events import (
     TextMessageEndEvent,
     ToolCallEndEvent,
 )
-from ._exceptions import AguiMetaError, DataError
+from ._exceptions import AguiMetaError, AtCapacity, DataError, ThreadBusy, UsageError
 from ._framing import encode_sse
 from ._join import join_prelude, thread_prelude
 from ._ledger import Ledger
 from ._pipeline import wrap
-from ._registry import AtCapacity, StopReason, ThreadBusy
+from ._registry import StopReason
 from ._runlog import MemoryRunLog, RunLog
 from ._stage import Transducer
 from ._store import Store
@@ -492,7 +492,7 @@ class MemoryRuns:
     ) -> None:
         for name, value in (("max_runs", max_runs), ("max_events", max_events)):
             if value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
+                raise UsageError(f"{name} must be at least 1, got {value}")
         for name, number in (
             ("linger", linger),
             ("max_run_time", max_run_time),
@@ -501,9 +501,9 @@ class MemoryRuns:
             ("stop_timeout", stop_timeout),
         ):
             if not number >= 0:
-                raise ValueError(f"{name} must be >= 0, got {number}")
+                raise UsageError(f"{name} must be >= 0, got {number}")
         if max_kept < 0:
-            raise ValueError(f"max_kept must be >= 0, got {max_kept}")
+            raise UsageError(f"max_kept must be >= 0, got {max_kept}")
         self.threads = threads
         self.catalog = catalog
         self.max_runs = max_runs
@@ -536,7 +536,7 @@ class MemoryRuns:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         if self._tg is not None:
-            raise RuntimeError("the runs are running already")
+            raise UsageError("the runs are running already")
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -587,7 +587,7 @@ class MemoryRuns:
         new_messages: list[Message],
     ) -> Run:
         if self._tg is None:
-            raise RuntimeError("the runs are not running (enter `running()` first)")
+            raise UsageError("the runs are not running (enter `running()` first)")
         self._check_room(input.thread_id)
         run = Run(
             self,

@@ -22,10 +22,11 @@ from typing import Any, Final, Union
 import msgspec
 import msgspec.inspect as mi
 
-from ._events import EVENT_TYPES, PATCH_OPS, Message
+from ._events import EVENT_TYPES, PATCH_OPS, AgentCapabilities, Message
 from ._metadata import key_path
 
 __all__ = [
+    "CAPABILITIES_NODE",
     "DROP",
     "EVENT_NODES",
     "MESSAGE_NODE",
@@ -188,6 +189,8 @@ EVENT_NODES: Final[dict[str, _Obj]] = {
     name: _obj_node(mi.type_info(cls))  # type: ignore[arg-type]
     for name, cls in EVENT_TYPES.items()
 }
+#: The walk's schema of :class:`~agui_meta.events.AgentCapabilities` (``HttpAgent.capabilities()``).
+CAPABILITIES_NODE: Final[_Obj] = _obj_node(mi.type_info(AgentCapabilities))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
 import anyio
+import msgspec
+from msgspec import UnsetType
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -43,8 +45,8 @@ from starlette.types import Message, Receive, Scope, Send
 from ._accumulate import Update
 from ._client import RESUMED_HEADER
 from ._decode import encode_event
-from ._events import Event, RunErrorEvent
-from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost
+from ._events import Event, RunErrorEvent, RunStartedEvent
+from ._exceptions import AguiMetaError, DataError, ReplayFull, StreamLost, UsageError
 from ._framing import (
     JSONL_MEDIA_TYPE,
     JSONL_MEDIA_TYPES,
@@ -57,6 +59,7 @@ from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
 from ._resume import BufferedStream
 from ._stage import Mode, ReportHandler
+from ._tracecontext import TRACEPARENT_KEY, TRACESTATE_KEY, current_carrier
 
 __all__ = ["EventStreamResponse"]
 
@@ -92,6 +95,12 @@ class EventStreamResponse(Response):
     :param buffer: how many events the source may run ahead of the client.
     :param retry: the SSE ``retry`` (milliseconds) sent first when ``replay`` is set.
     :param mode, on_report: as in ``wrap``.
+    :param trace_context: stamp the current OpenTelemetry span's W3C context in each
+        RUN_STARTED's metadata, under ``w3c.traceparent`` and ``w3c.tracestate`` (when
+        ``opentelemetry-api`` is installed and a span is current: the one current when the
+        response is made, else when it is served, such as an instrumented server's request
+        span), so that clients and browsers can join the trace; a RUN_STARTED that carries a
+        ``w3c.traceparent`` of its own keeps it.
 
     If the source or a stage fails after the response has started, the client gets a
     ``RUN_ERROR`` event (code ``"server_error"``; the message of an agui-meta error, the
@@ -120,11 +129,12 @@ class EventStreamResponse(Response):
         status_code: int = 200,
         headers: Mapping[str, str] | None = None,
         background: BackgroundTask | None = None,
+        trace_context: bool = True,
     ) -> None:
         if format not in ("auto", "sse", "jsonl"):
-            raise ValueError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
+            raise UsageError(f"format must be 'auto', 'sse' or 'jsonl', got {format!r}")
         if buffer < 1:
-            raise ValueError(f"buffer must be at least 1, got {buffer}")
+            raise UsageError(f"buffer must be at least 1, got {buffer}")
         self.source = source
         self.stages = stages
         self.format = format
@@ -138,6 +148,8 @@ class EventStreamResponse(Response):
         self.background = background
         self.body = b""
         self.extra_headers = dict(headers or {})
+        self.trace_context = trace_context
+        self._carrier: dict[str, str] = current_carrier() if trace_context else {}
         self.raw_headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1"))
             for k, v in {**_NO_BUFFERING, **self.extra_headers}.items()
@@ -152,6 +164,8 @@ class EventStreamResponse(Response):
         return headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.trace_context and not self._carrier:
+            self._carrier = current_carrier()
         jsonl = self.format == "jsonl" or (
             self.format == "auto" and _wants_jsonl(_header(scope, b"accept") or "")
         )
@@ -222,13 +236,26 @@ class EventStreamResponse(Response):
     def _encode(self, key: str, seq: int, item: Any, jsonl: bool) -> bytes:
         event = item.event if isinstance(item, Update) else item
         if not isinstance(event, Event):
-            raise TypeError(
-                f"EventStreamResponse writes events (or Updates); a stage gave {item!r}"
+            raise UsageError(
+                "EventStreamResponse writes events (or Updates); a stage gave a "
+                f"{type(item).__name__}"
             )
+        if self._carrier and isinstance(event, RunStartedEvent):
+            event = self._stamped(event)
         data = encode_event(event)
         if jsonl:
             return encode_jsonl(data)
         return encode_sse(data, id=f"{key}:{seq}")
+
+    def _stamped(self, event: RunStartedEvent) -> RunStartedEvent:
+        """``event`` with the trace context in its metadata (unless it has a traceparent)."""
+        metadata = {} if isinstance(event.metadata, UnsetType) else event.metadata
+        if TRACEPARENT_KEY in metadata:
+            return event
+        stamp = {TRACEPARENT_KEY: self._carrier["traceparent"]}
+        if "tracestate" in self._carrier:
+            stamp[TRACESTATE_KEY] = self._carrier["tracestate"]
+        return msgspec.structs.replace(event, metadata={**metadata, **stamp})
 
     async def _produce(self, log: ReplayLog, jsonl: bool) -> None:
         """Run the pipeline into ``log``, numbering the events; end it (not when cancelled)."""

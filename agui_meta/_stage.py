@@ -84,6 +84,7 @@ class Context:
         "mode",
         "on_report",
         "reports",
+        "timestamp",
     )
 
     def __init__(
@@ -105,6 +106,12 @@ class Context:
         #: an error of one of these events gets the frame's byte offset and line.
         self.frames: Sequence[Any] = ()
         self.frames_start = 0
+        #: While a stage emits the events it synthesizes from a source event (chunk
+        #: expansion), that event's ``timestamp``; ``None`` otherwise. A synthesized event
+        #: carries no ``timestamp`` of its own (as the reference builds it): stages that time
+        #: events (the ledger, ``otel()``) read this one instead of the time of receipt — those
+        #: in the same run of synchronous stages (an async stage between them ends the run).
+        self.timestamp: int | None = None
 
     def report(
         self,

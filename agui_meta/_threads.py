@@ -31,7 +31,7 @@ import msgspec
 
 from ._decode import decode_event
 from ._events import Event, Interrupt
-from ._exceptions import ThreadStoreError, VersionConflict
+from ._exceptions import ThreadStoreError, UsageError, VersionConflict
 from ._ledger import RunRecord, RunStatus
 from ._metadata import copy_json, enc_hook
 from ._store import Store
@@ -220,7 +220,7 @@ class ThreadStore(Protocol):
 
 def check_version(snapshot: ThreadSnapshot) -> None:
     if snapshot.version < 1:
-        raise ValueError(
+        raise UsageError(
             f"thread {snapshot.thread_id!r}: a saved snapshot has version 1 or more, "
             f"not {snapshot.version} (use snapshot.advance(store) to get the next version)"
         )

@@ -31,6 +31,14 @@ Memory is bounded (the ids and names come from streams, which may be hostile):
 
 A thread, provider or model literally named ``"_OTHER"`` shares that bucket.
 
+Scopes and cost. A run's *scope* (a tenant or a user) is the string under the metadata key
+``scope_key`` (``"agui_meta.scope"`` by default, :data:`SCOPE_KEY`) of its RUN_STARTED, else of
+its RUN_FINISHED or RUN_ERROR (a gateway stamps it there); ``""`` when none. Totals per scope
+are kept like those per provider (``max_labels``, ``"_OTHER"`` past it). With a price table
+(``prices=``, a :class:`~agui_meta.PriceTable`), every total also has a cost: the sum of the
+costs of the entries the table prices (:class:`CostTotals`, in ``snapshot().cost``); a run's
+cost is in its :class:`RunUsage`.
+
 :meth:`UsageMeter.snapshot` gives everything as data (:meth:`UsageMeter.to_json` as JSON), and
 :meth:`UsageMeter.observe` publishes the totals through OpenTelemetry metrics.
 """
@@ -48,12 +56,28 @@ from msgspec import UnsetType
 from ._events import TokenUsage
 from ._exceptions import UsageError
 from ._ledger import RunRecord, new_list
+from ._prices import PriceTable
 from ._tokens import COUNTS, Usage, aggregate_token_usage
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-__all__ = ["RunUsage", "UsageMeter", "UsageSnapshot"]
+__all__ = ["SCOPE_KEY", "CostTotals", "RunUsage", "UsageMeter", "UsageSnapshot", "scope_of"]
+
+#: The run-metadata key whose string value is the run's scope (tenant or user).
+SCOPE_KEY = "agui_meta.scope"
+
+
+def scope_of(record: RunRecord, key: str = SCOPE_KEY) -> str | None:
+    """A run's scope: the string under ``key`` in RUN_STARTED's metadata, else in RUN_FINISHED's
+    or RUN_ERROR's; ``None`` when none of them has one."""
+    for metadata in (record.started_metadata, record.finished_metadata, record.error_metadata):
+        if metadata is not None:
+            value = metadata.get(key)
+            if isinstance(value, str):
+                return value
+    return None
+
 
 #: The OpenTelemetry ``gen_ai.token.type`` of each count the counter publishes: the two
 #: well-known values of the GenAI semantic conventions (``input``, ``output``), and custom
@@ -63,7 +87,7 @@ _TOKEN_TYPES = {
     "output_tokens": "output",
     "reasoning_tokens": "reasoning",
     "cached_input_tokens": "cache_read",
-    "cache_write_input_tokens": "cache_creation",
+    "cache_write_input_tokens": "cache_write",
 }
 
 
@@ -74,6 +98,21 @@ class RunUsage(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True)
     thread_id: str | None = None
     run_id: str | None = None
     usage: list[Usage] = msgspec.field(default_factory=new_list)
+    scope: str | None = None
+    cost: float | None = None
+
+
+class CostTotals(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
+    """The cost of the totals, in the price table's ``currency`` (a total nothing priced is
+    absent); ``provider_models`` lists ``[provider, model, cost]``."""
+
+    currency: str
+    total: float | None = None
+    threads: dict[str, float] = msgspec.field(default_factory=dict)
+    providers: dict[str, float] = msgspec.field(default_factory=dict)
+    models: dict[str, float] = msgspec.field(default_factory=dict)
+    scopes: dict[str, float] = msgspec.field(default_factory=dict)
+    provider_models: list[tuple[str, str, float]] = msgspec.field(default_factory=list)
 
 
 class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
@@ -86,6 +125,8 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     ``threads_folded`` counts the threads folded into ``threads["_OTHER"]`` (``max_threads``);
     ``labels_folded`` the usage entries whose provider or model was counted under ``"_OTHER"``
     (``max_labels``, ``max_label_length``), each time it was counted (replays included).
+    ``scopes`` sums per scope (``""``: runs without one); ``cost`` is ``None`` without a price
+    table.
     """
 
     total: Usage = msgspec.field(default_factory=Usage)
@@ -97,6 +138,8 @@ class UsageSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     recorded: int = 0
     threads_folded: int = 0
     labels_folded: int = 0
+    scopes: dict[str, Usage] = msgspec.field(default_factory=dict)
+    cost: CostTotals | None = None
 
     def to_json(self) -> bytes:
         """The totals as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
@@ -118,24 +161,30 @@ def _label(value: str | None) -> str:
 
 
 class _Sums:
-    """Signed sums of the six counts; a count stays absent until some entry reports it."""
+    """Signed sums of the six counts and of the cost; a count (or the cost) stays absent until
+    some entry reports it (or is priced)."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("cost", "counts")
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
+        self.cost: float | None = None
 
-    def add(self, entry: Usage, sign: int) -> None:
+    def add(self, entry: Usage, sign: int, cost: float | None = None) -> None:
         counts = self.counts
         for name in COUNTS:
             value = getattr(entry, name)
             if value is not None:
                 counts[name] = counts.get(name, 0) + sign * value
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + sign * cost
 
     def merge(self, other: _Sums) -> None:
         counts = self.counts
         for name, value in other.counts.items():
             counts[name] = counts.get(name, 0) + value
+        if other.cost is not None:
+            self.cost = (self.cost or 0.0) + other.cost
 
     def usage(self, provider: str | None = None, model: str | None = None) -> Usage:
         return Usage(provider=provider, model=model, **self.counts)
@@ -164,6 +213,8 @@ class UsageMeter:
         max_threads: int = 10_000,
         max_labels: int = 1_000,
         max_label_length: int = 256,
+        prices: PriceTable | None = None,
+        scope_key: str = SCOPE_KEY,
     ) -> None:
         if max_runs < 0:
             raise UsageError(f"max_runs must be >= 0, got {max_runs}")
@@ -176,6 +227,10 @@ class UsageMeter:
         self.max_threads = max_threads
         self.max_labels = max_labels
         self.max_label_length = max_label_length
+        #: The price table that gives the totals a cost (``None``: no cost).
+        self.prices = prices
+        #: The run-metadata key of a run's scope.
+        self.scope_key = scope_key
         self._lock = threading.Lock()
         # Each run kept with the thread total it was added to (a thread folded since is in
         # the "_OTHER" total, where a replay takes it back from).
@@ -185,25 +240,35 @@ class UsageMeter:
         self._providers: dict[str, _Sums] = {}
         self._models: dict[str, _Sums] = {}
         self._pairs: dict[tuple[str, str], tuple[Usage, _Sums]] = {}
+        self._scopes: dict[str, _Sums] = {}
         self._recorded = 0
         self._threads_folded = 0
         self._labels_folded = 0
 
     def add_run(self, record: RunRecord) -> None:
         """Count a run's usage (a ledger's ``on_run`` callback); a run seen before is replaced."""
-        self.add(record.thread_id, record.run_id, record.aggregated_usage)
+        self.add(
+            record.thread_id,
+            record.run_id,
+            record.aggregated_usage,
+            scope=scope_of(record, self.scope_key),
+        )
 
     def add(
         self,
         thread_id: str | UnsetType | None,
         run_id: str | UnsetType | None,
         usage: Iterable[TokenUsage | Usage],
+        *,
+        scope: str | None = None,
     ) -> None:
-        """Count ``usage`` (entries of one run) for a thread and run, replacing what the same
-        run added before. ``None``/``UNSET`` ids: a run that cannot be recognised again."""
+        """Count ``usage`` (entries of one run) for a thread, run and scope, replacing what the
+        same run added before. ``None``/``UNSET`` ids: a run that cannot be recognised again."""
         thread = None if isinstance(thread_id, UnsetType) else thread_id
         run = None if isinstance(run_id, UnsetType) else run_id
-        entry = RunUsage(thread_id=thread, run_id=run, usage=aggregate_token_usage(usage))
+        entries = aggregate_token_usage(usage)
+        cost = self.prices.total(entries) if self.prices is not None else None
+        entry = RunUsage(thread_id=thread, run_id=run, usage=entries, scope=scope, cost=cost)
         limit = self.max_label_length
         with self._lock:
             self._recorded += 1
@@ -283,18 +348,22 @@ class UsageMeter:
             thread = self._thread(run.thread_id)
         elif self._threads.get(_label(run.thread_id)) is not thread:
             thread = self._bucket(self._threads, OTHER, sign)  # folded since
+        scope = self._bucket(self._scopes, _label(run.scope), sign)
+        prices = self.prices
         for entry in run.usage:
             provider, model = _label(entry.provider), _label(entry.model)
-            self._total.add(entry, sign)
-            thread.add(entry, sign)
+            cost = prices.cost(entry) if prices is not None else None
+            self._total.add(entry, sign, cost)
+            thread.add(entry, sign, cost)
+            scope.add(entry, sign, cost)
             known = 0
             for table, key in ((self._providers, provider), (self._models, model)):
                 sums = self._bucket(table, key, sign)
                 known += sums is table.get(key)
-                sums.add(entry, sign)
+                sums.add(entry, sign, cost)
             if sign > 0 and known < 2:
                 self._labels_folded += 1
-            self._pair(entry, provider, model, sign).add(entry, sign)
+            self._pair(entry, provider, model, sign).add(entry, sign, cost)
         return thread
 
     # -- reading ---------------------------------------------------------------------------
@@ -311,13 +380,42 @@ class UsageMeter:
                     sums.usage(first.provider, first.model) for first, sums in self._pairs.values()
                 ],
                 runs=[
-                    RunUsage(thread_id=r.thread_id, run_id=r.run_id, usage=list(r.usage))
+                    RunUsage(
+                        thread_id=r.thread_id,
+                        run_id=r.run_id,
+                        usage=list(r.usage),
+                        scope=r.scope,
+                        cost=r.cost,
+                    )
                     for r, _ in self._runs.values()
                 ],
                 recorded=self._recorded,
                 threads_folded=self._threads_folded,
                 labels_folded=self._labels_folded,
+                scopes={k: v.usage() for k, v in self._scopes.items()},
+                cost=self._costs(),
             )
+
+    def _costs(self) -> CostTotals | None:
+        if self.prices is None:
+            return None
+
+        def priced(table: dict[str, _Sums]) -> dict[str, float]:
+            return {k: v.cost for k, v in table.items() if v.cost is not None}
+
+        return CostTotals(
+            currency=self.prices.currency,
+            total=self._total.cost,
+            threads=priced(self._threads),
+            providers=priced(self._providers),
+            models=priced(self._models),
+            scopes=priced(self._scopes),
+            provider_models=[
+                (_label(first.provider), _label(first.model), sums.cost)
+                for first, sums in self._pairs.values()
+                if sums.cost is not None
+            ],
+        )
 
     def to_json(self) -> bytes:
         """:meth:`snapshot` as JSON, in ``bytes`` (UTF-8): camelCase, absent counts omitted."""
@@ -328,14 +426,17 @@ class UsageMeter:
         return self.snapshot().to_builtins()
 
     def observe(self, meter: Meter, name: str = "agui_meta.token.usage") -> None:
-        """Publish the totals through an OpenTelemetry ``meter`` as an observable gauge of sums.
+        """Publish the totals through an OpenTelemetry ``meter`` as observable sums.
 
-        One point per provider/model pair and token type: ``gen_ai.provider.name``,
-        ``gen_ai.request.model`` (when the usage names them) and ``gen_ai.token.type``
-        (``input``/``output`` as in the GenAI semantic conventions' ``gen_ai.client.token.usage``;
-        ``reasoning``, ``cache_read``, ``cache_creation`` for the parts of those AG-UI reports).
-        Totals read at each collection (an up-down counter: a replayed run that reports less
-        than before lowers them), so a replayed run is never counted twice.
+        ``name`` (``agui_meta.token.usage``): one point per provider/model pair and token type:
+        ``gen_ai.provider.name``, ``gen_ai.request.model`` (when the usage names them) and
+        ``gen_ai.token.type`` (``input``/``output`` as in the GenAI semantic conventions;
+        ``reasoning``, ``cache_read``, ``cache_write`` for the parts of those AG-UI reports).
+        ``agui_meta.scope.token.usage``: the same per scope (``agui.scope``) and token type.
+        With a price table, ``agui_meta.cost`` per provider/model pair and
+        ``agui_meta.scope.cost`` per scope (unit: the table's currency). Totals are read at each
+        collection (up-down counters: a replayed run that reports less than before lowers
+        them), so a replayed run is never counted twice.
         """
         meter.create_observable_up_down_counter(
             name,
@@ -343,19 +444,72 @@ class UsageMeter:
             unit="{token}",
             description="Tokens used by the agent runs agui-meta observed, since the start.",
         )
+        meter.create_observable_up_down_counter(
+            "agui_meta.scope.token.usage",
+            callbacks=[self._scope_observations],
+            unit="{token}",
+            description="Tokens used by the agent runs agui-meta observed, per scope.",
+        )
+        if self.prices is not None:
+            unit = self.prices.currency
+            meter.create_observable_up_down_counter(
+                "agui_meta.cost",
+                callbacks=[self._cost_observations],
+                unit=unit,
+                description="What the observed runs' tokens cost, by the price table.",
+            )
+            meter.create_observable_up_down_counter(
+                "agui_meta.scope.cost",
+                callbacks=[self._scope_cost_observations],
+                unit=unit,
+                description="What the observed runs' tokens cost, per scope.",
+            )
 
     def _observations(self, options: CallbackOptions) -> Iterable[Observation]:
         from opentelemetry.metrics import Observation
 
         out: list[Observation] = []
         for usage in self.snapshot().provider_models:
-            base: dict[str, Any] = {}
-            if usage.provider:
-                base["gen_ai.provider.name"] = usage.provider
-            if usage.model:
-                base["gen_ai.request.model"] = usage.model
+            base = _pair_labels(usage.provider, usage.model)
             for field, token_type in _TOKEN_TYPES.items():
                 value = getattr(usage, field)
                 if value is not None:
                     out.append(Observation(value, {**base, "gen_ai.token.type": token_type}))
         return out
+
+    def _scope_observations(self, options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        out: list[Observation] = []
+        for scope, usage in self.snapshot().scopes.items():
+            for field, token_type in _TOKEN_TYPES.items():
+                value = getattr(usage, field)
+                if isinstance(value, int):
+                    labels = {"agui.scope": scope, "gen_ai.token.type": token_type}
+                    out.append(Observation(value, labels))
+        return out
+
+    def _cost_observations(self, options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        cost = self.snapshot().cost
+        if cost is None:
+            return []
+        return [Observation(c, _pair_labels(p, m)) for p, m, c in cost.provider_models]
+
+    def _scope_cost_observations(self, options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        cost = self.snapshot().cost
+        if cost is None:
+            return []
+        return [Observation(c, {"agui.scope": scope}) for scope, c in cost.scopes.items()]
+
+
+def _pair_labels(provider: object, model: object) -> dict[str, Any]:
+    labels: dict[str, Any] = {}
+    if isinstance(provider, str) and provider:
+        labels["gen_ai.provider.name"] = provider
+    if isinstance(model, str) and model:
+        labels["gen_ai.request.model"] = model
+    return labels

@@ -10,9 +10,11 @@ in this process :class:`MemoryRuns`, :class:`MemoryRunLog`). See ``docs/gateway.
 
 from __future__ import annotations
 
-from ._agents import AgentError, AsgiAgent, GatewayAgent, UpstreamAgent
+from ._agents import AsgiAgent, GatewayAgent, UpstreamAgent
 from ._catalog import Catalog, MemoryCatalog, SQLiteCatalog
+from ._exceptions import AgentError, AtCapacity, ThreadBusy
 from ._gateway import Gateway, ScopeResolver
+from ._public import public_module as _public_module
 from ._registry import RunHandle, RunRegistry
 from ._runlog import MemoryRunLog, RunLog
 from ._runs import MemoryRuns
@@ -20,6 +22,7 @@ from ._runs import MemoryRuns
 __all__ = (
     "AgentError",
     "AsgiAgent",
+    "AtCapacity",
     "Catalog",
     "Gateway",
     "GatewayAgent",
@@ -31,5 +34,12 @@ __all__ = (
     "RunRegistry",
     "SQLiteCatalog",
     "ScopeResolver",
+    "ThreadBusy",
     "UpstreamAgent",
 )
+
+_public_module(__name__, globals(), __all__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

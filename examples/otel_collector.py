@@ -7,9 +7,10 @@
 The application owns the SDK: it sets the global tracer and meter providers once, with the
 OTLP/HTTP exporters (``/v1/traces`` and ``/v1/metrics`` under the endpoint, the collector's
 default port being 4318), and ``agui_meta.otel()`` — which needs the API only — uses them. Each
-run becomes an ``invoke_agent`` span with its tool calls, steps and subagents below it, stamped
-with the stream's own timestamps; usage becomes ``gen_ai.usage.*`` attributes and the
-``gen_ai.client.token.usage`` histogram. Shutting the providers down flushes everything.
+run becomes an ``invoke_agent`` span with its tool calls, steps, subagents and model calls
+(``chat {model}``, one per provider/model of its usage) below it, stamped with the stream's own
+timestamps; usage becomes ``gen_ai.usage.*`` attributes and the ``gen_ai.client.inference.usage.*``
+token counters. Shutting the providers down flushes everything.
 """
 
 from __future__ import annotations

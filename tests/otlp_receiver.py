@@ -3,7 +3,8 @@
 ``with OtlpReceiver() as receiver:`` serves ``POST /v1/traces`` and ``POST /v1/metrics`` on a
 free port (``receiver.url``) in a thread; :meth:`OtlpReceiver.spans` and
 :meth:`OtlpReceiver.metrics` give what arrived, flattened. ``fail=True`` answers every export
-with HTTP 500.
+with HTTP 500; ``signals=("traces",)`` serves traces only (``/v1/metrics`` answers 404, as
+Phoenix does); ``paths`` lists every path posted to.
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ def attributes(kvs: Any) -> dict[str, Any]:
 
 @final
 class OtlpReceiver:
-    def __init__(self, *, fail: bool = False) -> None:
+    def __init__(
+        self, *, fail: bool = False, signals: tuple[str, ...] = ("traces", "metrics")
+    ) -> None:
         self.fail = fail
+        self.signals = signals
+        self.paths: list[str] = []
         self.traces: list[ExportTraceServiceRequest] = []
         self.metric_requests: list[ExportMetricsServiceRequest] = []
         self.content_types: set[str] = set()
@@ -57,14 +62,15 @@ class OtlpReceiver:
                 elif encoding == "deflate":
                     body = zlib.decompress(body)
                 receiver.content_types.add(self.headers.get("Content-Type", ""))
+                receiver.paths.append(self.path)
                 if receiver.fail:
                     self.send_response(500)
                     self.end_headers()
                     return
-                if self.path == "/v1/traces":
+                if self.path == "/v1/traces" and "traces" in receiver.signals:
                     receiver.traces.append(ExportTraceServiceRequest.FromString(body))
                     reply = ExportTraceServiceResponse().SerializeToString()
-                elif self.path == "/v1/metrics":
+                elif self.path == "/v1/metrics" and "metrics" in receiver.signals:
                     receiver.metric_requests.append(ExportMetricsServiceRequest.FromString(body))
                     reply = ExportMetricsServiceResponse().SerializeToString()
                 else:

@@ -41,6 +41,7 @@ def test_workload_is_exact_seeded_and_valid() -> None:
         assert frames[-1].startswith(b'{"type":"RUN_FINISHED"')
 
 
+@pytest.mark.slow
 def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     out = tmp_path / "record.json"
     argv = [
@@ -110,6 +111,7 @@ def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     assert record["main"]["messages_agree_with_reference"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["sse", "jsonl"])
 def test_input_file(tmp_path: Path, fmt: str) -> None:
     path = tmp_path / f"stream.{fmt}"
@@ -157,6 +159,7 @@ def test_instructions_children_run_every_configuration(
     assert (tmp_path / "w200-s1.sse").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_instructions_are_counted_by_callgrind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

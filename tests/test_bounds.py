@@ -325,6 +325,7 @@ def _ignore(report: Report) -> None:
     pass
 
 
+@pytest.mark.slow
 def test_one_long_run_of_messages_with_eviction_costs_memory_independent_of_its_length() -> None:
     # Both lengths are past the default limits (10,000), so both hold full tables. Before the
     # bounds, the verifier's owner records held every message id of the run: 2x the peak here.
@@ -332,6 +333,7 @@ def test_one_long_run_of_messages_with_eviction_costs_memory_independent_of_its_
     assert large < 1.4 * small, (small, large)
 
 
+@pytest.mark.slow
 def test_one_long_run_of_tool_calls_with_eviction_costs_memory_independent_of_its_length() -> None:
     # Small limits, so that both lengths are far past them (the defaults: the benchmark).
     # Before the bounds, the verifier's records and the store's and the ledger's tallies held

@@ -35,6 +35,7 @@ import pytest
 import agui_meta
 from agui_meta import Accumulate, ExpandChunks, Report, Update, Verify
 from agui_meta.events import Event
+from tests.helpers import sse
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
@@ -79,10 +80,6 @@ def payload(event: dict[str, Any]) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode()
 
 
-def sse(event: dict[str, Any]) -> bytes:
-    return b"data: " + payload(event) + b"\n\n"
-
-
 class SourceBroke(Exception):
     pass
 
@@ -110,7 +107,7 @@ class Probe:
                         await anyio.sleep_forever()
                     raise SourceBroke(f"source broke at {i}")
                 self.pulled += 1
-                yield sse(event)  # one SSE event per read, as a server flushes them
+                yield sse([event])  # one SSE event per read, as a server flushes them
         finally:
             self.log.append("source closed")
 

@@ -14,41 +14,19 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from agui_meta.cli import build_parser, commands, main
 from tests import example_streams
 from tests.example_streams import STREAMS
+from tests.helpers import cli
 from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
 
 TIMEOUT = 60
 ESC = "\x1b["
 ERROR_LINES: tuple[int, ...] = example_streams.generator().ERROR_LINES
-
-
-def cli(
-    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m agui_meta ARGS``, with pipes (so neither output is a terminal)."""
-    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    environment.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-m", "agui_meta", *args],
-        cwd=REPO_ROOT,
-        input=stdin,
-        capture_output=True,
-        timeout=TIMEOUT,
-        env=environment,
-        check=False,
-    )
-    return subprocess.CompletedProcess(
-        done.args,
-        done.returncode,
-        done.stdout.decode("utf-8"),
-        done.stderr.decode("utf-8"),
-    )
 
 
 def stream(name: str) -> str:
@@ -103,6 +81,7 @@ def assert_shows(shown: dict[str, Any], expected: dict[str, Any]) -> None:
     content = expected.get("content")
     body = "\n".join(shown["body"])
     if expected["role"] == "tool":
+        assert isinstance(content, str)
         assert json.loads(body) == json.loads(content)
         assert f"({expected['toolCallId']})" in header
     elif expected["role"] == "activity":
@@ -449,7 +428,9 @@ def test_a_stream_that_cannot_be_framed_stops_with_its_location(tmp_path: Path) 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["default", "keep_going"])
-async def test_frames_decoded_by_the_caller_with_an_error(mode: str) -> None:
+async def test_frames_decoded_by_the_caller_with_an_error(
+    mode: Literal["default", "keep_going"],
+) -> None:
     """wrap() treats a non-UTF-8 Frame it is given like one it decoded itself."""
     import agui_meta
     from agui_meta._framing import make_decoder
@@ -463,7 +444,7 @@ async def test_frames_decoded_by_the_caller_with_an_error(mode: str) -> None:
     decoder = make_decoder("jsonl", invalid_utf8="frame")
     frames = decoder.feed(data) + decoder.close()
     reports: list[agui_meta.Report] = []
-    stream = agui_meta.wrap(frames, mode=mode, on_report=reports.append)  # type: ignore[arg-type]
+    stream = agui_meta.wrap(frames, mode=mode, on_report=reports.append)
     if mode == "default":
         with pytest.raises(agui_meta.FramingError) as info:
             async with stream:
@@ -499,8 +480,8 @@ def test_validate_lists_every_planted_defect() -> None:
     assert "[unknown-field]" in by_line[2][0] and "(at $.colour)" in by_line[2][0]
     assert "[unprefixed-metadata-key]" in by_line[2][1]
     assert "(at $.metadata.provider)" in by_line[2][1]
-    for number in ERROR_LINES:
-        assert len(by_line[number]) == 1 and ": error: " in by_line[number][0]
+    for line_number in ERROR_LINES:
+        assert len(by_line[line_number]) == 1 and ": error: " in by_line[line_number][0]
     assert ": warning: [unknown-event-type]" in by_line[8][0]
     assert "(at $.delta)" in by_line[6][0]
     # The end of the stream: the run and the tool call left open.
@@ -570,17 +551,15 @@ def test_unreadable_input_is_a_usage_error(command: str, tmp_path: Path) -> None
 
 def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["replay"], ["replay", "x", "--keep-going", "--strict"], ["nope"], []):
-        with pytest.raises(SystemExit) as exit_info:
-            main(argv)
-        assert exit_info.value.code == 2
-    assert "usage: agui-meta" in capsys.readouterr().err
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("agui-meta"), err
+        assert err.endswith(" --help')\n"), err
 
 
 @pytest.mark.parametrize("command", sorted(commands()))
 def test_help_shows_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main([command, "--help"])
-    assert exit_info.value.code == 0
+    assert main([command, "--help"]) == 0
     text = capsys.readouterr().out
     assert "example" in text and f"\n  agui-meta {command} " in text
     overview = build_parser().format_help()
@@ -611,7 +590,9 @@ def _minimal_args(name: str) -> list[str]:
         [a.option_strings[0], "-"] for a in command._actions if a.option_strings and a.required
     ]
     return [x for option in options for x in option] + [
-        "-" for a in command._actions if not a.option_strings and a.required
+        "http://127.0.0.1/" if a.dest == "url" else "-"
+        for a in command._actions
+        if not a.option_strings and a.required
     ]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import agui_meta
-from agui_meta.cli import main
+from tests.helpers import cli_in_process
 from tests.servers import agent_app, serve
 
 FIXED = (
@@ -82,16 +82,12 @@ def urls() -> Iterator[tuple[str, str]]:
         yield agents, extra
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
 def test_run_shows_the_conversation_then_the_ledger(
     urls: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, err = cli(capsys, "run", urls[0] + "/thread", "-m", "Hi", "--run-id", "r1")
+    status, out, err = cli_in_process(
+        capsys, "run", urls[0] + "/thread", "-m", "Hi", "--run-id", "r1"
+    )
     assert status == 0, err
     lines = out.splitlines()
     order = [
@@ -114,12 +110,12 @@ def test_run_json_is_what_replay_json_prints(
 ) -> None:
     url = urls[0] + "/thread"
     common = ["--thread-id", "t", "--run-id", "r", "--accept", "jsonl"]
-    status, out, err = cli(capsys, "run", url, "--json", *common)
+    status, out, err = cli_in_process(capsys, "run", url, "--json", *common)
     assert status == 0, err
     ran = json.loads(out)
     recording = tmp_path / "run.jsonl"
-    assert cli(capsys, "record", url, "-o", str(recording), *common)[0] == 0
-    status, out, err = cli(capsys, "replay", "--json", str(recording))
+    assert cli_in_process(capsys, "record", url, "-o", str(recording), *common)[0] == 0
+    status, out, err = cli_in_process(capsys, "replay", "--json", str(recording))
     assert status == 0, err
     replayed = json.loads(out)
     assert set(ran) == set(replayed) == {"messages", "state", "ledger", "reports"}
@@ -135,7 +131,7 @@ def test_run_json_is_what_replay_json_prints(
 def test_run_error_exits_1_after_showing_what_came(
     urls: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, err = cli(capsys, "run", urls[0] + "/run-error")
+    status, out, err = cli_in_process(capsys, "run", urls[0] + "/run-error")
     assert status == 1
     assert "  Partial" in out.splitlines()
     assert "run error: the model refused" in out
@@ -153,7 +149,7 @@ def test_run_error_exits_1_after_showing_what_came(
 def test_stream_errors_exit_1(
     urls: tuple[str, str], capsys: pytest.CaptureFixture[str], path: str, message: str
 ) -> None:
-    status, _, err = cli(capsys, "run", urls[0] + path, "--json")
+    status, _, err = cli_in_process(capsys, "run", urls[0] + path, "--json")
     assert status == 1
     assert err.startswith(message.format(url=urls[0])), err
 
@@ -161,24 +157,25 @@ def test_stream_errors_exit_1(
 def test_an_unreachable_endpoint_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     with serve(agent_app()) as url:
         pass  # the port is free again
-    status, _, err = cli(capsys, "run", url + "/thread", "-m", "hi")
+    status, _, err = cli_in_process(capsys, "run", url + "/thread", "-m", "hi")
     assert status == 2
     assert err.startswith(f"agui-meta: cannot reach {url}/thread")
-    status, _, err = cli(capsys, "record", url + "/thread", "-o", "-")
+    status, _, err = cli_in_process(capsys, "record", url + "/thread", "-o", "-")
     assert status == 2
 
 
 def test_bad_arguments_exit_2(urls: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = cli(capsys, "run", urls[0] + "/thread", "--state", "{nope")
-    assert (status, err.split(":")[1].strip()) == (2, "--state is not JSON")
-    status, _, err = cli(capsys, "run", urls[0] + "/thread", "-H", "no-colon")
+    status, _, err = cli_in_process(capsys, "run", urls[0] + "/thread", "--state", "{nope")
+    assert status == 2
+    assert err.splitlines()[-1].startswith("agui-meta run: error: argument --state: not JSON: ")
+    status, _, err = cli_in_process(capsys, "run", urls[0] + "/thread", "-H", "no-colon")
     assert status == 2 and "NAME:VALUE" in err
 
 
 def test_escape_sequences_from_the_stream_are_not_written(
     urls: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, _ = cli(capsys, "run", urls[1] + "/hostile", "--color")
+    status, out, _ = cli_in_process(capsys, "run", urls[1] + "/hostile", "--color")
     assert status == 0
     assert "\x1b[2J" not in out and "\x1b[H" not in out and "\x1b[31m" not in out
     assert "\\x1b[2J\\x1b[Hgone" in out
@@ -195,11 +192,13 @@ def test_record_saves_the_body_byte_for_byte(
     urls: tuple[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     target = tmp_path / "fixed.sse"
-    status, _, err = cli(capsys, "record", urls[1] + "/fixed", "-m", "x", "-o", str(target))
+    status, _, err = cli_in_process(
+        capsys, "record", urls[1] + "/fixed", "-m", "x", "-o", str(target)
+    )
     assert status == 0, err
     assert target.read_bytes() == FIXED
     assert err.strip() == f"agui-meta: recorded 3 events ({len(FIXED)} bytes) to {target}"
-    status, out, _ = cli(capsys, "replay", str(target))
+    status, out, _ = cli_in_process(capsys, "replay", str(target))
     assert status == 0 and "  Hi é" in out.splitlines()
 
 
@@ -207,7 +206,9 @@ def test_record_keeps_what_arrived_when_the_connection_drops(
     urls: tuple[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     target = tmp_path / "cut.sse"
-    status, _, err = cli(capsys, "record", urls[0] + "/dropping?ids=1", "-o", str(target))
+    status, _, err = cli_in_process(
+        capsys, "record", urls[0] + "/dropping?ids=1", "-o", str(target)
+    )
     assert status == 1
     assert "kept what arrived: 4 events" in err
     assert target.read_bytes().count(b"\n\n") == 4

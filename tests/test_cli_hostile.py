@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,86 +16,14 @@ from typing import Any
 import pytest
 
 import agui_meta
+from tests.helpers import Terminal, cli, cli_process
 from tests.oracle import REPO_ROOT
 
-TIMEOUT = 60
 STREAMS = REPO_ROOT / "examples" / "streams"
 
 needs_a_terminal = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal and /proc"
 )
-
-
-def cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    done = subprocess.run(
-        [sys.executable, "-m", "agui_meta", *args],
-        cwd=REPO_ROOT,
-        input=stdin,
-        capture_output=True,
-        timeout=TIMEOUT,
-        env=environment,
-        check=False,
-    )
-    return subprocess.CompletedProcess(
-        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
-    )
-
-
-class Terminal:
-    """The command on a pseudo-terminal: standard input, output and error, controlling it."""
-
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        import fcntl
-        import pty
-        import termios
-
-        self.master, slave = pty.openpty()
-        environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-        environment.update({"TERM": "xterm", **(env or {})})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agui_meta", *args],
-            cwd=REPO_ROOT,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=environment,
-            start_new_session=True,
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),  # noqa: PLW1509
-        )
-        os.close(slave)
-        self.output = b""
-
-    def read_until_exit(self) -> tuple[int, bytes]:
-        try:
-            while True:
-                ready, _, _ = select.select([self.master], [], [], TIMEOUT)
-                if not ready:
-                    break
-                try:
-                    chunk = os.read(self.master, 65536)
-                except OSError:  # the other side closed (Linux: EIO)
-                    break
-                if not chunk:
-                    break
-                self.output += chunk
-        finally:
-            os.close(self.master)
-            status = self.proc.wait(timeout=TIMEOUT)
-        return status, self.output
-
-    def wait_reading_standard_input(self) -> None:
-        """Until the command is blocked in read(0, ...), as it is waiting for typed input."""
-        for _ in range(TIMEOUT * 100):
-            try:
-                with open(f"/proc/{self.proc.pid}/syscall") as f:
-                    fields = f.read().split()
-            except OSError:
-                fields = []
-            if fields[:2] == ["0", "0x0"]:
-                return
-            select.select([], [], [], 0.01)  # a poll interval, not a measured time
-        pytest.fail("the command never read its standard input")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,7 +198,8 @@ def test_validate_caps_the_problems_it_prints(tmp_path: Path) -> None:
 def test_version() -> None:
     from agui_meta._speedups import describe
 
-    done = cli("--version")  # the version, and whether the native core is in use (and why not)
+    done = cli_process("--version")  # the installed entry point, in a process of its own
+    # The version, and whether the native core is in use (and why not).
     expected = f"agui-meta {agui_meta.__version__}\n{describe()}\n"
     assert (done.returncode, done.stdout) == (0, expected)
 

@@ -19,9 +19,8 @@ import pytest
 
 import agui_meta
 from agui_meta.threads import MemoryThreadStore, SQLiteThreadStore, ThreadSnapshot, VersionConflict
-from tests import needs
 from tests.doc_blocks import doc_block
-from tests.redis_server import RedisServer
+from tests.helpers import redis_server
 from tests.servers import agent_app, serve
 
 pytestmark = pytest.mark.anyio
@@ -56,11 +55,8 @@ def server() -> Iterator[tuple[str, Any]]:
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    needs.module("redis", reason="the redis extra is not installed")
-    srv = RedisServer(tmp_path_factory.mktemp("redis"))
-    srv.start()
-    yield srv.url
-    srv.stop()
+    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url
 
 
 def bodies(app: Any) -> list[bytes]:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -18,16 +19,15 @@ from agui_meta import _durable, aggregate_token_usage
 from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
 from agui_meta.redis import read_frames
 from agui_meta.threads import ThreadSnapshot
+from tests.helpers import cli
 
 STREAMS = Path(__file__).parent.parent / "examples" / "streams"
 NAMES = ["travel.sse", "support.jsonl", "broken.jsonl"]
 
 
-def _cli_json(*args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "agui_meta", *args], capture_output=True, check=False
-    ).stdout
-    return json.loads(out)
+def _cli_json(*args: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(cli(*args).stdout)
+    return data
 
 
 def test_docstring_examples_run() -> None:
@@ -93,7 +93,7 @@ def test_envelopes_are_cut_at_the_batch_size_and_after_each_run_end() -> None:
     assert list(envelopes(frames, thread="t", source="s", batch=7, clock=lambda: 1.5)) == cut
     assert Envelope.decode(cut[0].encode()) == cut[0]
     assert not list(envelopes(frames, thread="t", source="s", end=False))[-1].end
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(agui_meta.UsageError, match="at least 1"):
         list(envelopes(frames, thread="t", source="s", batch=0))
 
 
@@ -104,10 +104,18 @@ def test_a_retried_envelope_is_taken_once() -> None:
     twice = run_local(cut[:5] + cut[:8] + cut[3:] + cut)
     assert twice == once
     other = list(envelopes(frames[1:], thread="t", source="s", batch=9))
-    with pytest.raises(ValueError, match="source 's': envelope 1 differs"):
+    with pytest.raises(
+        agui_meta.redis.SourceConflict, match="source 's': envelope 1 differs"
+    ) as info:
         run_local(cut + other)
-    with pytest.raises(ValueError, match="source 's' is at 0, got 2"):
+    assert (info.value.source, info.value.seq, info.value.thread) == ("s", 1, "t")
+    with pytest.raises(agui_meta.redis.SequenceGap, match="source 's' is at 0, got 2") as gap:
         run_local(cut[1:])
+    assert type(gap.value) is agui_meta.redis.SequenceGap
+    for seq in (0, -1):  # refused, as ingest refuses it (not read as a retry of the last one)
+        numbered = msgspec.structs.replace(cut[1], seq=seq)
+        with pytest.raises(agui_meta.DataError, match=f"start at 1, not {seq}"):
+            run_local([*cut[:2], numbered])
 
 
 def test_an_end_marker_closes_an_open_run_as_validate_would() -> None:
@@ -154,10 +162,12 @@ def test_an_inactivity_close_is_keyed_after_the_last_entry() -> None:
     assert "stream-ended-open" in [o.data.get("code") for o in changes.outputs]
 
 
-def _crash_run(cut: list[Envelope], crash_after: int) -> tuple[list, ThreadSnapshot | None, dict]:
+def _crash_run(
+    cut: list[Envelope], crash_after: int
+) -> tuple[list[Any], ThreadSnapshot | None, dict[str, int]]:
     """Process ``cut`` with a 'crash' after ``crash_after`` commits: a new ThreadState replays
     the pending entries onto the committed snapshot and watermark, as a new owner does."""
-    committed_outputs: list = []
+    committed_outputs: list[Any] = []
     snapshot = ThreadSnapshot(thread_id="t")
     watermark: str | None = None
     pending: list[tuple[str, Envelope]] = []
@@ -252,7 +262,7 @@ def test_entries_of_an_open_run_stay_pending_until_it_ends() -> None:
     assert not state.open
 
 
-def _run_with_usage(run_id: str, *usage: dict) -> list[dict]:
+def _run_with_usage(run_id: str, *usage: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id, "usage": list(usage)},
@@ -292,7 +302,7 @@ def test_usage_counters_keep_any_provider_and_model_apart() -> None:
 
 
 def test_a_counter_name_agui_meta_never_writes_is_named() -> None:
-    with pytest.raises(ValueError, match=r"'tokens\|openai\|gpt\|inputTokens'"):
+    with pytest.raises(agui_meta.DataError, match=r"'tokens\|openai\|gpt\|inputTokens'"):
         _durable.usage_of({"tokens|openai|gpt|inputTokens": 3})
 
 

@@ -28,9 +28,9 @@ except ImportError:  # pragma: no cover - the test extra installs them
 
 from tests.example_streams import EXAMPLES, GOOD, events
 from tests.oracle import REPO_ROOT
+from tests.test_prices import expected_cost
 
 TIMEOUT = 60
-BOUNDS = [4.0**i for i in range(14)]  # the GenAI conventions' token buckets, 1 … 67108864
 
 
 def _usage(field: str) -> int:
@@ -76,12 +76,16 @@ def test_the_collector_example_sends_every_run() -> None:
     }
     exported = repr([s["attributes"] for s in spans])
     assert traces and not any(t in exported for t in traces)
+    # A model-call span per provider/model of each run's usage, under its run.
+    chats = [s for s in spans if s["name"].startswith("chat ")]
+    entries = [u for e in expected if e["type"] == "RUN_FINISHED" for u in e.get("usage", [])]
+    assert sorted(s["attributes"]["gen_ai.request.model"] for s in chats) == sorted(
+        u["model"] for u in entries
+    )
+    assert sum(s["attributes"]["gen_ai.usage.input_tokens"] for s in chats) == _usage("inputTokens")
     metrics = dict(receiver.metrics())
-    points = metrics["gen_ai.client.token.usage"].histogram.data_points
-    assert list(points[0].explicit_bounds) == BOUNDS
-    assert sum(
-        p.sum for p in points if any(a.value.string_value == "input" for a in p.attributes)
-    ) == _usage("inputTokens")
+    points = metrics["gen_ai.client.inference.usage.input_tokens"].sum.data_points
+    assert sum(p.as_int for p in points) == _usage("inputTokens")
 
 
 def _scrape(url: str) -> dict[str, Any]:
@@ -105,19 +109,37 @@ def test_the_prometheus_example_serves_the_metrics() -> None:
         )
         url = line.split()[1]
         families = _scrape(url)
-        tokens = families["gen_ai_client_token_usage"]
-        assert tokens.type == "histogram"
-        buckets = sorted(
-            {float(s.labels["le"]) for s in tokens.samples if s.name.endswith("_bucket")}
-        )
-        assert buckets == [*BOUNDS, float("inf")]
-        sums = {
-            s.labels["gen_ai_token_type"]: 0.0 for s in tokens.samples if s.name.endswith("_sum")
-        }
-        for s in tokens.samples:
-            if s.name.endswith("_sum"):
-                sums[s.labels["gen_ai_token_type"]] += s.value
-        assert sums == {"input": _usage("inputTokens"), "output": _usage("outputTokens")}
+        # What each model cost, by the example's price table: from otel()'s counter and from
+        # the usage meter, through the real prometheus_client.
+        expected: dict[str, float] = {}
+        for name in GOOD:
+            for e in events(name):
+                for u in e.get("usage", []) if e["type"] == "RUN_FINISHED" else []:
+                    expected[u["model"]] = expected.get(u["model"], 0.0) + expected_cost(u)
+        for family, suffix in (("agui_usage_cost_USD", "_total"), ("agui_meta_cost_USD", "")):
+            got = {
+                s.labels["gen_ai_request_model"]: s.value
+                for s in families[family].samples
+                if s.name == family + suffix
+            }
+            assert got == pytest.approx(expected), family
+        # The per-direction token counters, by model.
+        for field, name in (
+            ("inputTokens", "gen_ai_client_inference_usage_input_tokens"),
+            ("outputTokens", "gen_ai_client_inference_usage_output_tokens"),
+        ):
+            tokens = families[name]
+            assert tokens.type == "counter"
+            samples = [s for s in tokens.samples if s.name.endswith("_total")]
+            assert {s.labels["gen_ai_token_modality"] for s in samples} == {"unknown"}
+            assert sum(s.value for s in samples) == _usage(field)
+            assert {s.labels["gen_ai_request_model"] for s in samples} == {
+                u["model"]
+                for n in GOOD
+                for e in events(n)
+                if e["type"] == "RUN_FINISHED"
+                for u in e.get("usage", [])
+            }
         totals = {
             s.labels["gen_ai_token_type"]: s.value
             for s in families["agui_meta_token_usage"].samples

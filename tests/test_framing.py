@@ -529,7 +529,7 @@ class TestSSEMaxFrameSize:
 
     @pytest.mark.parametrize("bad", [0, -1, 1.5, "10"])
     def test_bad_limit(self, bad: object) -> None:
-        with pytest.raises(ValueError, match="max_frame_size"):
+        with pytest.raises(UsageError, match="max_frame_size"):
             SSEDecoder(max_frame_size=bad)  # type: ignore[arg-type]
 
     def test_line_at_the_limit_is_accepted(self) -> None:
@@ -1117,9 +1117,9 @@ class TestAutoDecoder:
         assert isinstance(make_decoder("sse"), SSEDecoder)
         assert isinstance(make_decoder("jsonl"), JsonLinesDecoder)
         assert isinstance(make_decoder(), AutoDecoder)
-        with pytest.raises(ValueError, match="format"):
+        with pytest.raises(UsageError, match="format"):
             make_decoder("xml")  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="unterminated"):
+        with pytest.raises(UsageError, match="unterminated"):
             make_decoder(unterminated="drop")  # type: ignore[arg-type]
 
 
@@ -1149,13 +1149,13 @@ class TestEncoders:
         "kw", [{"event": "a\nb"}, {"event": "a\r"}, {"id": "1\n"}, {"id": "\r"}, {"id": "a\0b"}]
     )
     def test_sse_rejects_bad_event_or_id(self, kw: dict[str, str]) -> None:
-        with pytest.raises(ValueError, match="cannot contain"):
+        with pytest.raises(UsageError, match="cannot contain"):
             encode_sse(b"{}", **kw)
 
     def test_jsonl(self) -> None:
         assert encode_jsonl(b'{"a":1}') == b'{"a":1}\n'
         for bad in (b'{"a":\n1}', b"{}\r", b"\n"):
-            with pytest.raises(ValueError, match="raw line end"):
+            with pytest.raises(UsageError, match="raw line end"):
                 encode_jsonl(bad)
 
     @settings(max_examples=300, deadline=None)
@@ -1164,7 +1164,7 @@ class TestEncoders:
         payload = text.encode()
         try:
             encoded = encode_sse(payload, event=event, id=id)
-        except ValueError:
+        except UsageError:
             assert any(c in (event or "") + (id or "") for c in "\r\n") or "\0" in (id or "")
             return
         frames = sse(encoded) if len(encoded) < 60 else run(SSEDecoder(), [encoded])[0]

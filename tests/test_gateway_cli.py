@@ -200,3 +200,23 @@ def test_bad_gateway_arguments_exit_2_with_the_reason(
 
     assert main(["gateway", "--port", "1", *argv]) == 2  # before anything is served
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["attach", "stop"])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("ftp://127.0.0.1:1/agents/demo",), "argument URL: not an http:// or https:// URL"),
+        (
+            ("http://127.0.0.1:1/agents/demo", "--header", "no-colon"),
+            "argument -H/--header: must be NAME:VALUE",
+        ),
+    ],
+)
+def test_bad_attach_and_stop_arguments_exit_2_with_the_reason(
+    command: str, argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_meta.cli import main
+
+    assert main([command, *argv, "--thread", "t"]) == 2  # before any request
+    assert message in capsys.readouterr().err

@@ -170,3 +170,46 @@ async def test_the_documented_fastapi_mount_serves_the_gateway_under_its_prefix(
             theirs = (await http.get(f"{base}/ai/threads", headers={"x-user": "bob"})).json()
         assert mine == {"threads": [{"threadId": "t", "activeRunId": None}]}
         assert theirs == {"threads": []}
+
+
+def hostile_stop_app(body: bytes, status: int = 200) -> Any:
+    """A "gateway" whose stop route answers ``body`` with ``status``, streamed in 64 KiB parts."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def stop(request: Request) -> StreamingResponse:
+        async def parts() -> Any:
+            for start in range(0, len(body), 1 << 16):
+                yield body[start : start + (1 << 16)]
+
+        return StreamingResponse(parts(), status_code=status, media_type="application/json")
+
+    return Starlette(routes=[Route("/agents/a/stop", stop, methods=["POST"])])
+
+
+# Leaving an httpx body early lets httpx's own nested generators be garbage-collected
+# unexhausted, which trio reports; httpx issue #3686 (as in test_framing.py).
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx\.:ResourceWarning")
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore\.:ResourceWarning")
+@pytest.mark.parametrize(
+    ("body", "status", "error", "match"),
+    [
+        (b'{"threadId": "' + b"x" * (8 << 20) + b'"}', 200, agui_meta.DataError, "larger than"),
+        (b"[1, 2]", 200, agui_meta.DataError, "not a JSON object"),
+        (b"<html>" * 100_000, 502, agui_meta.HttpStatusError, "502"),
+    ],
+)
+async def test_stop_reads_the_answer_in_bounds(
+    body: bytes, status: int, error: type[Exception], match: str
+) -> None:
+    import gc
+
+    with serve(hostile_stop_app(body, status)) as base:
+        agent = agui_meta.HttpAgent(base + "/agents/a/run", thread_id="t", max_frame_size=1 << 20)
+        with pytest.raises(error, match=match) as caught:
+            await agent.stop()
+        if isinstance(caught.value, agui_meta.HttpStatusError):
+            assert len(caught.value.body) <= 512  # the first bytes of the error only
+    gc.collect()  # httpx's generators are finalized here, under this test's filters

@@ -15,7 +15,6 @@ import json
 import pickle
 import re
 import subprocess
-import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -34,16 +33,13 @@ from agui_meta._framing import RETRY_MAX, SSEDecoder
 from agui_meta._metadata import copy_json
 from agui_meta._patch import DOCUMENT_DEPTH, PatchError, apply_patch
 from agui_meta.cli import main as cli_main
-from tests.oracle import REPO_ROOT, OracleServer, assert_same_result
+from tests.helpers import cli, sse
+from tests.oracle import OracleServer, assert_same_result
 
 Event = dict[str, Any]
 RUN: Event = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
 FINISH: Event = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
 MODES = ("default", "keep_going")
-
-
-def sse(events: list[Event]) -> bytes:
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
 
 
 class Outcome:
@@ -73,20 +69,6 @@ def run(source: list[Any], mode: str = "default", **options: Any) -> Outcome:
     except Exception as exc:  # noqa: BLE001 - the tests look at what it is
         outcome.error = exc
     return outcome
-
-
-def cli(*args: str, stdin: bytes) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "agui_meta", *args],
-        cwd=REPO_ROOT,
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    return subprocess.CompletedProcess(
-        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
-    )
 
 
 def assert_no_traceback(done: subprocess.CompletedProcess[str]) -> None:
@@ -310,6 +292,7 @@ def peak_bytes(n: int) -> int:
     return peak - len(data)
 
 
+@pytest.mark.slow
 def test_metadata_written_key_by_key_costs_memory_linear_in_the_keys() -> None:
     # Quadratic memory (a full copy per Update) would make the ratio 4; linear makes it 2.
     small, large = peak_bytes(1500), peak_bytes(3000)

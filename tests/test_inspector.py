@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import cli
 from tests.oracle import OracleUnavailable, oracle_missing, prepare_oracle
 from tests.servers import agent_app, serve, thread_script
-from tests.test_cli import cli
 
 SCRIPT = Path(__file__).with_name("inspector_ref.cjs")
 

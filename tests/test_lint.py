@@ -20,7 +20,7 @@ import pytest
 from agui_meta import Report, UsageError, run_sync
 from agui_meta._lint import RULES, Lint
 from tests.example_streams import STREAMS
-from tests.test_cli import cli
+from tests.helpers import cli
 
 RUN = {"threadId": "t1", "runId": "r1"}
 

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from tests.needs import in_ci
@@ -136,6 +135,7 @@ def test_the_span_tree(tel: Telemetry) -> None:
     tel.run(STREAM, agent_name="planner")
     spans = tel.spans()
     assert sorted(s.name for s in spans) == [
+        "chat gpt-5",
         "execute_tool book",
         "execute_tool research",
         "execute_tool search",
@@ -149,11 +149,12 @@ def test_the_span_tree(tel: Telemetry) -> None:
     search = tel.by_name("execute_tool search")
     step = tel.by_name("step plan")
     book = tel.by_name("execute_tool book")
+    chat = tel.by_name("chat gpt-5")
     # The traceparent in RUN_STARTED's metadata parents the run.
     assert run.context.trace_id == int(TRACE_ID, 16)
     assert run.parent is not None and run.parent.span_id == int(PARENT, 16)
     assert {s.context.trace_id for s in spans} == {int(TRACE_ID, 16)}
-    for child in (research, step, book):
+    for child in (research, step, book, chat):
         assert child.parent is not None and child.parent.span_id == run.context.span_id
     assert sub.parent is not None and sub.parent.span_id == research.context.span_id
     assert search.parent is not None and search.parent.span_id == sub.context.span_id
@@ -170,6 +171,8 @@ def test_the_span_tree(tel: Telemetry) -> None:
     assert (search.start_time, search.end_time) == (1300 * MS, 1400 * MS)
     assert (step.start_time, step.end_time) == (1010 * MS, 1700 * MS)
     assert (book.start_time, book.end_time) == (1800 * MS, 2000 * MS)
+    # The run's calls to one provider/model: an inference span over the run.
+    assert (chat.kind, chat.start_time, chat.end_time) == (SpanKind.CLIENT, 1000 * MS, 2000 * MS)
     assert run.status.status_code is StatusCode.UNSET
 
 
@@ -193,9 +196,23 @@ def test_the_attributes(tel: Telemetry) -> None:
         "gen_ai.usage.input_tokens": 125,
         "gen_ai.usage.output_tokens": 31,
         "gen_ai.usage.cache_read.input_tokens": 100,
-        "gen_ai.usage.cache_creation.input_tokens": 4,
+        "gen_ai.usage.cache_write.input_tokens": 4,
         "gen_ai.usage.reasoning.output_tokens": 10,
         "app.tenant": "t-9",
+    }
+    chat = dict(tel.by_name("chat gpt-5").attributes or {})
+    assert chat == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-5",
+        "gen_ai.response.model": "gpt-5",
+        "gen_ai.conversation.id": "th",
+        "gen_ai.agent.name": "planner",
+        "gen_ai.usage.input_tokens": 125,
+        "gen_ai.usage.output_tokens": 31,
+        "gen_ai.usage.cache_read.input_tokens": 100,
+        "gen_ai.usage.cache_write.input_tokens": 4,
+        "gen_ai.usage.reasoning.output_tokens": 10,
     }
     research = dict(tel.by_name("execute_tool research").attributes or {})
     assert research == {
@@ -329,7 +346,7 @@ def test_interrupts_are_span_events(tel: Telemetry) -> None:
 
 
 def test_the_metrics(tel: Telemetry) -> None:
-    tel.run(STREAM, agent_name="planner")
+    tel.run(STREAM, agent_name="planner", legacy_usage_names=True)
     tokens = {p.attributes["gen_ai.token.type"]: p for p in tel.points("gen_ai.client.token.usage")}
     assert (tokens["input"].sum, tokens["output"].sum) == (125, 31)
     assert tokens["input"].count == 1  # one provider/model pair: entries summed per run
@@ -383,8 +400,10 @@ def test_the_bundled_streams(tel: Telemetry, name: str) -> None:
     stages = agui_meta.DefaultStages(verify=True)
     agui_meta.run_sync([agui_meta.Enforce(), *stages, tel.stage()], wire)
     spans = tel.spans()
-    runs = [s for s in spans if s.kind is SpanKind.CLIENT]
+    runs = [s for s in spans if s.kind is SpanKind.CLIENT and s.name.startswith("invoke_agent")]
     started = [e for e in wire if e["type"] == "RUN_STARTED"]
+    chats = [s for s in spans if s.name.startswith("chat")]
+    assert len(chats) == sum(len(r.aggregated_usage) for r in stages.ledger.runs)
     assert [s.attributes["agui.run.id"] for s in runs] == [e["runId"] for e in started]  # type: ignore[index]
     assert [s.start_time for s in runs] == [e["timestamp"] * MS for e in started]
     tools = [s for s in spans if s.name.startswith("execute_tool")]
@@ -424,7 +443,7 @@ def test_generated_streams_give_a_well_formed_tree(case: dict[str, Any]) -> None
     assert len(spans) == len(runs) + sum(
         len(r.tool_calls) + len(r.steps) + len(r.subagents)
         for r in stages.ledger.runs
-        if r.started_index is not msgspec.UNSET  # runs with a RUN_STARTED have spans
+        if r.started_index is not None  # runs with a RUN_STARTED have spans
     )
 
 

@@ -17,6 +17,7 @@ import agui_meta
 from agui_meta import DataError, PipelineClosed, PipelineConsumed, Report, Transducer, UsageError
 from agui_meta.events import Event, RunStartedEvent, TextMessageContentEvent
 from tests import needs
+from tests.helpers import sse
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -36,10 +37,6 @@ def text(mid: str, *deltas: str) -> list[dict[str, Any]]:
 
 
 STREAM = [RUN, *text("m1", "Hel", "lo"), END]
-
-
-def sse(events: list[dict[str, Any]]) -> bytes:
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
 
 
 async def collect(source: Any, *stages: Any, **kw: Any) -> list[Any]:

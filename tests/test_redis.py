@@ -36,6 +36,7 @@ from agui_meta.redis import (
 )
 from agui_meta.redis._common import Scripts
 from agui_meta.threads import ThreadSnapshot, VersionConflict
+from tests.helpers import cli_in_process, redis_server
 from tests.redis_helpers import STREAMS, assert_same, committed, expected, in_order, workload
 from tests.redis_server import RedisServer
 
@@ -49,10 +50,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path_factory.mktemp("redis"))
-    srv.start()
-    yield srv
-    srv.stop()
+    with redis_server(tmp_path_factory.mktemp("redis")) as srv:
+        yield srv
 
 
 _namespaces = iter(range(10**6))
@@ -98,7 +97,7 @@ async def test_a_sequence_gap_is_refused_and_names_the_source(client, namespace)
         await publish(client, cut[1:], namespace=namespace)
     assert not isinstance(info.value, SourceConflict)
     for seq in (0, -1):
-        with pytest.raises(ValueError, match=f"start at 1, not {seq}"):
+        with pytest.raises(agui_meta.DataError, match=f"start at 1, not {seq}"):
             await publish(client, [msgspec.structs.replace(cut[0], seq=seq)], namespace=namespace)
     assert (await publish(client, cut, namespace=namespace)).appended == len(cut)
 
@@ -408,11 +407,9 @@ async def test_redis_thread_store_compare_and_set(client, namespace) -> None:
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str, status: int = 0) -> tuple[str, str]:
     """Run the command line in this process; returns (stdout, stderr)."""
-    from agui_meta.cli import main
-
-    assert main(list(args)) == status
-    captured = capsys.readouterr()
-    return captured.out, captured.err
+    done, out, err = cli_in_process(capsys, *args)
+    assert done == status, err
+    return out, err
 
 
 def test_the_command_line(
@@ -464,6 +461,22 @@ def test_the_command_line(
         u.get("inputTokens", 0) for u in travel_usage if u.get("model") == "gpt-4.1"
     )
     assert "runs: 3 finished" in _cli(capsys, "usage", *ns)[0]
+    # With a price table: what each provider/model cost, and the whole.
+    from tests.example_streams import events
+    from tests.test_prices import TABLE, expected_cost
+
+    priced = json.loads(_cli(capsys, "usage", *ns, "--json", "--prices", str(TABLE))[0])
+    entries = [
+        u
+        for name in ("travel.sse", "support.jsonl")
+        for e in events(name)
+        if e["type"] == "RUN_FINISHED"
+        for u in e.get("usage", [])
+    ]
+    assert priced["cost"]["total"] == pytest.approx(sum(expected_cost(u) for u in entries))
+    assert priced["cost"]["currency"] == "USD"
+    text = _cli(capsys, "usage", *ns, "--prices", str(TABLE))[0]
+    assert f"cost {priced['cost']['total']:.6f} USD" in text
     _, err = _cli(capsys, "thread", *ns, "nobody", status=1)
     assert "no thread 'nobody'" in err
     _, err = _cli(capsys, "usage", "--redis", "redis://127.0.0.1:1/0", status=2)
@@ -760,15 +773,15 @@ async def test_a_worker_refuses_numbers_it_could_never_reach(client, namespace) 
         {"idle_timeout": float("nan")},
         {"max_commit": 0},
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(agui_meta.UsageError):
             Worker(client, namespace=namespace, **bad)
     text_client = redis.asyncio.Redis.from_url("redis://127.0.0.1:1/0", decode_responses=True)
-    with pytest.raises(ValueError, match="decode_responses"):
+    with pytest.raises(agui_meta.UsageError, match="decode_responses"):
         Worker(text_client, namespace=namespace)
     await text_client.aclose()
     worker = Worker(client, namespace=namespace)
     for idle in (float("nan"), float("inf"), -1.0):
-        with pytest.raises(ValueError, match="exit_when_idle"):
+        with pytest.raises(agui_meta.UsageError, match="exit_when_idle"):
             await worker.run(exit_when_idle=idle)
 
 

@@ -31,6 +31,7 @@ import redis.asyncio
 import redis.exceptions
 
 from agui_meta.redis import Envelope, Keys, publish, run_local
+from tests.helpers import redis_server
 from tests.redis_helpers import assert_same, committed, expected, workload
 from tests.redis_server import RedisServer
 
@@ -48,10 +49,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path)
-    srv.start()
-    yield srv
-    srv.stop()
+    with redis_server(tmp_path) as srv:
+        yield srv
 
 
 class Workers:

@@ -30,8 +30,7 @@ import pytest
 import agui_meta
 from agui_meta.framing import Frame, SSEDecoder
 from tests.doc_blocks import doc_block
-from tests.needs import missing
-from tests.redis_server import RedisServer
+from tests.helpers import redis_server
 from tests.servers import serve, thread_script
 
 pytestmark = pytest.mark.anyio
@@ -54,14 +53,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        import redis.asyncio  # noqa: F401
-    except ImportError:
-        missing("the redis extra is not installed: the Redis replay tests cannot run")
-    srv = RedisServer(tmp_path_factory.mktemp("redis"), fsync="everysec")
-    srv.start()
-    yield srv.url
-    srv.stop()
+    with redis_server(tmp_path_factory.mktemp("redis"), fsync="everysec") as server:
+        yield server.url
 
 
 _namespaces = iter(range(10**6))

@@ -127,6 +127,7 @@ def test_the_module_examples_run() -> None:
 # Bounded
 
 
+@pytest.mark.slow
 def test_reports_with_different_texts_leave_nothing_behind() -> None:
     """Python's default action keeps a registry entry per distinct text and place: 20,000
     reports left 5,000 entries (300,000 left 131 MB). Now nothing is kept."""

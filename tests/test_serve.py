@@ -174,7 +174,7 @@ def test_what_cannot_be_served(tmp_path: Path) -> None:
         ([str(tmp_path / "missing.sse")], "cannot read"),
         ([str(empty)], "holds no event"),
         ([str(broken)], "holds no event"),
-        (["--pace", "0", str(empty)], "not a positive number"),
+        (["--pace", "0", str(empty)], "not a positive, finite number"),
         (["--host", "192.0.2.1", str(STREAMS / "support.jsonl")], "cannot listen on"),
     ):
         done = subprocess.run(

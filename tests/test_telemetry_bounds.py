@@ -93,7 +93,7 @@ def test_a_mebibyte_name_never_reaches_a_span_whole(tel: Telemetry, limit: int |
     tel.run(hostile_run(MIB), agent_name="a", **options)
     bound = limit or DEFAULT_MAX_ATTRIBUTE_LENGTH
     spans = list(tel.exporter.get_finished_spans())
-    assert {s.name.split(" ")[0] for s in spans} == {"invoke_agent", "execute_tool", "step"}
+    assert {s.name.split(" ")[0] for s in spans} == {"invoke_agent", "execute_tool", "step", "chat"}
     cut = 0
     for span in spans:
         assert len(span.name) <= bound
@@ -105,7 +105,7 @@ def test_a_mebibyte_name_never_reaches_a_span_whole(tel: Telemetry, limit: int |
             cut += text.endswith("…")
     # Cut: ids, names, the tag, the arguments, the result, the error code and message.
     assert cut >= 8
-    for name in ("gen_ai.client.token.usage", "gen_ai.execute_tool.duration"):
+    for name in ("gen_ai.client.inference.usage.input_tokens", "gen_ai.execute_tool.duration"):
         for point in tel.points(name):
             assert all(len(v) <= bound for v in strings(list(point.attributes.values())))
 
@@ -114,7 +114,7 @@ def test_metric_series_past_the_limit_are_folded_and_counted(tel: Telemetry) -> 
     for n in range(12):
         tel.run(hostile_run("x", n), max_series=4)
     for name in (
-        "gen_ai.client.token.usage",
+        "gen_ai.client.inference.usage.input_tokens",
         "gen_ai.invoke_agent.duration",
         "gen_ai.execute_tool.duration",
     ):
@@ -125,10 +125,11 @@ def test_metric_series_past_the_limit_are_folded_and_counted(tel: Telemetry) -> 
     overflow = {
         p.attributes["agui.instrument"]: p.value for p in tel.points("agui.telemetry.overflow")
     }
-    assert overflow["gen_ai.client.token.usage"] == 12 - 4
+    assert overflow["gen_ai.client.inference.usage.input_tokens"] == 12 - 4
     assert overflow["gen_ai.invoke_agent.duration"] == 12 - 4
     models = {
-        p.attributes.get("gen_ai.request.model") for p in tel.points("gen_ai.client.token.usage")
+        p.attributes.get("gen_ai.request.model")
+        for p in tel.points("gen_ai.client.inference.usage.input_tokens")
     }
     assert models == {"xm0", "xm1", "xm2", "xm3", OTHER}
 
@@ -137,7 +138,8 @@ def test_the_series_limit_is_shared_by_the_stages_of_one_provider(tel: Telemetry
     for n in range(10):  # a stage per stream, as a server makes one per request
         tel.run(hostile_run("y", n), max_series=3)
     models = {
-        p.attributes.get("gen_ai.request.model") for p in tel.points("gen_ai.client.token.usage")
+        p.attributes.get("gen_ai.request.model")
+        for p in tel.points("gen_ai.client.inference.usage.input_tokens")
     }
     assert models == {"ym0", "ym1", "ym2", OTHER}
 

@@ -158,7 +158,7 @@ async def test_compare_and_set_on_the_version(thread_store) -> None:
         await thread_store.save(skipped)
     assert info.value.actual == 2
     assert (await thread_store.load("t")).state == {"v": 2}
-    with pytest.raises(ValueError, match="version 1 or more"):
+    with pytest.raises(agui_meta.UsageError, match="version 1 or more"):
         await thread_store.save(base)
 
 

@@ -17,8 +17,8 @@ import anyio
 import pytest
 
 import agui_meta
+from tests.helpers import cli
 from tests.servers import agent_app, serve, thread_script
-from tests.test_cli import cli
 
 PAUSE = 1.0
 

@@ -134,11 +134,11 @@ def is_utf8(value: bytes) -> bool:
 
 def check_options(max_frame_size: int, unterminated: str, invalid_utf8: str = "raise") -> None:
     if not isinstance(max_frame_size, int) or max_frame_size < 1:
-        raise ValueError(f"max_frame_size must be a positive int, got {max_frame_size!r}")
+        raise UsageError(f"max_frame_size must be a positive int, got {max_frame_size!r}")
     if unterminated not in ("frame", "error"):
-        raise ValueError(f"unterminated must be 'frame' or 'error', got {unterminated!r}")
+        raise UsageError(f"unterminated must be 'frame' or 'error', got {unterminated!r}")
     if invalid_utf8 not in ("raise", "frame"):
-        raise ValueError(f"invalid_utf8 must be 'raise' or 'frame', got {invalid_utf8!r}")
+        raise UsageError(f"invalid_utf8 must be 'raise' or 'frame', got {invalid_utf8!r}")
 
 
 def line_at(buf: bytes, offset: int) -> int:

@@ -260,7 +260,7 @@ def make_decoder(
         return JsonArrayDecoder(**kw)
     if format == "auto":
         return AutoDecoder(**kw)
-    raise ValueError(f"format must be 'auto', 'sse', 'jsonl' or 'json-array', got {format!r}")
+    raise UsageError(f"format must be 'auto', 'sse', 'jsonl' or 'json-array', got {format!r}")
 
 
 #: The media type of an SSE body.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .._exceptions import FramingError
+from .._exceptions import FramingError, UsageError
 from ._common import JSON_WS, Frame, LineDecoder, not_utf8
 
 __all__ = ["JsonLinesDecoder", "encode_jsonl"]
@@ -152,11 +152,11 @@ class JsonLinesDecoder(LineDecoder):
 def encode_jsonl(data: bytes) -> bytes:
     """Encode one JSON text as a JSON line: ``data`` followed by LF.
 
-    :raises ValueError: ``data`` contains a raw CR or LF (JSON never needs one: inside strings
+    :raises UsageError: ``data`` contains a raw CR or LF (JSON never needs one: inside strings
         they are written ``\\r`` and ``\\n``).
     """
     if b"\n" in data or b"\r" in data:
-        raise ValueError(
+        raise UsageError(
             "a JSON line cannot contain a raw line end (CR or LF); encode the JSON compactly"
         )
     return data + b"\n"

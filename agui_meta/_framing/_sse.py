@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from itertools import accumulate, repeat
 from typing import Final
 
-from .._exceptions import FramingError, Report
+from .._exceptions import FramingError, Report, UsageError
 from ._common import (
     DEFAULT_MAX_FRAME_SIZE,
     Frame,
@@ -462,17 +462,17 @@ def encode_sse(data: bytes, *, event: str | None = None, id: str | None = None) 
     SSE joins data lines with LF, so a CR or CRLF in ``data`` decodes as LF (for JSON text,
     where raw line ends can only be whitespace, the meaning is unchanged).
 
-    :raises ValueError: ``event`` or ``id`` contains a line end, or ``id`` contains NUL (the
+    :raises UsageError: ``event`` or ``id`` contains a line end, or ``id`` contains NUL (the
         decoder would ignore it).
     """
     head = b""
     if event is not None:
         if "\n" in event or "\r" in event:
-            raise ValueError(f"an SSE event type cannot contain a line end: {event!r}")
+            raise UsageError(f"an SSE event type cannot contain a line end: {event!r}")
         head = b"event: " + event.encode() + b"\n"
     if id is not None:
         if "\n" in id or "\r" in id or "\0" in id:
-            raise ValueError(f"an SSE id cannot contain a line end or NUL: {id!r}")
+            raise UsageError(f"an SSE id cannot contain a line end or NUL: {id!r}")
         head += b"id: " + id.encode() + b"\n"
     if b"\n" not in data and b"\r" not in data:
         return head + b"data: " + data + b"\n\n"

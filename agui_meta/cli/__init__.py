@@ -23,12 +23,14 @@ Modules whose name starts with ``_`` are shared helpers, not commands.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import io
 import os
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, NoReturn, TextIO, cast
 
 from .._speedups import describe as _describe_core
 from .._version import __version__
@@ -50,7 +52,7 @@ def commands() -> dict[str, Command]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="agui-meta",
         description="Consume AG-UI 1.0 event streams, with every item's metadata merged.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -59,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
             "  agui-meta replay examples/streams/travel.sse\n"
             "  agui-meta validate examples/streams/broken.jsonl\n"
             "  agui-meta apply tests/golden/cases.jsonl\n\n"
+            "Every command exits 2 on a wrong argument (one line saying which and why), 130\n"
+            "on Ctrl-C, and 1 quietly when its output pipe is closed early\n"
+            "(agui-meta replay FILE | head); each one's help lists its other statuses.\n"
             "'agui-meta COMMAND --help' tells more about each command."
         ),
     )
@@ -71,14 +76,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a wrong argument said in one line (which, why, where to read more).
+
+    Its subcommands' parsers are of this class too (argparse makes them of their parent's).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
-    Whatever the command: a broken pipe (``agui-meta replay x | head``) exits 1 quietly, an
-    ``OSError`` exits 2 with one line, Ctrl-C exits 130 with one line.
+    Whatever the command: a wrong argument exits 2 with one line saying which and why; a
+    broken pipe (``agui-meta replay x | head``) exits 1 quietly; an
+    ``OSError`` exits 2 with one line (standard output or input closed too); Ctrl-C exits 130
+    with one line.
     """
+    _stand_in_for_closed_streams()
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version, or a wrong argument (already said)
+            return exc.code if isinstance(exc.code, int) else 2
         status: int = args.run(args)
     except KeyboardInterrupt:
         print("agui-meta: interrupted", file=sys.stderr)
@@ -90,6 +111,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     return status
+
+
+class _Closed(io.TextIOBase):
+    """Standard output or input when the process was started with it closed (``>&-``).
+
+    Python leaves ``sys.stdout`` ``None`` then; this stands in for it, so that the first write
+    (or read) is an ``OSError`` saying so, which :func:`main` turns into one line and exit
+    status 2, rather than an ``AttributeError`` traceback.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+        self.buffer = self
+
+    def _fail(self, *args: object) -> Any:
+        raise OSError(errno.EBADF, f"standard {self._name} is closed")
+
+    write = read = read1 = readline = fileno = _fail
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+
+def _stand_in_for_closed_streams() -> None:
+    if sys.stdout is None:
+        sys.stdout = cast(TextIO, _Closed("output"))
+    if sys.stdin is None:
+        sys.stdin = cast(TextIO, _Closed("input"))
 
 
 def _quiet_stdout() -> None:

@@ -57,7 +57,7 @@ def run_with_redis(args: argparse.Namespace, body: Callable[[Any], Awaitable[int
             await client.aclose()
 
     try:
-        return anyio.run(main)
+        return anyio.run(_until_interrupted, main)
     except (AguiMetaError, ValueError) as exc:  # what Redis holds is not what it should be
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 1
@@ -67,3 +67,41 @@ def run_with_redis(args: argparse.Namespace, body: Callable[[Any], Awaitable[int
     except redis.exceptions.RedisError as exc:
         print(f"agui-meta: Redis error: {exc}", file=sys.stderr)
         return 1
+
+
+async def _until_interrupted(body: Callable[[], Awaitable[int]]) -> int:
+    """``body()``, cancelled on Ctrl-C (SIGINT) through an anyio cancel scope, then
+    :exc:`KeyboardInterrupt` (exit status 130, see :func:`agui_meta.cli.main`).
+
+    asyncio's own Ctrl-C handling cancels the main task once, and a cancellation can be lost
+    on the way (``asyncio.wait_for`` before Python 3.12 drops one that races the result), so a
+    worker could run on. An anyio scope cancels again at every checkpoint until it is left;
+    the body's cleanup (a worker releasing its leases) runs first.
+    """
+    import asyncio
+    import signal
+    import threading
+
+    import anyio
+
+    interrupted = False
+    status = 0
+    loop = asyncio.get_running_loop()  # redis.asyncio runs on asyncio
+    watching = threading.current_thread() is threading.main_thread()
+    with anyio.CancelScope() as scope:
+
+        def interrupt() -> None:
+            nonlocal interrupted
+            interrupted = True
+            scope.cancel()
+
+        if watching:
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+        try:
+            status = await body()
+        finally:
+            if watching:
+                loop.remove_signal_handler(signal.SIGINT)
+    if interrupted:
+        raise KeyboardInterrupt
+    return status

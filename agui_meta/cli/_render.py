@@ -23,17 +23,19 @@ from msgspec import UNSET
 from .._exceptions import Report
 from .._ledger import RunCancelled, RunInterrupted, RunRecord, RunSuccess
 from .._store import ItemStore, MessageItem, ToolCallItem
-from .._tokens import Usage
 
 __all__ = [
+    "ReportGroups",
     "Style",
     "compact_json",
     "escape_controls",
     "format_report",
+    "json_for_terminal",
     "metadata_text",
     "pretty_json",
     "render_ledger",
     "render_transcript",
+    "usage_text",
     "where",
 ]
 
@@ -74,6 +76,31 @@ def escape_controls(text: str) -> str:
     \x1b[2J\x1b[Hhi\x0athere\u202e
     """
     return _CONTROLS.sub(_escape, text)
+
+
+#: What JSON leaves as it is in a string but a terminal may act on: DEL, C1, bidi controls.
+_JSON_CONTROLS = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_for_terminal(data: bytes) -> bytes:
+    r"""JSON (UTF-8) with the characters a terminal may act on written as ``\uXXXX`` escapes.
+
+    The same JSON value (they can only stand inside strings, where an escape means the same
+    character); C0 controls and ESC are escaped by every JSON encoder already.
+
+    >>> json_for_terminal('["\u202eevil\u009b"]'.encode())
+    b'["\\u202eevil\\u009b"]'
+    """
+    text = data.decode("utf-8")
+    return (
+        _JSON_CONTROLS.sub(_json_escape, text).encode("utf-8")
+        if _JSON_CONTROLS.search(text)
+        else data
+    )
 
 
 class Style:
@@ -317,24 +344,34 @@ def render_transcript(store: ItemStore, style: Style) -> Iterator[str]:
 # ---------------------------------------------------------------------------------------------
 # The run ledger
 
-_USAGE_FIELDS = (
-    ("input_tokens", "input"),
-    ("output_tokens", "output"),
-    ("total_tokens", "total"),
-    ("reasoning_tokens", "reasoning"),
-    ("cached_input_tokens", "cached input"),
-    ("cache_write_input_tokens", "cache write"),
-)
+#: Token counts as people read them, by their wire name, in this order (others follow as named).
+_USAGE_NAMES = {
+    "inputTokens": "input",
+    "outputTokens": "output",
+    "totalTokens": "total",
+    "reasoningTokens": "reasoning",
+    "cachedInputTokens": "cached input",
+    "cacheWriteInputTokens": "cache write",
+}
 
 
-def _usage_text(entry: Usage) -> str:
-    label = "/".join(x for x in (entry.provider, entry.model) if x) or "(unlabelled)"
-    counts = [
-        f"{name} {getattr(entry, field)}"
-        for field, name in _USAGE_FIELDS
-        if getattr(entry, field) is not None
+def usage_text(entry: Any) -> str:
+    """``provider/model: input 3, output 5, …`` for one token usage entry.
+
+    ``entry`` is a :class:`~agui_meta.events.TokenUsage` or the same in wire JSON (a dict, as
+    stored threads and the workers' counters hold it): ``replay``, ``run``, ``thread`` and
+    ``usage`` show usage alike. Absent counts are left out.
+    """
+    counts = entry if isinstance(entry, Mapping) else msgspec.to_builtins(entry)
+    counts = {k: v for k, v in counts.items() if v is not None}
+    label = "/".join(str(counts[k]) for k in ("provider", "model") if counts.get(k))
+    named = [f"{name} {counts[key]}" for key, name in _USAGE_NAMES.items() if key in counts]
+    named += [
+        f"{key} {value}"
+        for key, value in counts.items()
+        if key not in _USAGE_NAMES and key not in ("provider", "model")
     ]
-    return f"{label}: {', '.join(counts) or 'no counts'}"
+    return f"{label or '(unlabelled)'}: {', '.join(named) or 'no counts'}"
 
 
 def _outcome_lines(record: RunRecord, style: Style) -> Iterator[str]:
@@ -370,8 +407,11 @@ def _run_header(record: RunRecord, style: Style) -> str:
     return " ".join(parts)
 
 
-def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
-    """Each run: ids, status, outcome, usage (summed per provider and model), run metadata."""
+def render_ledger(
+    runs: Iterable[RunRecord], style: Style, currency: str | None = None
+) -> Iterator[str]:
+    """Each run: ids, status, outcome, usage (summed per provider and model) and its cost
+    (when priced, in ``currency``), run metadata."""
     for n, record in enumerate(runs):
         if n:
             yield ""
@@ -383,7 +423,9 @@ def render_ledger(runs: Iterable[RunRecord], style: Style) -> Iterator[str]:
             body.append(style.severity("error", f"error: {t(record.error_message)}{code}"))
         body.extend(_outcome_lines(record, style))
         for entry in record.aggregated_usage:
-            body.append(f"usage {t(_usage_text(entry))}")
+            body.append(f"usage {t(usage_text(entry))}")
+        if record.cost is not None and currency is not None:
+            body.append(f"cost {record.cost:.6f} {t(currency)}")
         for label, metadata in (
             ("started", record.started_metadata),
             ("finished", record.finished_metadata),
@@ -440,3 +482,63 @@ def format_report(file: str, report: Report, style: Style, severity: str | None 
     if report.path is not None and f"`{report.path}`" not in report.message:
         text += f" (at {report.path})"
     return f"{style.text(where(file, report))}: {style.severity(severity, severity)}: {style.text(text)}"
+
+
+def _last_at(report: Report) -> str:
+    parts = []
+    if report.index is not None:
+        parts.append(f"event {report.index}")
+    if report.line is not None:
+        parts.append(f"line {report.line}")
+    return f"; the last at {', '.join(parts)}" if parts else ""
+
+
+class ReportGroups:
+    """Reports as a person reads them: identical ones counted, not listed again and again.
+
+    Reports with the same severity, code, message and path (a warning repeated for every event
+    that carries the same field) are one group, shown once, where it first came, with how many
+    times it came. Every report is counted by severity. At most ``keep`` groups are kept (the
+    rest are counted in :attr:`dropped`), so memory stays bounded on any stream.
+    """
+
+    def __init__(self, keep: int = 10_000) -> None:
+        self.keep = keep
+        #: (first report, times, last report), by first arrival.
+        self.groups: dict[tuple[str, str, str, str | None], list[Any]] = {}
+        self.dropped = 0
+        self.counts: dict[str, int] = {"error": 0, "warning": 0, "info": 0}
+
+    def add(self, report: Report) -> None:
+        self.counts[report.severity] = self.counts.get(report.severity, 0) + 1
+        key = (report.severity, report.code, report.message, report.path)
+        group = self.groups.get(key)
+        if group is not None:
+            group[1] += 1
+            group[2] = report
+        elif len(self.groups) < self.keep:
+            self.groups[key] = [report, 1, report]
+        else:
+            self.dropped += 1
+
+    def __len__(self) -> int:
+        return sum(self.counts.values())
+
+    def lines(self, file: str, style: Style, limit: int = 0) -> Iterator[str]:
+        """Each group's first report, with ``(N times in all, the last at …)`` when repeated;
+        at most ``limit`` groups (``0``: all), then a line counting the reports not shown."""
+        shown = 0
+        hidden = self.dropped
+        for first, times, last in self.groups.values():
+            if limit and shown >= limit:
+                hidden += times
+                continue
+            shown += 1
+            yield format_report(file, first, style)
+            if times > 1:
+                yield style.dim(f"  ({times} times in all{_last_at(last)})")
+        if hidden:
+            yield style.dim(
+                f"{style.text(file)}: {hidden} more {'report' if hidden == 1 else 'reports'} "
+                f"not shown (--max-errors {limit}; 0 shows all)"
+            )

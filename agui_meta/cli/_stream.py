@@ -34,6 +34,7 @@ from .._pipeline import wrap
 from .._stage import Mode
 from .._store import Store
 from .._verify import Verify
+from ._render import json_for_terminal
 
 __all__ = [
     "FORMAT_NAMES",
@@ -41,12 +42,15 @@ __all__ = [
     "StreamInput",
     "StreamResult",
     "add_stream_arguments",
+    "check_forced_format",
     "isatty",
+    "no_event",
     "plural",
     "run_async",
     "run_stream",
     "use_color",
     "use_escapes",
+    "write_json",
 ]
 
 #: Bytes read at a time.
@@ -300,7 +304,7 @@ def run_stream(
     first = [LintMetadataKeys()] if lint else []
     try:
         if args.format != "auto":
-            _check_forced_format(source, args.format, getattr(args, "format_option", "--format"))
+            check_forced_format(source, args.format, getattr(args, "format_option", "--format"))
         made: list[Any] = []  # the pipeline, whose context counts events for the progress line
         chunks = source.chunks(lambda: _events(made[0].context) if made else 0)
         pipeline = wrap(
@@ -333,7 +337,7 @@ def run_stream(
             index = result.error.index
             result.events = max(result.events, index) if mode == "keep_going" else index + 1
         if result.events == 0 and result.error is None and source.head.strip(_JSON_WS):
-            result.error = _no_event(source, args.format)
+            result.error = no_event(source, args.format)
     finally:
         source.close()
     return result
@@ -351,7 +355,7 @@ def _looks_like(head: bytes) -> Format | None:
         return None
 
 
-def _check_forced_format(source: StreamInput, forced: str, option: str) -> None:
+def check_forced_format(source: StreamInput, forced: str, option: str = "--format") -> None:
     """A forced format the input plainly is not: one error naming the one it looks like."""
     head = source.peek()
     looks = _looks_like(head)
@@ -363,7 +367,7 @@ def _check_forced_format(source: StreamInput, forced: str, option: str) -> None:
         )
 
 
-def _no_event(source: StreamInput, format: str) -> Report:
+def no_event(source: StreamInput, format: str) -> Report:
     """The report for input that held something but gave no event."""
     looks = _looks_like(source.head)
     read_as = FORMAT_NAMES.get(format if format != "auto" else looks or "", "")
@@ -408,6 +412,15 @@ def use_color(args: argparse.Namespace) -> bool:
 def use_escapes(args: argparse.Namespace) -> bool:
     """Whether text from the stream is escaped: on a terminal, and whenever colour is on."""
     return use_color(args) or isatty(sys.stdout)
+
+
+def write_json(data: bytes) -> None:
+    """JSON to standard output as it is; on a terminal, with what a terminal may act on
+    (C1 and bidirectional controls, which JSON leaves raw) written as ``\\u`` escapes."""
+    if isatty(sys.stdout):
+        data = json_for_terminal(data)
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
 
 
 def plural(n: int, word: str) -> str:

@@ -51,7 +51,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         description=(
             "Read cases, one JSON object a line: {name, events, messages?, state?}. For each, "
             "run enforce, expand_chunks, verify (unless --no-verify) and accumulate, and print "
-            "{name, messages, state} (messages in AG-UI wire JSON) or {name, error}."
+            "{name, messages, state} (messages in AG-UI wire JSON) or {name, error}.\n\n"
+            "Exit status: 0 when every line was a case; 1 when a line is not a case (not JSON,\n"
+            "not UTF-8, binary) or a case failed inside agui-meta; 2 when CASES cannot be read."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(

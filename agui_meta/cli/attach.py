@@ -15,10 +15,12 @@ from typing import Any
 import anyio
 
 from .._events import MessagesSnapshotEvent
-from .._exceptions import AguiMetaError, Report
+from .._exceptions import AguiMetaError, Report, UsageError
+from ._args import header, http_url
 from ._command import Commands
 from ._render import Style
 from ._stream import add_color_argument, isatty, use_color, use_escapes
+from .run import describe_failure, print_summary, unreachable
 
 __all__ = ["add_parser", "gateway_agent", "run"]
 
@@ -51,7 +53,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 
 def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments ``attach`` and ``stop`` share."""
-    parser.add_argument("url", metavar="URL", help="the agent on the gateway: .../agents/NAME")
+    parser.add_argument(
+        "url", metavar="URL", type=http_url, help="the agent on the gateway: .../agents/NAME"
+    )
     parser.add_argument("--thread", required=True, metavar="ID", help="the thread's id")
     parser.add_argument(
         "-H",
@@ -59,6 +63,7 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME:VALUE",
+        type=header,
         help="a request header (repeat for several)",
     )
 
@@ -67,15 +72,10 @@ def gateway_agent(args: argparse.Namespace, **options: Any) -> Any:
     """The :class:`~agui_meta.HttpAgent` of ``args.url`` (its run route) and ``--thread``."""
     from .._client import HttpAgent
 
-    headers = {}
-    for header in args.header:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            raise ValueError(f"--header must be NAME:VALUE, got {header!r}")
-        headers[name.strip()] = value.strip()
+    headers = dict(args.header)  # (name, value) pairs, checked when parsed (_args.header)
     url = args.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"URL must start with http:// or https://, got {args.url!r}")
+        raise UsageError(f"URL must start with http:// or https://, got {args.url!r}")
     last = url.rpartition("/")[2]
     if last in ("connect", "stop"):
         url = url.rpartition("/")[0] + "/run"
@@ -88,13 +88,12 @@ def run(args: argparse.Namespace) -> int:
     import httpx
 
     from ._live import LiveView
-    from .run import _describe, _summary, _unreachable
 
     reports: list[Report] = []
     style = Style(use_color(args), use_escapes(args))
     try:
         agent = gateway_agent(args, on_report=reports.append)
-    except ValueError as exc:
+    except UsageError as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     failure: BaseException | None = None
@@ -112,13 +111,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         anyio.run(watch)
     except (AguiMetaError, httpx.HTTPError) as exc:
-        if _unreachable(exc):
+        if unreachable(exc):
             print(f"agui-meta: cannot reach {agent.url}: {exc}", file=sys.stderr)
             return 2
         failure = exc
-    _summary(agent, reports, style)
+    print_summary(agent, reports, style)
     if failure is not None:
         on_stderr = Style(False, isatty(sys.stderr))
-        print(f"agui-meta: {on_stderr.text(_describe(failure, agent.url))}", file=sys.stderr)
+        print(f"agui-meta: {on_stderr.text(describe_failure(failure, agent.url))}", file=sys.stderr)
         return 1
     return 0

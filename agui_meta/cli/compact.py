@@ -18,7 +18,15 @@ from .._runners import compact_events
 from .._stage import Mode
 from ._command import Commands
 from ._render import Style, format_report
-from ._stream import InputError, StreamInput, add_stream_arguments
+from ._stream import (
+    InputError,
+    StreamInput,
+    add_stream_arguments,
+    check_forced_format,
+    isatty,
+    no_event,
+    write_json,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -34,7 +42,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "one event with their merged metadata, the events inside an open message moved\n"
             "after it, the state events between run events folded into one STATE_SNAPSHOT.\n"
             "Replaying the result builds the same messages with the same metadata.\n"
-            "Exit status: 0 when compacted; 1 on a bad event; 2 when the input cannot be read."
+            "Exit status: 0 when compacted; 1 on a bad event (with --keep-going: when any error\n"
+            "was reported; what could be compacted is written); 2 when the input cannot be read\n"
+            "or OUT cannot be written, or an argument is wrong."
         ),
         epilog=(
             "examples:\n"
@@ -59,24 +69,32 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    style = Style(bool(args.color))
+    # Reports go to standard error: coloured when asked, the stream's text escaped on a terminal.
+    style = Style(bool(args.color), bool(args.color) or isatty(sys.stderr))
+    errors = 0
 
     try:
         source = StreamInput(args.file, args.format)
     except InputError as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+        print(f"agui-meta: {style.text(str(exc))}", file=sys.stderr)
         return 2
 
     def show(report: Report) -> None:
+        nonlocal errors
+        errors += report.severity == "error"
         sys.stderr.write(format_report(args.file, source.locate(report), style) + "\n")
 
     source.on_note = show
     mode: Mode = "keep_going" if args.keep_going else "default"
     try:
+        if args.format != "auto":  # a forced format the input plainly is not: one line
+            check_forced_format(source, args.format)
         frames = source.frames(show if args.keep_going else None)
         events = compact_events(frames, mode=mode, on_report=show)
+        if not events and source.head.strip():  # something, but no event: say what it was
+            show(no_event(source, args.format))
     except InputError as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+        print(f"agui-meta: {style.text(str(exc))}", file=sys.stderr)
         return 2
     except DataError as exc:
         show(exc.to_report())
@@ -85,9 +103,12 @@ def run(args: argparse.Namespace) -> int:
         source.close()
     data = b"".join(encode_event(event) + b"\n" for event in events)
     if args.output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        write_json(data)
     else:
-        with open(args.output, "wb") as out:
-            out.write(data)
-    return 0
+        try:
+            with open(args.output, "wb") as out:
+                out.write(data)
+        except OSError as exc:
+            print(f"agui-meta: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    return 1 if errors else 0

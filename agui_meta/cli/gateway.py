@@ -16,7 +16,9 @@ import importlib
 import sys
 from typing import Any
 
+from ._args import count, duration, port
 from ._command import Commands
+from ._render import escape_controls
 
 __all__ = ["add_parser", "load_agent", "run"]
 
@@ -50,7 +52,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         help="an agent to serve (repeat for several)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="the address (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
+    parser.add_argument("--port", type=port, default=8000, help="the port (default: 8000)")
     parser.add_argument(
         "--threads",
         default="memory",
@@ -69,11 +71,11 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         help="a run posted to a busy thread is refused (409) or stops the active one",
     )
     parser.add_argument(
-        "--max-runs", type=int, default=100, help="active runs at most (default: 100)"
+        "--max-runs", type=count, default=100, help="active runs at most (default: 100)"
     )
     parser.add_argument(
         "--linger",
-        type=float,
+        type=duration,
         default=30.0,
         metavar="SECONDS",
         help="how long a run goes on with no client reading it (default: 30)",
@@ -108,6 +110,7 @@ def load_agent(spec: str) -> Any:
 def _gateway(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The gateway the arguments describe, and what to close after it."""
     from .._catalog import SQLiteCatalog
+    from .._exceptions import UsageError
     from .._gateway import Gateway
     from .._threads import SQLiteThreadStore
 
@@ -138,7 +141,7 @@ def _gateway(args: argparse.Namespace) -> tuple[Any, list[Any]]:
             linger=args.linger,
             **options,
         )
-    except (TypeError, ValueError) as exc:
+    except (UsageError, TypeError, ValueError) as exc:
         raise _Problem(str(exc)) from None
     return gateway, closing
 
@@ -159,10 +162,12 @@ def _header_scope(header: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from .._exceptions import ThreadStoreError
+
     try:
         gateway, closing = _gateway(args)
-    except _Problem as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+    except (_Problem, ThreadStoreError) as exc:  # a store that cannot be opened: one line
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     names = ", ".join(f"/agents/{name}/run" for name in gateway.agents)
     print(f"agui-meta gateway on http://{args.host}:{args.port} ({names})", file=sys.stderr)

@@ -15,6 +15,7 @@ import argparse
 import sys
 from typing import Any
 
+from ._args import count, shards
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 
@@ -54,14 +55,14 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         "digest of the stream's first event, so that another stream is another source)",
     )
     parser.add_argument(
-        "--batch", type=int, default=64, help="events per envelope at most (default: 64)"
+        "--batch", type=count, default=64, help="events per envelope at most (default: 64)"
     )
     parser.add_argument(
-        "--pipeline", type=int, default=64, help="envelopes per round trip (default: 64)"
+        "--pipeline", type=count, default=64, help="envelopes per round trip (default: 64)"
     )
     parser.add_argument(
         "--shards",
-        type=int,
+        type=shards,
         default=None,
         help="virtual shards of a new namespace (default: 64; a used namespace keeps its own)",
     )

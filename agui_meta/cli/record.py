@@ -21,12 +21,15 @@ from .._exceptions import FramingError
 from .._framing import ACCEPT, ACCEPT_ENCODING, Framer
 from .._inspector import InspectorRecording
 from ._command import Commands
+from ._render import Style, escape_controls
 from ._stream import isatty
-from .run import ArgumentProblem, add_agent_arguments, build_agent
+from .run import add_agent_arguments, build_agent
 
 __all__ = ["add_parser", "run"]
 
 _PROGRESS_INTERVAL = 0.1
+#: Bytes of an error response's body read, and shown (the rest is not read).
+ERROR_BODY = 512
 
 
 def add_parser(commands: Commands) -> argparse.ArgumentParser:
@@ -94,13 +97,12 @@ def run(args: argparse.Namespace) -> int:
     import httpx
 
     from .._client import closing_bytes
-    from .._exceptions import HttpStatusError
 
     try:
         agent, tools = build_agent(args)
         wire, _ = agent._input(args.run_id, tools, (), None, None, None)
-    except (ArgumentProblem, ValueError) as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
+    except ValueError as exc:
+        print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     body = msgspec.json.encode(wire)
     headers = {
@@ -122,11 +124,11 @@ def run(args: argparse.Namespace) -> int:
         ):
             if inspector is not None:
                 inspector.response(response.status_code, response.headers.get("content-type", ""))
-            if response.status_code >= 400:
-                text = (await response.aread())[:512]
+            if not response.is_success:  # a redirect is not followed: its body is not the run
+                preview = await _preview(response)
                 if inspector is not None:
-                    inspector.error_body(text)
-                raise HttpStatusError(response.status_code, text, args.url)
+                    inspector.error_body(preview)
+                raise _Answered(response.status_code, preview, response.headers.get("location"))
             async with closing_bytes(response) as chunks:
                 async for chunk in chunks:
                     if inspector is not None:
@@ -150,18 +152,29 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"agui-meta: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    # What the server says is escaped on a terminal, as replay and run escape the stream's text.
+    say = Style(False, isatty(sys.stderr)).text
     status = 0
     try:
         anyio.run(save, out)
-    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+    except (
+        httpx.ConnectError,
+        httpx.ConnectTimeout,
+        httpx.UnsupportedProtocol,
+        httpx.InvalidURL,
+    ) as exc:
         progress.clear()
-        print(f"agui-meta: cannot reach {args.url}: {exc}", file=sys.stderr)
+        print(f"agui-meta: cannot reach {say(args.url)}: {say(exc)}", file=sys.stderr)
         return 2
-    except (HttpStatusError, httpx.HTTPError) as exc:
+    except _Answered as exc:
         progress.clear()
-        print(f"agui-meta: {exc}", file=sys.stderr)
+        print(f"agui-meta: {say(exc.describe(args.url))}", file=sys.stderr)
         status = 1
-        if inspector is not None and not isinstance(exc, HttpStatusError):
+    except httpx.HTTPError as exc:
+        progress.clear()
+        print(f"agui-meta: {say(exc)}", file=sys.stderr)
+        status = 1
+        if inspector is not None:
             inspector.end(error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     finally:
         if out is not sys.stdout.buffer:
@@ -185,3 +198,35 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return status
+
+
+async def _preview(response: Any) -> bytes:
+    """The first :data:`ERROR_BODY` bytes of an error's body, the rest left unread."""
+    from .._client import closing_bytes
+
+    preview = b""
+    async with closing_bytes(response) as chunks:
+        async for chunk in chunks:
+            preview += chunk[: ERROR_BODY - len(preview)]
+            if len(preview) >= ERROR_BODY:
+                break
+    return preview
+
+
+class _Answered(Exception):
+    """The endpoint answered something else than 2xx: a status, the body's first bytes."""
+
+    def __init__(self, status: int, body: bytes, location: str | None) -> None:
+        self.status = status
+        self.body = body
+        self.location = location
+
+    def describe(self, url: str) -> str:
+        """One line: the status and the body's start; a redirect says where it points."""
+        if 300 <= self.status < 400:
+            return (
+                f"HTTP {self.status} from {url}, a redirect to {self.location or '(no Location)'}"
+                ": record does not follow redirects (record that URL instead)"
+            )
+        text = " ".join(self.body.decode("utf-8", "replace").split())
+        return f"HTTP {self.status} from {url}" + (f": {text}" if text else "")

@@ -9,7 +9,6 @@ state, the run ledger and the reports, as ``replay`` shows them; ``--json`` prin
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -17,11 +16,12 @@ import anyio
 import msgspec
 
 from .._exceptions import AguiMetaError, DataError, Report
+from ._args import header, http_url, json_value, seconds, tool
 from ._command import Commands
 from ._render import Style, format_report, pretty_json, render_ledger
-from ._stream import add_color_argument, isatty, use_color, use_escapes
+from ._stream import add_color_argument, isatty, use_color, use_escapes, write_json
 
-__all__ = ["add_parser", "build_agent", "run"]
+__all__ = ["add_parser", "build_agent", "describe_failure", "print_summary", "run", "unreachable"]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -59,7 +59,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments ``run`` and ``record`` share: the endpoint and the run input."""
-    parser.add_argument("url", metavar="URL", help="the agent's endpoint (POST)")
+    parser.add_argument(
+        "url", metavar="URL", type=http_url, help="the agent's endpoint (POST, http:// or https://)"
+    )
     parser.add_argument(
         "-m",
         "--message",
@@ -70,12 +72,15 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--thread-id", metavar="ID", help="the thread's id (default: a new UUID)")
     parser.add_argument("--run-id", metavar="ID", help="the run's id (default: a new UUID)")
-    parser.add_argument("--state", metavar="JSON", help="the thread's state, as JSON")
+    parser.add_argument(
+        "--state", metavar="JSON", type=json_value, help="the thread's state, as JSON"
+    )
     parser.add_argument(
         "--tool",
         action="append",
         default=[],
         metavar="JSON",
+        type=tool,
         help='a tool offered to the agent, as JSON ({"name", "description", "parameters"})',
     )
     parser.add_argument(
@@ -84,6 +89,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME:VALUE",
+        type=header,
         help="a request header (repeat for several)",
     )
     parser.add_argument(
@@ -94,22 +100,11 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=300.0,
         metavar="SECONDS",
         help="the longest wait between two reads (default: 300)",
     )
-
-
-class ArgumentProblem(Exception):
-    """An argument that cannot be used (exit status 2)."""
-
-
-def _json_argument(option: str, text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArgumentProblem(f"{option} is not JSON: {exc}") from None
 
 
 def build_agent(args: argparse.Namespace, **options: Any) -> tuple[Any, list[Any]]:
@@ -118,14 +113,7 @@ def build_agent(args: argparse.Namespace, **options: Any) -> tuple[Any, list[Any
 
     from .._client import HttpAgent
 
-    headers = {}
-    for header in args.header:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            raise ArgumentProblem(f"--header must be NAME:VALUE, got {header!r}")
-        headers[name.strip()] = value.strip()
-    state = _json_argument("--state", args.state) if args.state is not None else None
-    tools = [_json_argument("--tool", tool) for tool in args.tool]
+    headers = dict(args.header)
     messages = [
         {"id": f"user-{n}", "role": "user", "content": text}
         for n, text in enumerate(args.message, 1)
@@ -135,18 +123,22 @@ def build_agent(args: argparse.Namespace, **options: Any) -> tuple[Any, list[Any
         headers=headers,
         thread_id=args.thread_id,
         messages=messages,
-        state=state,
+        state=args.state,
         accept=args.accept,
         timeout=httpx.Timeout(10.0, read=args.timeout),
         **options,
     )
-    return agent, tools
+    return agent, list(args.tool)
 
 
-def _unreachable(exc: BaseException) -> bool:
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the endpoint cannot be reached at all (exit status 2)."""
     import httpx
 
-    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol))
+    return isinstance(
+        exc,
+        (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,11 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
     reports: list[Report] = []
     style = Style(use_color(args), use_escapes(args))
-    try:
-        agent, tools = build_agent(args, on_report=reports.append)
-    except (ArgumentProblem, ValueError) as exc:
-        print(f"agui-meta: {exc}", file=sys.stderr)
-        return 2
+    agent, tools = build_agent(args, on_report=reports.append)
     assert isinstance(agent, HttpAgent)
     failure: BaseException | None = None
 
@@ -173,14 +161,16 @@ def run(args: argparse.Namespace) -> int:
             else:
                 live = LiveView(sys.stdout, style, agent.store)
                 live.history(agent.store.messages())
-                async for update in stream:
-                    live.show(update)
-                live.close()
+                try:
+                    async for update in stream:
+                        live.show(update)
+                finally:
+                    live.close()  # ends the line of a message cut short, before the summary
 
     try:
         anyio.run(talk)
-    except (AguiMetaError, httpx.HTTPError) as exc:
-        if _unreachable(exc):
+    except (AguiMetaError, httpx.HTTPError, httpx.InvalidURL) as exc:
+        if unreachable(exc):
             print(f"agui-meta: cannot reach {args.url}: {exc}", file=sys.stderr)
             return 2
         failure = exc
@@ -191,22 +181,28 @@ def run(args: argparse.Namespace) -> int:
             "ledger": msgspec.Raw(agent.ledger.to_json()),
             "reports": [_report_json(r) for r in reports],
         }
-        sys.stdout.buffer.write(_encode(result) + b"\n")
-        sys.stdout.buffer.flush()
+        write_json(_encode(result) + b"\n")
     else:
-        _summary(agent, reports, style)
+        print_summary(agent, reports, style)
     if failure is not None:
         on_stderr = Style(False, isatty(sys.stderr))  # the server's words, escaped on a terminal
-        print(f"agui-meta: {on_stderr.text(_describe(failure, args.url))}", file=sys.stderr)
+        print(f"agui-meta: {on_stderr.text(describe_failure(failure, args.url))}", file=sys.stderr)
         return 1
     return 0
 
 
-def _describe(exc: BaseException, url: str) -> str:
+def describe_failure(exc: BaseException, url: str) -> str:
+    """One line, for standard error, of why the talk with the agent at ``url`` failed."""
     import httpx
 
     if isinstance(exc, DataError):
         return format_report(url, exc.to_report(), Style(False, isatty(sys.stderr)))
+    status = getattr(exc, "status", None)  # HttpStatusError
+    if isinstance(status, int) and 300 <= status < 400:
+        return (
+            f"HTTP {status} from {url}, a redirect: run does not follow redirects (give it the "
+            "URL the endpoint points to)"
+        )
     if isinstance(exc, httpx.TimeoutException):
         return f"{url} sent nothing for too long ({type(exc).__name__}); see --timeout"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -216,7 +212,8 @@ def _report_json(report: Report) -> dict[str, Any]:
     return {k: v for k, v in msgspec.to_builtins(report).items() if v is not None}
 
 
-def _summary(agent: Any, reports: list[Report], style: Style) -> None:
+def print_summary(agent: Any, reports: list[Report], style: Style) -> None:
+    """Print what followed the conversation: the agent's state, its run ledger, the reports."""
     lines: list[str] = []
     if agent.state not in ({}, None):
         lines += ["", style.bold("--- state ---"), *style.lines(pretty_json(agent.state))]

@@ -23,6 +23,7 @@ from msgspec import UNSET
 from .._events import Event
 from .._exceptions import DataError, Report
 from .._pipeline import wrap
+from ._args import duration, port, positive, seconds
 from ._command import Commands
 from ._render import escape_controls
 from ._stream import plural, run_async
@@ -55,12 +56,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument("file", metavar="FILE", help="an SSE or JSON-lines recording")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     parser.add_argument(
-        "--port", type=int, default=8000, help="the port (default 8000; 0: any free port)"
+        "--port", type=port, default=8000, help="the port (default 8000; 0: any free port)"
     )
     parser.add_argument(
         "--pace",
         metavar="FACTOR",
-        type=_positive,
+        type=positive,
         default=None,
         help="space the events as their recorded timestamps say, FACTOR times faster "
         "(1: the recorded pace); default: no pauses",
@@ -68,21 +69,21 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-pause",
         metavar="SECONDS",
-        type=_positive,
+        type=seconds,
         default=5.0,
         help="the longest pause between two events with --pace (default 5)",
     )
     parser.add_argument(
         "--linger",
         metavar="SECONDS",
-        type=float,
+        type=duration,
         default=30.0,
         help="how long a stream can be resumed after it ends or its client leaves (default 30)",
     )
     parser.add_argument(
         "--keepalive",
         metavar="SECONDS",
-        type=_positive,
+        type=seconds,
         default=15.0,
         help="seconds without an event before a keepalive line (default 15)",
     )
@@ -93,16 +94,6 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         help="the recording's format (default: detected)",
     )
     return parser
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
-    return value
 
 
 def pause(previous: int, current: int, pace: float, max_pause: float) -> float:

@@ -13,11 +13,12 @@ import sys
 
 import anyio
 
-from .._exceptions import AguiMetaError
+from .._exceptions import AguiMetaError, UsageError
 from ._command import Commands
 from ._render import Style
 from ._stream import isatty
 from .attach import add_gateway_arguments, gateway_agent
+from .run import unreachable
 
 __all__ = ["add_parser", "run"]
 
@@ -43,17 +44,15 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .run import _unreachable
-
     try:
         agent = gateway_agent(args)
-    except ValueError as exc:
+    except UsageError as exc:
         print(f"agui-meta: {exc}", file=sys.stderr)
         return 2
     try:
         answer = anyio.run(agent.stop, args.run_id)
     except (AguiMetaError, httpx.HTTPError) as exc:
-        if _unreachable(exc):
+        if unreachable(exc):
             print(f"agui-meta: cannot reach {agent.url}: {exc}", file=sys.stderr)
             return 2
         text = Style(False, isatty(sys.stderr)).text(str(exc).splitlines()[0])

@@ -16,8 +16,8 @@ import msgspec
 
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
-from ._render import Style, pretty_json, render_transcript
-from ._stream import add_color_argument, plural, use_color, use_escapes
+from ._render import Style, pretty_json, render_transcript, usage_text
+from ._stream import add_color_argument, plural, use_color, use_escapes, write_json
 
 __all__ = ["add_parser", "run"]
 
@@ -30,8 +30,8 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         description=(
             "Show a thread's last snapshot: its messages with their merged metadata, its\n"
             "state, pending interrupts and run summary (runs, statuses, token usage).\n\n"
-            "Exit status: 0 when the thread exists; 1 when it does not; 2 when Redis cannot\n"
-            "be reached."
+            "Exit status: 0 when the thread exists; 1 when it does not, or on a Redis error;\n"
+            "2 when Redis cannot be reached or an argument is wrong."
         ),
         epilog=(
             "examples:\n"
@@ -65,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 "pendingInterrupts": snapshot.pending_interrupts,
                 "version": snapshot.version,
             }
-            sys.stdout.buffer.write(msgspec.json.encode(data) + b"\n")
-            sys.stdout.buffer.flush()
+            write_json(msgspec.json.encode(data) + b"\n")
             return 0
         style = Style(use_color(args), use_escapes(args))
         t = style.text
@@ -87,17 +86,10 @@ def run(args: argparse.Namespace) -> int:
                 f"{statuses}; last: {t(summary.last_run_id or '(no id)')} {summary.last_status}"
             )
         for entry in summary.usage:
-            lines.append("usage " + t(usage_text(msgspec.to_builtins(entry))))
+            lines.append("usage " + t(usage_text(entry)))
         lines.append(style.dim(f"{plural(len(store), 'message')}"))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
         return 0
 
     return run_with_redis(args, body)
-
-
-def usage_text(counts: dict[str, Any]) -> str:
-    """``provider/model: inputTokens 3, …`` for one usage entry in wire JSON."""
-    label = "/".join(x for x in (counts.get("provider"), counts.get("model")) if x)
-    rest = ", ".join(f"{k} {v}" for k, v in counts.items() if k not in ("provider", "model"))
-    return f"{label or '(unlabelled)'}: {rest or 'no counts'}"

@@ -21,6 +21,7 @@ from .._exceptions import Report
 from .._lint import RULES, Lint
 from .._validate import TRANSPORT_RULES, Findings
 from .._version import __version__
+from ._args import header, http_url, limit, seconds
 from ._command import Commands
 from ._findings import FileFindings, json_document, junit_document, sarif_document
 from ._render import Style, escape_controls, format_report
@@ -123,21 +124,21 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     )
     agent.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="seconds to connect, and to wait for each read (default 60)",
     )
     agent.add_argument(
         "--keepalive-window",
-        type=_seconds,
+        type=seconds,
         default=15.0,
         metavar="SECONDS",
         help="the longest silence without an event or a keepalive line (default 15)",
     )
     agent.add_argument(
         "--buffered-after",
-        type=_seconds,
+        type=seconds,
         default=1.0,
         metavar="SECONDS",
         help="a body that arrives in one piece later than this looks buffered (default 1)",
@@ -149,22 +150,12 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-errors",
         metavar="N",
-        type=_count,
+        type=limit,
         default=MAX_SHOWN,
         help=f"show at most N problems per file (default {MAX_SHOWN}; 0: all); every one is "
         "counted",
     )
     return parser
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
-    return value
 
 
 def _rule(text: str) -> tuple[str, str]:
@@ -175,16 +166,6 @@ def _rule(text: str) -> tuple[str, str]:
             f"not CODE=SEVERITY: {text!r} (SEVERITY: {', '.join(_SEVERITIES)})"
         )
     return code, severity
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not a count: {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -231,6 +212,8 @@ def _run_input(path: str | None) -> dict[str, Any] | None:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     except msgspec.DecodeError as exc:
         raise InputError(f"{path} is not JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path} is not JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{path} must hold a JSON object (a run input)")
     return data
@@ -239,10 +222,11 @@ def _run_input(path: str | None) -> dict[str, Any] | None:
 def _headers(lines: list[str]) -> dict[str, str]:
     headers = {}
     for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            raise InputError(f"not a header 'NAME: VALUE': {line!r}")
-        headers[name.strip()] = value.strip()
+        try:
+            name, value = header(line)  # a token name, a printable-ASCII value
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"not a header 'NAME: VALUE': {line!r} ({exc})") from None
+        headers[name] = value
     return headers
 
 
@@ -273,6 +257,13 @@ def _check(
             found.findings.append((report, severity))
 
     if name.startswith(("http://", "https://")):
+        try:
+            http_url(name)  # a port out of range, a malformed host: one line, not a traceback
+        except argparse.ArgumentTypeError as exc:
+            found.unreadable = str(exc)
+            if style is not None:
+                print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
+            return found
         return _check_agent(name, args, overrides, style, found, show)
     stream_args = argparse.Namespace(
         file=name, format=args.input_format, format_option="--input-format"
@@ -344,7 +335,7 @@ def _check_agent(
 
     try:
         run_async(main)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         found.unreadable = f"cannot reach {url}: {type(exc).__name__}: {exc}"
         if style is not None:
             print(f"agui-meta: {escape_controls(found.unreadable)}", file=sys.stderr)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from ._args import count, seconds, shards
 from ._command import Commands
 from ._redis import add_redis_arguments, run_with_redis
 
@@ -32,9 +33,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "A thread whose stored hash is corrupt is quarantined (logged with its key, its\n"
             "entries parked in {NS}:parked); the others go on. With --verbose, one line per\n"
             "commit on standard error.\n\n"
-            "Exit status: 0 when it stopped idle; 1 on a Redis error, or a commit the server\n"
-            "refuses for its size; 2 on a bad argument or when Redis cannot be reached at the\n"
-            "start; 130 when interrupted."
+            "Exit status: 0 when it stopped idle (--exit-when-idle); 1 on a Redis error, or a\n"
+            "commit the server refuses for its size; 2 on a bad argument or when Redis cannot\n"
+            "be reached at the start; 130 when interrupted (Ctrl-C)."
         ),
         epilog=(
             "examples:\n"
@@ -46,28 +47,31 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     add_redis_arguments(parser)
     parser.add_argument(
         "--exit-when-idle",
-        type=float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="stop after SECONDS with nothing to do (choose more than --lease when other "
         "workers may die)",
     )
     parser.add_argument(
-        "--lease", type=float, default=10.0, help="lease duration in seconds (default: 10)"
+        "--lease", type=seconds, default=10.0, help="lease duration in seconds (default: 10)"
     )
     parser.add_argument(
-        "--batch", type=int, default=256, help="entries per shard per commit (default: 256)"
+        "--batch", type=count, default=256, help="entries per shard per commit (default: 256)"
     )
     parser.add_argument(
         "--idle-timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="close a run with no new entry for SECONDS, as if its source had ended",
     )
     parser.add_argument("--name", help="this worker's consumer name (default: host-pid-random)")
     parser.add_argument(
-        "--shards", type=int, default=None, help="virtual shards of a new namespace (default: 64)"
+        "--shards",
+        type=shards,
+        default=None,
+        help="virtual shards of a new namespace (default: 64)",
     )
     parser.add_argument(
         "--stats", action="store_true", help="print the worker's counters on exit, as JSON"
@@ -82,21 +86,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    import math
-
-    if args.batch < 1 or (args.shards is not None and args.shards < 1):
-        print("agui-meta: --batch and --shards must be at least 1", file=sys.stderr)
-        return 2
-    for name in ("lease", "exit_when_idle", "idle_timeout"):
-        value = getattr(args, name)
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            print(
-                f"agui-meta: --{name.replace('_', '-')} must be a positive, finite number of "
-                f"seconds, not {value}",
-                file=sys.stderr,
-            )
-            return 2
-
+    # --lease, --batch, --shards, --exit-when-idle, --idle-timeout: checked when parsed (_args).
     async def body(client: Any) -> int:
         import anyio
         import msgspec

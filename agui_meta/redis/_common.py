@@ -6,6 +6,7 @@ from typing import Any
 
 import redis.asyncio
 
+from .._exceptions import UsageError
 from . import _scripts
 from ._keys import Keys
 
@@ -43,6 +44,6 @@ async def shard_count(
 ) -> int:
     """The namespace's number of virtual shards, set to ``default`` by its first user."""
     if default < 1:
-        raise ValueError(f"the number of shards must be at least 1, not {default}")
+        raise UsageError(f"the number of shards must be at least 1, not {default}")
     await client.hsetnx(keys.config, "shards", default)
     return int(text(await client.hget(keys.config, "shards")))

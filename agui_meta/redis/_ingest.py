@@ -19,7 +19,7 @@ import redis.asyncio
 import redis.exceptions
 
 from .._durable import Envelope
-from .._exceptions import SequenceGap, SourceConflict
+from .._exceptions import DataError, SequenceGap, SourceConflict, UsageError
 from ._common import DEFAULT_SHARDS, Scripts, shard_count
 from ._keys import GROUP, Keys
 
@@ -48,10 +48,10 @@ async def publish(
     :param pipeline: envelopes per script call (one round trip each).
     :raises SequenceGap: a source's ``seq`` jumps past the next expected number.
     :raises SourceConflict: a source's envelope at a number it took differs from the one taken.
-    :raises ValueError: an envelope numbered below 1.
+    :raises DataError: an envelope numbered below 1.
     """
     if pipeline < 1:
-        raise ValueError(f"pipeline must be at least 1, not {pipeline}")
+        raise UsageError(f"pipeline must be at least 1, not {pipeline}")
     keys = Keys(namespace)
     count = await shard_count(client, keys, shards)
     scripts = Scripts(client)
@@ -99,7 +99,7 @@ async def publish(
 
     for envelope in envelopes:
         if envelope.seq < 1:
-            raise ValueError(
+            raise DataError(
                 f"source {envelope.source!r}: sequence numbers start at 1, not {envelope.seq}"
             )
         batch.append(envelope)

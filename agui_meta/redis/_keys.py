@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import zlib
 
+from .._exceptions import UsageError
+
 __all__ = ["GROUP", "Keys"]
 
 #: The consumer group every worker reads the shard streams through.
@@ -34,7 +36,7 @@ class Keys:
 
     def __init__(self, namespace: str = "agui") -> None:
         if not namespace or any(c in namespace for c in "{} "):
-            raise ValueError(
+            raise UsageError(
                 f"a namespace is a non-empty name without braces or spaces: {namespace!r}"
             )
         self.namespace = namespace

@@ -34,7 +34,7 @@ import anyio
 import redis.asyncio
 import redis.exceptions
 
-from .._exceptions import StreamLost
+from .._exceptions import StreamLost, UsageError
 from .._replay import Replay, ReplayLog, ReplayReader, parse_event_id
 from .._resume import BufferedStream, BufferedStreamReader
 from ._common import text
@@ -106,14 +106,14 @@ class RedisReplay:
         close_timeout: float = 5.0,
     ) -> None:
         if maxlen < 1 or count < 1 or buffer < 1:
-            raise ValueError(
+            raise UsageError(
                 f"maxlen, count and buffer must be at least 1, got {maxlen}, {count}, {buffer}"
             )
         for name, value in (("ttl", ttl), ("lost_after", lost_after)):
             if not value > 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+                raise UsageError(f"{name} must be > 0 seconds, got {value!r}")
         if linger < 0 or close_timeout < 0:
-            raise ValueError(
+            raise UsageError(
                 f"linger and close_timeout must be >= 0, got {linger}, {close_timeout}"
             )
         self.client = client
@@ -196,7 +196,7 @@ class _RedisLog:
         if not events:
             return
         if self.ended:
-            raise RuntimeError(f"the stream {self.key} has ended: nothing may be appended")
+            raise UsageError(f"the stream {self.key} has ended: nothing may be appended")
         pipe = self.replay.client.pipeline(transaction=True)
         for seq, data in events:
             self._add(pipe, {"d": data}, seq + 1)

@@ -40,7 +40,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from .._durable import Changes, Envelope, Output, ThreadState
-from .._exceptions import AguiMetaError, CommitTooLarge
+from .._exceptions import AguiMetaError, CommitTooLarge, UsageError
 from .._threads import ThreadSnapshot
 from ._common import DEFAULT_SHARDS, Scripts, shard_count, text
 from ._keys import GROUP, Keys
@@ -122,13 +122,13 @@ class Worker:
         max_commit: int | None = None,
     ) -> None:
         if not (_positive(lease) and _positive(poll)) or batch < 1:
-            raise ValueError("lease and poll must be positive and finite, batch at least 1")
+            raise UsageError("lease and poll must be positive and finite, batch at least 1")
         if idle_timeout is not None and not _positive(idle_timeout):
-            raise ValueError("idle_timeout must be positive and finite (or None)")
+            raise UsageError("idle_timeout must be positive and finite (or None)")
         if max_commit is not None and max_commit < 1:
-            raise ValueError("max_commit must be at least 1 (or None)")
+            raise UsageError("max_commit must be at least 1 (or None)")
         if client.connection_pool.connection_kwargs.get("decode_responses"):
-            raise ValueError(
+            raise UsageError(
                 "a worker reads entries and snapshots as bytes: give it a client without "
                 "decode_responses=True"
             )
@@ -137,7 +137,7 @@ class Worker:
         self.keys = Keys(namespace)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{random.getrandbits(24):06x}"
         if " " in self.name:
-            raise ValueError(f"a worker name has no spaces: {self.name!r}")
+            raise UsageError(f"a worker name has no spaces: {self.name!r}")
         self.lease = lease
         self.batch = batch
         self.idle_timeout = idle_timeout
@@ -170,7 +170,7 @@ class Worker:
         if exit_when_idle is not None and not (
             exit_when_idle >= 0 and math.isfinite(exit_when_idle)
         ):
-            raise ValueError(
+            raise UsageError(
                 f"exit_when_idle must be a finite number of seconds, not {exit_when_idle}"
             )
         clock = self._clock
