@@ -11,6 +11,7 @@ fail in CI (``tests/needs.py``).
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -70,9 +71,7 @@ def test_the_scan_under_libfuzzer_asan_and_ubsan(tmp_path: Path) -> None:
 def test_the_core_against_the_python_path_under_atheris(tmp_path: Path) -> None:
     if _speedups.NATIVE is None:
         missing(f"the C core: {_speedups.WHY_NOT}")
-    try:
-        import atheris  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("atheris") is None:
         missing("atheris (pip install atheris)")
     done = subprocess.run(
         [

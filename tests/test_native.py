@@ -37,7 +37,7 @@ import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
-from agui_meta._stage import Context
+from agui_meta._stage import Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
 from tests.needs import missing
@@ -85,7 +85,7 @@ def _core(native: bool) -> Iterator[_Counting | None]:
 def _both(run: Any, *args: Any, **kw: Any) -> dict[str, Any]:
     """``run`` with the C core and without: equal results, and the C core ran."""
     with _core(True):
-        native = run(*args, **kw)
+        native: dict[str, Any] = run(*args, **kw)
     with _core(False):
         python = run(*args, **kw)
     assert native == python
@@ -156,10 +156,10 @@ def _run_bytes(chunks: list[bytes], framing: str, mode: str) -> dict[str, Any]:
     minted = (uuid.UUID(int=n) for n in itertools.count())
     reports: list[str] = []
     store = agui_meta.Store()
-    ledger = agui_meta.Ledger(clock=lambda: 0.0)
+    ledger: Any = agui_meta.Ledger(clock=lambda: 0.0)
     record = test_fuse._Record()
     ctx = Context(mode, lambda r: reports.append(repr(r)))  # type: ignore[arg-type]
-    stages = [
+    stages: list[Transducer[Any, Any]] = [
         agui_meta.Enforce(),
         agui_meta.ExpandChunks(),
         agui_meta.Verify(),
@@ -336,7 +336,7 @@ import json, sys
 import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
-from agui_meta._stage import Context
+from agui_meta._stage import Context, Transducer
 reports = []
 store = agui_meta.Store()
 ctx = Context("keep_going", reports.append)
