@@ -53,6 +53,18 @@ utf8_seq(const unsigned char *s, ptrdiff_t left)
     return 0;
 }
 
+/* 1 for a byte that is plain inside a JSON string: ASCII, neither '"' nor '\\'. */
+static const unsigned char PLAIN[256] = {
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+    P16, P16,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20: '"' at 0x22 */
+    P16, P16,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50: '\\' at 0x5C */
+    P16, P16,
+#undef P16
+    /* 0x80-0xFF: 0 (UTF-8, checked sequence by sequence) */
+};
+
 static int
 hexval(unsigned char c)
 {
@@ -95,6 +107,14 @@ scan_clean(const unsigned char *s, ptrdiff_t n)
             ptrdiff_t start = ++i;
             int escaped = 0;
             for (;;) {
+                /* The run of plain characters (ASCII, not a quote or a backslash) at once. */
+                while (i + 4 <= n && PLAIN[s[i]] && PLAIN[s[i + 1]] && PLAIN[s[i + 2]] &&
+                       PLAIN[s[i + 3]]) {
+                    i += 4;
+                }
+                while (i < n && PLAIN[s[i]]) {
+                    i++;
+                }
                 if (i >= n) {
                     return 0; /* unterminated: not JSON */
                 }
