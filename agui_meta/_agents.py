@@ -15,6 +15,7 @@ whatever :func:`agui_meta.wrap` decodes). Cancelling the call stops the agent.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from typing import Any, Protocol, Union, cast
@@ -24,6 +25,7 @@ import msgspec
 
 from ._events import RunAgentInput
 from ._exceptions import AgentError, UsageError
+from ._framing import aiter_body
 
 __all__ = ["AsgiAgent", "GatewayAgent", "UpstreamAgent", "as_agent"]
 
@@ -162,17 +164,23 @@ class UpstreamAgent:
             "Accept": "text/event-stream",
         }
         timeout = httpx.Timeout(10.0, read=self.timeout)
+        # The body is inflated in bounded steps (a small gzip body may inflate to gigabytes).
         async with (
             httpx.AsyncClient(timeout=timeout) as client,
             client.stream(
                 "POST", self.url, content=_request_body(input), headers=headers
             ) as answer,
+            contextlib.aclosing(aiter_body(answer)) as chunks,
         ):
             if answer.status_code >= 400:
-                preview = (await answer.aread())[:_PREVIEW]
-                text = preview.decode("utf-8", "replace").strip()
+                preview = b""
+                async for chunk in chunks:
+                    preview += chunk
+                    if len(preview) >= _PREVIEW:
+                        break
+                text = preview[:_PREVIEW].decode("utf-8", "replace").strip()
                 raise AgentError(f"{self.url} answered HTTP {answer.status_code}: {text}")
-            async for chunk in answer.aiter_bytes():
+            async for chunk in chunks:
                 await emit(chunk)
 
 

@@ -176,14 +176,10 @@ class ExpandChunks(Transducer[Event, Event]):
         # Per kind, the open streams by id. An id is open in at most one lane per kind (a chunk
         # naming an open id always continues it), so this also counts the open streams of a kind.
         self._by_id: dict[str, dict[str, _Stream]] = {"text": {}, "tool": {}, "reasoning": {}}
-
-    # -- the fast path (see ``_stage``) ------------------------------------------------------
-
-    @property
-    def fast_passes(self) -> Mapping[type, Container[str] | None]:
-        """Every content delta, whatever its id, while no chunk stream is open: :meth:`feed`
-        emits a delta unchanged unless it must close its lane's chunk stream first."""
-        return _EVERY_DELTA if not self._lanes else _NO_DELTA
+        # The fast path (see ``_stage``): every content delta, whatever its id, while no chunk
+        # stream is open (kept current where lanes open and close): feed emits a delta
+        # unchanged unless it must close its lane's chunk stream first.
+        self.fast_passes: Mapping[type, Container[str] | None] = _EVERY_DELTA
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -232,6 +228,7 @@ class ExpandChunks(Transducer[Event, Event]):
         # The reference builds END events for the streams still open when its source completes
         # and discards them (its finalize callback cannot emit). So: no END, just forget them.
         self._lanes.clear()
+        self.fast_passes = _EVERY_DELTA
         for streams in self._by_id.values():
             streams.clear()
 
@@ -240,6 +237,8 @@ class ExpandChunks(Transducer[Event, Event]):
     def _end(self, stream: _Stream) -> None:
         """Close ``stream``: forget it and emit its END (no metadata, no timestamp)."""
         del self._lanes[stream.lane]
+        if not self._lanes:
+            self.fast_passes = _EVERY_DELTA
         del self._by_id[stream.kind][stream.entity_id]
         end: Event
         if stream.kind == "text":
@@ -256,6 +255,7 @@ class ExpandChunks(Transducer[Event, Event]):
         if previous is not None:
             self._end(previous)
         self._lanes[stream.lane] = stream
+        self.fast_passes = _NO_DELTA
         self._by_id[stream.kind][stream.entity_id] = stream
 
     def _continued(

@@ -39,7 +39,7 @@ from ._framing import (
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, ToolCallItem
 
-__all__ = ["Runner", "close_chain", "connect_chain"]
+__all__ = ["Runner"]
 
 if _speedups.NATIVE is not None:
     _speedups.NATIVE.configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
@@ -53,7 +53,7 @@ _NATIVE_CONVERTS: Mapping[Any, tuple[int, str]] = {
 }
 
 
-def connect_chain(
+def _connect_chain(
     transducers: Iterable[Transducer[Any, Any]], sink: Callable[[Any], None], ctx: Context
 ) -> tuple[Callable[[Any], None], list[Transducer[Any, Any]]]:
     """Connect transducers first-to-last into ``sink``; returns the head's feed and the list."""
@@ -62,16 +62,6 @@ def connect_chain(
     for t in reversed(chain):
         emit = t.connect(emit, ctx)
     return emit, chain
-
-
-def close_chain(chain: Iterable[Transducer[Any, Any]], ctx: Context) -> None:
-    """End of stream: close each transducer in order (a data error is skipped in keep-going mode)."""
-    ctx.index = -1
-    for t in chain:
-        try:
-            t.close()
-        except DataError as exc:
-            ctx.skip(exc)
 
 
 class _AllOf:
@@ -120,19 +110,28 @@ class _FastPath:
         #: The plans as the C core takes them: (ids, convert, kind, lookup) (see _native.c).
         self.native_plans: dict[type, tuple[Any, Any, int, Any]] = {}
         self.tallies: list[dict[str, int]] = []
-        self._seen: tuple[int, ...] | None = None
+        # The members the plans were made from: each filter's fast_passes and fast_tally.
+        self._held: list[Any] = []
         self.useful = bool(self.filters) or self.converts is not None
-        self.refresh()
+        self._plan()
 
     def refresh(self) -> None:
-        """Read the stages' fast-path members again (after an event they saw themselves)."""
+        """Read the stages' fast-path members again (after an event they saw themselves), when
+        one of them changed: compared by identity with those held, nothing built."""
+        held = self._held
+        i = 0
+        for f in self.filters:
+            if f.fast_passes is not held[i] or f.fast_tally is not held[i + 1]:
+                self._plan()
+                return
+            i += 2
+
+    def _plan(self) -> None:
+        """The plans from the stages' members as they are now."""
         filters = self.filters
         passes = [f.fast_passes for f in filters]
         tallies = [f.fast_tally for f in filters]
-        seen = tuple(map(id, passes)) + tuple(map(id, tallies))
-        if seen == self._seen:
-            return
-        self._seen = seen
+        self._held = [m for pair in zip(passes, tallies, strict=True) for m in pair]
         plans = self.plans
         plans.clear()
         converts = self.converts
@@ -231,7 +230,7 @@ class Runner:
         self.ctx = ctx
         self.out: list[Any] = []
         sink = self.out.append if sink is None else sink
-        self._head, self.chain = connect_chain(transducers, sink, ctx)
+        self._head, self.chain = _connect_chain(transducers, sink, ctx)
         fast = _FastPath(self.chain, sink) if fuse and self.chain else None
         self._fast = fast if fast is not None and (fast.useful or fast.decode) else None
         self._framing = framing
@@ -280,12 +279,21 @@ class Runner:
         if framer.ignored:  # the lines' places count frames: each frame of a run
             frames = [f for p in parts for f in (p.frames() if type(p) is PayloadRun else [p])]
             self._run_noted(frames, framer.ignored)
-        else:
+        elif not framer.runs:  # frames only (JSON lines, a JSON array): one batch
+            if parts:
+                self._run_frames(parts)
+        else:  # runs of simple SSE blocks, and frames between them: a batch each
+            batch: list[Frame] = []
             for part in parts:
                 if type(part) is PayloadRun:
+                    if batch:
+                        self._run_frames(batch)
+                        batch = []
                     self._run_payloads(part)
                 else:
-                    self._run_frames([part])
+                    batch.append(part)
+            if batch:
+                self._run_frames(batch)
 
     def feed_batch(self, items: Sequence[bytes]) -> None:
         """A batch of events, each the JSON text of one event, from no byte stream (a Redis

@@ -237,6 +237,9 @@ class Gateway:
     :param keep: seconds an ended run stays joinable and resumable (at most ``max_kept`` runs).
     :param keepalive: seconds without an event before an SSE comment is sent.
     :param max_body: the largest request body, in bytes (``413`` past it).
+    :param runs: what makes the registry of runs from the thread store, the catalog and the
+        options above (:class:`~agui_meta.gateway.MemoryRuns`, the default: runs in this
+        process; :func:`agui_meta.redis.redis_gateway` passes Redis runs shared by replicas).
     """
 
     def __init__(
@@ -257,6 +260,7 @@ class Gateway:
         retry_after: int = 1,
         max_body: int = 16 * 1024 * 1024,
         stop_timeout: float = 30.0,
+        runs: Callable[..., MemoryRuns] | None = None,
     ) -> None:
         if on_busy not in ("refuse", "supersede"):
             raise UsageError(f"on_busy must be 'refuse' or 'supersede', got {on_busy!r}")
@@ -271,7 +275,7 @@ class Gateway:
         self.resolve_scope = scope
         self.on_busy = on_busy
         #: The runs of this process (inspect them here); the routes use :attr:`runs`.
-        self.registry = MemoryRuns(
+        self.registry = (runs or MemoryRuns)(
             self.threads,
             self.catalog,
             max_runs=max_runs,

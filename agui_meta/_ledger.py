@@ -487,6 +487,13 @@ class Ledger(Transducer[T, T]):
         self._tools: dict[str, ToolCallRecord] = {}  # this run's tool calls, by id
         # Behind the accumulator: the store's own tool call of each record, read at its end.
         self._live: dict[str, Any] = {}
+        # The fast path's candidates while a run is open: the deltas only counted, and the
+        # arguments of a live call (its record reads the store's call at the end instead).
+        self._passes: Mapping[type, Container[str] | None] = {
+            **_EVERY_DELTA,
+            ToolCallArgsEvent: self._live,
+        }
+        self.fast_passes: Mapping[type, Container[str] | None] = _NO_DELTA
         self._clock = clock or _now_ms
         # The latest time known in the open run (and its source), for records the stream ends.
         self._latest: tuple[float, TimeSource] | None = None
@@ -550,18 +557,9 @@ class Ledger(Transducer[T, T]):
     # -- the stage -------------------------------------------------------------------------
 
     # The fast path (see ``_stage``): while a run is open, every content delta, bare or in an
-    # Update, passes and is counted in the run's event counts.
+    # Update, passes and is counted in the run's event counts, but the TOOL_CALL_ARGS of a
+    # call whose store item the ledger does not hold (it sums those itself).
     fast_wrapped = True
-
-    @property
-    def fast_passes(self) -> Mapping[type, Container[str] | None]:
-        """While a run is open, the content deltas :meth:`feed` only passes and counts."""
-        return _EVERY_DELTA if self._counts is not None else _NO_DELTA
-
-    @property
-    def fast_tally(self) -> dict[str, int] | None:
-        """The open run's event counts."""
-        return self._counts
 
     def feed(self, item: T) -> None:
         self.emit(item)
@@ -610,6 +608,10 @@ class Ledger(Transducer[T, T]):
             record = RunRecord()
         self._current = record
         self._counts = record.event_counts
+        # While a run is open (see fast_wrapped above): text and reasoning deltas, and the
+        # arguments of the calls whose store item is live, counted in the run's counts.
+        self.fast_passes = self._passes
+        self.fast_tally = self._counts
         self._amendable = None
         return record
 
@@ -646,6 +648,8 @@ class Ledger(Transducer[T, T]):
         self._latest = None
         self._current = None
         self._counts = None
+        self.fast_passes = _NO_DELTA
+        self.fast_tally = None
         if len(self._ended) == self.max_runs:
             self.dropped_runs += 1
         self._ended.append(record)
@@ -1007,8 +1011,8 @@ class Ledger(Transducer[T, T]):
 
 
 Ledger.fast_feed = Ledger.feed
-#: The deltas :meth:`Ledger.feed` only counts (those it records, such as TOOL_CALL_ARGS for
-#: its tool-call records, are not in ``_PLAIN`` and so never pass).
+#: The deltas :meth:`Ledger.feed` only counts, whatever their id (TOOL_CALL_ARGS, which it
+#: records, is not in ``_PLAIN``: it passes for the live calls only, see ``Ledger._passes``).
 _EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = {
     cls: None for cls in CONTENT_DELTAS if cls in _PLAIN
 }

@@ -15,7 +15,10 @@ equal the reference's:
 - ``copy`` and ``move`` do not check the array bound of their target (an index past the end
   appends); a path through ``__proto__`` (or ``constructor/prototype``) is refused;
 - names inherited by every JavaScript object (``toString``, ``constructor`` …) exist as far as
-  validation is concerned: ``replace``/``remove`` of them on an object that lacks them succeed.
+  validation is concerned: ``replace``/``remove`` of them on an object that lacks them succeed;
+- the checks against the document are skipped while the document is falsy in JavaScript
+  (``false``, ``0``, ``""``, ``null``): ``remove`` of ``/a`` on ``false`` succeeds and changes
+  nothing, as ``add`` there does.
 
 Why not the ``jsonpatch`` package: on the reference's own edge cases it disagrees with it (array
 indices with leading zeros, the empty index and 32-bit truncation; ``move``/``copy`` past the end
@@ -145,6 +148,13 @@ def _lookup(obj: Any, key: str) -> Any:
     if isinstance(obj, (_Undefined, _Function)):
         raise TypeError(f"Cannot read properties of undefined (reading '{key}')")
     return _FUNCTION if key in _INHERITED else _UNDEFINED
+
+
+def _js_truthy(value: Any) -> bool:
+    """JavaScript's truthiness of a JSON value: false, 0, "" and null are falsy."""
+    if value is None or value is False or value == "":
+        return False
+    return not (type(value) in (int, float) and value == 0)
 
 
 def _is_object(value: Any) -> bool:
@@ -373,7 +383,9 @@ class _Patcher:
                     existing = "/".join(keys[:t])
                 elif t == n - 1:
                     existing = path
-                if existing is not None:
+                if existing is not None and _js_truthy(self.root):
+                    # fast-json-patch checks against the document only when it is truthy
+                    # (`else if (document)`): on false, 0, "" or null it lets the op through.
                     self._check_against(op, kind, existing)
             t += 1
             if mutate and kind not in ("move", "copy"):
@@ -469,8 +481,10 @@ class _Patcher:
                 except _TooDeep:
                     raise self._too_deep() from None
             self._walk({"op": "remove", "path": source}, validate=False)
-        if isinstance(value, (_Undefined, _Function)):
+        if isinstance(value, (_Undefined, _Function)) and _js_truthy(self.root):
             raise self._fail("Cannot move or copy a missing value", "OPERATION_FROM_MISSING")
+        # On a falsy document (no validation) a missing value is moved or copied into a
+        # primitive, which JavaScript ignores (and null raises TypeError, as it does there).
         self._walk({"op": "add", "path": op["path"], "_moved": value}, validate=False)
 
 

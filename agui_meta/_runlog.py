@@ -96,7 +96,7 @@ class MemoryRunLog:
             self._ended = True
             self._notify()
 
-    def reader(self, start: int) -> _MemoryReader:
+    def reader(self, start: int) -> ReplayReader:
         if not 0 <= start <= self._next:
             raise UsageError(f"run log {self.key}: no event {start} (it holds {self._next})")
         return _MemoryReader(self, start)

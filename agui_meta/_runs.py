@@ -529,7 +529,7 @@ class MemoryRuns:
         """How many runs are active."""
         return len(self._active)
 
-    def active_run(self, thread_id: str) -> Run | None:
+    def active_run(self, thread_id: str) -> RunHandle | None:
         """The active run of ``thread_id`` (synchronous: for inspection and tests)."""
         return self._active.get(thread_id)
 
@@ -551,17 +551,17 @@ class MemoryRuns:
 
     # The RunRegistry protocol (nothing here waits: each is atomic in this process).
 
-    async def active(self, thread_id: str) -> Run | None:
+    async def active(self, thread_id: str) -> RunHandle | None:
         return self._active.get(thread_id)
 
-    async def active_runs(self) -> list[Run]:
+    async def active_runs(self) -> list[RunHandle]:
         return list(self._active.values())
 
-    async def by_key(self, key: str) -> Run | None:
+    async def by_key(self, key: str) -> RunHandle | None:
         self._purge()
         return self._by_key.get(key)
 
-    async def find(self, thread_id: str, run_id: str) -> Run | None:
+    async def find(self, thread_id: str, run_id: str) -> RunHandle | None:
         self._purge()
         return self._by_ids.get((thread_id, run_id))
 
@@ -585,7 +585,7 @@ class MemoryRuns:
         store: Store,
         base: ThreadSnapshot,
         new_messages: list[Message],
-    ) -> Run:
+    ) -> RunHandle:
         if self._tg is None:
             raise UsageError("the runs are not running (enter `running()` first)")
         self._check_room(input.thread_id)
@@ -599,6 +599,12 @@ class MemoryRuns:
             base=base,
             new_messages=new_messages,
         )
+        self._launch(run)
+        return run
+
+    def _launch(self, run: Run) -> None:
+        """Hold ``run`` as its thread's active run and start it in the task group."""
+        assert self._tg is not None
         self._purge()
         self._active[run.thread_id] = run
         self._by_key[run.key] = run
@@ -610,9 +616,8 @@ class MemoryRuns:
         if found is not None:
             found[2].set()
         self._tg.start_soon(run.execute)
-        return run
 
-    async def latest(self, thread_id: str) -> tuple[int, Run | None]:
+    async def latest(self, thread_id: str) -> tuple[int, RunHandle | None]:
         found = self._latest.get(thread_id)
         return (0, None) if found is None else (found[0], found[1])
 

@@ -24,8 +24,9 @@ about what passes must change the test, which the driver reads. The members:
   fast path.
 - ``fast_passes``: by candidate class, the ids of the open items whose deltas the stage lets
   pass unchanged right now (a live container), or ``None`` for any id; a class not listed does
-  not pass. A new mapping whenever that changes: the driver reads it again after every event
-  the stage saw itself, and keeps it until then.
+  not pass. A plain attribute, given a new mapping whenever that changes: after every event
+  the stage saw itself, the driver compares it (and ``fast_tally``) by identity with what it
+  holds, and reads it again only when it changed.
 - ``fast_tally``: a dict in which the driver counts (by ``type``) each candidate the stage let
   pass, after the rest of the chain took it (a ledger's event counts). The counts of a batch
   of frames are added before the stage sees its next event and when the batch ends, so they
@@ -41,7 +42,7 @@ about what passes must change the test, which the driver reads. The members:
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -189,7 +190,7 @@ class Transducer(Generic[In, Out]):
     ``emit`` and ``ctx`` are set by :meth:`connect` before the first item is fed. A stage fed
     directly, outside any chain, works too: its outputs are dropped (``run_sync`` collects
     them) and it reports to a :class:`Context` of its own (``stage.ctx``: the default mode,
-    reports issued as warnings), made on first use.
+    reports issued as warnings), made with the stage.
 
     The ``fast_*`` members are the fast path's (see the module documentation); by default a
     stage offers none.
@@ -213,16 +214,19 @@ class Transducer(Generic[In, Out]):
     fast_wrapped: ClassVar[bool] = False
     fast_converts: Mapping[type, Callable[[Any], Any]] | None = None
     fast_decode: Callable[[Any], Any] | None = None
+    #: The candidates this stage lets pass now (see the module documentation).
+    fast_passes: Mapping[type, Container[str] | None] | None = None
+    #: Where the driver counts the candidates this stage let pass.
+    fast_tally: dict[str, int] | None = None
 
-    @property
-    def fast_passes(self) -> Mapping[type, Container[str] | None] | None:
-        """The candidates this stage lets pass now (see the module documentation)."""
-        return None
-
-    @property
-    def fast_tally(self) -> dict[str, int] | None:
-        """Where the driver counts the candidates this stage let pass."""
-        return None
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # A stage never connected drops its outputs and reports to a context of its own. Set
+        # on the instance, not the class (a class-level default, like a __getattr__, would
+        # keep the interpreter from specialising every stage's ``self.emit`` and ``self.ctx``).
+        stage = super().__new__(cls)
+        stage.emit = _drop
+        stage.ctx = Context()
+        return stage
 
     def connect(self, emit: Callable[[Out], None], ctx: Context) -> Callable[[In], None]:
         """Attach the downstream ``emit`` and the shared context; returns ``self.feed``."""
@@ -236,17 +240,6 @@ class Transducer(Generic[In, Out]):
 
     def close(self) -> None:
         """The stream ended normally: emit any trailing outputs."""
-
-    if not TYPE_CHECKING:  # type checkers keep reporting misspelt attributes
-
-        def __getattr__(self, name: str) -> Any:
-            # Only reached when the attribute is missing: a stage that was never connected.
-            if name == "ctx":
-                self.ctx = Context()
-                return self.ctx
-            if name == "emit":
-                return _drop
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 def _drop(item: object) -> None:

@@ -13,6 +13,7 @@ keepalive window, a body that arrived in one piece late (buffered): the transpor
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final, Literal
@@ -21,6 +22,7 @@ import anyio
 
 from ._defaults import DefaultStages
 from ._exceptions import DataError, Report, Severity, UsageError
+from ._framing import aiter_body, media_format, media_type
 from ._lint import Lint, Rule
 from ._pipeline import wrap
 from ._verify import Verify
@@ -38,9 +40,6 @@ DEFAULT_RUN_INPUT: Final[Mapping[str, Any]] = {
     "forwardedProps": {},
 }
 
-_STREAM_TYPES: Final = frozenset(
-    ("text/event-stream", "application/jsonl", "application/x-ndjson", "application/json-lines")
-)
 _SEVERITIES: Final = ("error", "warning", "info", "off")
 
 #: The transport rules, checked when an agent is run (a URL or an ASGI app).
@@ -247,18 +246,31 @@ class _Watch:
 
         last = started
         try:
-            async for chunk in self.response.aiter_bytes():
-                now = anyio.current_time()
-                if not self.chunks:
-                    self.first_after = now - started
-                else:
-                    self.longest_gap = max(self.longest_gap, now - last)
-                last = now
-                self.chunks += 1
-                self.bytes += len(chunk)
-                yield chunk
+            # Inflated in bounded steps (a small gzip body may inflate to gigabytes).
+            async with contextlib.aclosing(aiter_body(self.response)) as chunks:
+                async for chunk in chunks:
+                    now = anyio.current_time()
+                    if not self.chunks:
+                        self.first_after = now - started
+                    else:
+                        self.longest_gap = max(self.longest_gap, now - last)
+                    last = now
+                    self.chunks += 1
+                    self.bytes += len(chunk)
+                    yield chunk
         except httpx.TransportError as exc:  # the connection dropped, or a read timed out
             self.dropped = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def _head(response: Any, limit: int) -> bytes:
+    """The first ``limit`` bytes of a response's body (an error's), inflated in bounds."""
+    head = b""
+    async with contextlib.aclosing(aiter_body(response)) as chunks:
+        async for chunk in chunks:
+            head += chunk
+            if len(head) >= limit:
+                break
+    return head[:limit]
 
 
 async def _agent(
@@ -295,17 +307,17 @@ async def _agent(
         client.stream("POST", url, json=body, headers=sent) as response,
     ):
         if response.status_code >= 300:
-            excerpt = (await response.aread())[:300].decode("utf-8", "replace")
+            excerpt = (await _head(response, 300)).decode("utf-8", "replace")
             report("http.status", f"the agent answered HTTP {response.status_code}: {excerpt}")
             return found
-        media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if media not in _STREAM_TYPES:
+        media = media_type(response.headers.get("content-type"))
+        if media_format(media) is None:
             report(
                 "http.content-type",
                 f"the response's content type is {media or '(none)'!r}, not text/event-stream "
                 "or JSON lines",
             )
-        if format == "auto" and media == "text/event-stream":
+        if format == "auto" and media_format(media) == "sse":
             format = "sse"
         watch = _Watch(response, keepalive_window)
         await _lint(watch.body(started), found.source, overrides, max_findings, format, found)

@@ -254,6 +254,10 @@ class Verify(Transducer[Event, Event]):
             ReasoningMessageContentEvent: self._reasoning_messages,
             ToolCallArgsEvent: self._tool_calls,
         }
+        # The fast path (see ``_stage``): an untagged delta of an open item, inside a run. By
+        # content delta class, the ids open now, while a run is active (else none, kept
+        # current with the gate): feed begins by letting an untagged delta of one pass.
+        self.fast_passes: Mapping[type, Container[str] | None] = _NO_DELTA
         # Owners per entity kind, kept for the run (a continuation may follow a close): those
         # of open items always, of the others the latest ``max_closed_ids`` per kind.
         self._message_owners: _Owners = OrderedDict()
@@ -295,13 +299,6 @@ class Verify(Transducer[Event, Event]):
 
     # -----------------------------------------------------------------------------------------
     # Driving
-
-    # The fast path (see ``_stage``): an untagged delta of an open item, inside a run.
-    @property
-    def fast_passes(self) -> Mapping[type, Container[str] | None]:
-        """By content delta class, the ids open now, while a run is active (else none):
-        :meth:`feed` begins by letting an untagged delta of one of them pass."""
-        return _NO_DELTA if self._gate else self._open_deltas
 
     def feed(self, item: Event) -> None:
         if not self._gate:
@@ -389,7 +386,8 @@ class Verify(Transducer[Event, Event]):
             )
 
     def _update_gate(self) -> None:
-        self._gate = not self._seen_first or self._run_finished or self._run_error
+        self._gate = gate = not self._seen_first or self._run_finished or self._run_error
+        self.fast_passes = _NO_DELTA if gate else self._open_deltas
 
     def _run_started_event(self, ev: RunStartedEvent) -> None:
         if self._seen_first:

@@ -5,10 +5,14 @@ extra ``server``), the agents it fronts (:class:`AsgiAgent`, :class:`UpstreamAge
 async callable of the run input), the catalog of threads and runs in flight
 (:class:`MemoryCatalog`, :class:`SQLiteCatalog`), and the contracts the routes use, for other
 implementations (:class:`RunRegistry` and :class:`RunHandle`, :class:`RunLog`, :class:`Catalog`;
-in this process :class:`MemoryRuns`, :class:`MemoryRunLog`). See ``docs/gateway.md``.
+in this process :class:`MemoryRuns`, :class:`MemoryRunLog`). :func:`redis_gateway` makes a
+replica of a gateway spread over processes sharing Redis (extra ``redis``). See
+``docs/gateway.md``.
 """
 
 from __future__ import annotations
+
+import typing as _typing
 
 from ._agents import AsgiAgent, GatewayAgent, UpstreamAgent
 from ._catalog import Catalog, MemoryCatalog, SQLiteCatalog
@@ -36,9 +40,26 @@ __all__ = (
     "ScopeResolver",
     "ThreadBusy",
     "UpstreamAgent",
+    "redis_gateway",
 )
 
-_public_module(__name__, globals(), __all__)
+if _typing.TYPE_CHECKING:
+    from .redis._gateway import redis_gateway
+
+_LAZY = ("redis_gateway",)
+
+_public_module(__name__, globals(), [name for name in __all__ if name not in _LAZY])
+
+
+def __getattr__(name: str) -> object:
+    # redis_gateway needs redis-py: imported on first use (pip install 'agui-meta[redis]').
+    if name == "redis_gateway":
+        from .redis._gateway import redis_gateway
+
+        _public_module(__name__, {name: redis_gateway}, [name])
+        globals()[name] = redis_gateway
+        return redis_gateway
+    raise AttributeError(f"module 'agui_meta.gateway' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -1,6 +1,6 @@
 """The embedded gateway: events per second against ``EventStreamResponse`` alone; connect; stop.
 
-    .venv/bin/python -m benchmarks.gateway [--events N] [--rounds R]
+    .venv/bin/python -m benchmarks.gateway [--events N] [--rounds R] [--redis URL]
 
 Serves, with uvicorn on 127.0.0.1 in a thread of this process, the same generator agent (N
 text deltas, no pauses) twice: through :class:`agui_meta.EventStreamResponse` (the agent in
@@ -13,6 +13,12 @@ plus the HTTP transfer, not a client pipeline. Then, on the gateway:
   from the run's store);
 - time from ``POST …/stop`` to its answer, which comes once the run has ended (the agent
   cancelled, the items closed, ``RUN_FINISHED`` written, the thread saved).
+
+With ``--redis URL`` (a Redis of its own: the benchmark writes under the namespace
+``bench-N``), the same on the gateway across replicas (:func:`agui_meta.gateway.redis_gateway`):
+one replica (run and read on it), and two replicas in this process, each with its own Redis
+client (the run posted to A, read to its end on B; connect on B to a run A executes; stop on B
+for it).
 
 Medians over ``--rounds``; process CPU time per event beside the wall time (client and server
 share the process).
@@ -38,7 +44,7 @@ from starlette.routing import Route
 
 import agui_meta
 from agui_meta.events import RunAgentInput
-from agui_meta.gateway import Gateway
+from agui_meta.gateway import Gateway, redis_gateway
 
 HOLD = threading.Event()
 
@@ -112,23 +118,42 @@ def timed_runs(url: str, rounds: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def connect_and_stop(url: str, rounds: int) -> tuple[float, float]:
-    """Median seconds to the first byte of a connect mid-run, and of a stop."""
+def joined_runs(url: str, other: str, rounds: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of one run posted to ``url``, read to its end on ``other``."""
+    walls, cpus = [], []
+    with httpx.Client(timeout=300) as client:
+        for n in range(rounds + 1):
+            wall, cpu = time.perf_counter(), time.process_time()
+            run = body(f"joined-{n}", f"r{n}")
+            with client.stream("POST", url, json=run) as started:
+                next(started.iter_bytes())  # the run executes on the first replica
+            answer = client.post(other, json=run)  # the same run: joined from its first event
+            assert answer.status_code == 200 and b"RUN_FINISHED" in answer.content
+            if n:
+                walls.append(time.perf_counter() - wall)
+                cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def connect_and_stop(url: str, rounds: int, other: str | None = None) -> tuple[float, float]:
+    """Median seconds to the first byte of a connect mid-run, and of a stop (both on ``other``
+    when given, the run executing on ``url``)."""
     firsts, stops = [], []
+    other = other or url
     with httpx.Client(timeout=60) as client:
         for n in range(rounds):
             HOLD.clear()
-            thread = f"held-{n}"
+            thread = f"held-{n}-{other.rsplit(':', 1)[-1]}"
             with client.stream("POST", f"{url}/agents/a/run", json=body(thread, "r", hold=1)) as r:
                 next(r.iter_bytes())  # the run has started; it waits mid-message
                 start = time.perf_counter()
                 with client.stream(
-                    "POST", f"{url}/agents/a/connect", json={"threadId": thread}
+                    "POST", f"{other}/agents/a/connect", json={"threadId": thread}
                 ) as joined:
                     next(joined.iter_bytes())
                     firsts.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                stopped = client.post(f"{url}/agents/a/stop", json={"threadId": thread})
+                stopped = client.post(f"{other}/agents/a/stop", json={"threadId": thread})
                 stops.append(time.perf_counter() - start)
                 assert stopped.json()["ended"] is True
     HOLD.set()
@@ -139,6 +164,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=20_000, help="text deltas per run")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--redis", metavar="URL", help="also the gateway on this Redis")
     args = parser.parse_args()
     agent = make_agent(args.events)
     events = args.events + 4
@@ -149,13 +175,43 @@ def main() -> None:
     with serve(gateway, lifespan="on") as url:
         rows.append(("Gateway (run)", *timed_runs(url + "/agents/a/run", args.rounds)))
         first, stop = connect_and_stop(url, args.rounds)
+    timings = [("embedded", first, stop)]
+    if args.redis:
+        rows += on_redis(args.redis, agent, events, args.rounds, timings)
     print(f"{args.events:,} text deltas per run ({events:,} events), median of {args.rounds}\n")
     print("| server | events/s | µs CPU per event (client + server) |")
     print("|---|---|---|")
     for name, wall, cpu in rows:
         print(f"| {name} | {events / wall:,.0f} | {cpu / events * 1e6:.1f} |")
-    print(f"\nconnect mid-run, time to first byte: {first * 1000:.1f} ms")
-    print(f"stop, until the run has ended and the thread is saved: {stop * 1000:.1f} ms")
+    print("\n| gateway | connect mid-run, first byte | stop, until ended and saved |")
+    print("|---|---|---|")
+    for name, first, stop in timings:
+        print(f"| {name} | {first * 1000:.1f} ms | {stop * 1000:.1f} ms |")
+
+
+def on_redis(
+    url: str, agent: Any, events: int, rounds: int, timings: list[tuple[str, float, float]]
+) -> list[tuple[str, float, float]]:
+    """The rows of the gateway on Redis: one replica, then two (run on A, read on B)."""
+    import redis.asyncio
+
+    namespace = f"bench-{time.time_ns()}"
+
+    def replica() -> Any:
+        client = redis.asyncio.Redis.from_url(url)  # used in the replica's event loop only
+        return redis_gateway(client, {"a": agent}, namespace=namespace, max_events=events + 10)
+
+    rows = []
+    a, b = replica(), replica()
+    with serve(a, lifespan="on") as url_a, serve(b, lifespan="on") as url_b:
+        rows.append(("Redis, 1 replica (run)", *timed_runs(url_a + "/agents/a/run", rounds)))
+        joined = joined_runs(url_a + "/agents/a/run", url_b + "/agents/a/run", rounds)
+        rows.append(("Redis, 2 replicas (run on A, read on B)", *joined))
+        timings.append(("Redis, 1 replica", *connect_and_stop(url_a, rounds)))
+        timings.append(
+            ("Redis, 2 replicas (on B, run on A)", *connect_and_stop(url_a, rounds, url_b))
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ CONFIGS: dict[str, str] = {
     "accumulate": "+ `accumulate`",
     "full": "+ `ledger`: the full pipeline",
     "full-unfused": "the full pipeline without the fused fast path",
+    "full-jsonl": "the full pipeline from JSON lines, 16 KiB chunks",
     "content": "the full pipeline on a stream of text deltas of one message (the fast path)",
 }
 _LEVEL = {"decode": 0, "expand_chunks": 1, "verify": 2, "accumulate": 3, "full": 4}
@@ -103,7 +104,7 @@ def _child(config: str, n: int) -> None:
     else:
         fuse = config != "full-unfused"
         chain = stages(_LEVEL.get(config, 4), store=agui_meta.Store())
-        source = content_chunks if config == "content" else sse_chunks
+        source = {"content": content_chunks, "full-jsonl": jsonl_chunks}.get(config, sse_chunks)
         reports: list[agui_meta.Report] = []
 
         async def main() -> None:

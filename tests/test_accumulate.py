@@ -26,7 +26,6 @@ from agui_meta import (
     UsageError,
     run_sync,
 )
-from agui_meta._driver import connect_chain
 from agui_meta._runners import run_case
 from agui_meta._stage import Context
 from agui_meta.events import AnyEvent, Event
@@ -1462,7 +1461,7 @@ class TestUpdates:
             key = None if item is None else item.id
             seen.append((update.event.type, key, metadata, update.done))
 
-        head, _ = connect_chain([Accumulate()], record, Context(on_report=lambda r: None))
+        head = Accumulate().connect(record, Context(on_report=lambda r: None))
         for event in _all_events()[:20]:
             head(event)
         # An item without metadata says None (the expected table writes it UNSET).

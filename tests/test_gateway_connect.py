@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 import agui_meta
+from agui_meta._runs import Run
 from agui_meta.gateway import Gateway
 from tests.gateway_agents import (
     areached,
@@ -105,7 +106,7 @@ async def test_clients_joining_mid_run_end_with_the_same_thread(
 
         def readers() -> int:
             run = gateway.registry.active_run("t")
-            return run.readers if run is not None else -1
+            return run.readers if isinstance(run, Run) else -1
 
         await await_until(lambda: readers() == 3, "both joining clients to be reading")
         release(hold)
@@ -217,7 +218,7 @@ async def test_the_official_client_joins_a_run_with_steps_and_reasoning_open(
 
         def readers() -> int:
             run = gateway.registry.active_run("t")
-            return run.readers if run is not None else -1
+            return run.readers if isinstance(run, Run) else -1
 
         await await_until(lambda: readers() == 2, "the official client to be reading")
         release("open")

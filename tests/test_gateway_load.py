@@ -112,4 +112,5 @@ def test_the_gateway_benchmark_runs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "| EventStreamResponse |" in done.stdout and "| Gateway (run) |" in done.stdout
-    assert "connect mid-run, time to first byte" in done.stdout
+    assert "| gateway | connect mid-run, first byte | stop, until ended and saved |" in done.stdout
+    assert "| embedded |" in done.stdout

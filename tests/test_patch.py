@@ -267,3 +267,57 @@ def test_random_patches_agree_with_the_reference(oracle: OracleServer, seed: int
         expected = oracle.run_one(case, verify=False)
         assert_same_result(run_case(case, verify=False), expected, case)
         json.dumps(case)  # the case is plain JSON (so a failure can be replayed)
+
+
+def _falsy_root_cases() -> list[dict[str, Any]]:
+    """Patches that turn the document into a value JavaScript finds falsy, then go on: the
+    reference checks operations against the document only while it is truthy."""
+    roots: list[Any] = [False, 0, 0.0, "", None, True, 1, "s"]
+    follow: list[list[dict[str, Any]]] = [
+        [{"op": "add", "path": "/a", "value": None}],
+        [{"op": "remove", "path": "/a"}],
+        [{"op": "replace", "path": "/a", "value": 1}],
+        [{"op": "test", "path": "/a", "value": 1}],
+        [{"op": "add", "path": "/a", "value": 1}, {"op": "remove", "path": "/a"}],
+        [{"op": "add", "path": "/a/b", "value": 1}],
+        [{"op": "remove", "path": "/a/b"}],
+        [{"op": "copy", "from": "/a", "path": "/b"}],
+        [{"op": "move", "from": "/a", "path": "/b"}],
+        [{"op": "add", "path": "/0", "value": 2}],
+        [{"op": "add", "path": "/-", "value": 2}],
+    ]
+    cases = []
+    for i, root in enumerate(roots):
+        for j, ops in enumerate(follow):
+            delta = [{"op": "add", "path": "", "value": root}, *ops]
+            for kind, event in (
+                ("state", {"type": "STATE_DELTA", "delta": delta}),
+                (
+                    "activity",
+                    {
+                        "type": "ACTIVITY_DELTA",
+                        "messageId": "a1",
+                        "activityType": "p",
+                        "patch": delta,
+                    },
+                ),
+            ):
+                events: list[dict[str, Any]] = [event]
+                if kind == "activity":
+                    events.insert(
+                        0,
+                        {
+                            "type": "ACTIVITY_SNAPSHOT",
+                            "messageId": "a1",
+                            "activityType": "p",
+                            "content": {"k": [1]},
+                        },
+                    )
+                cases.append({"name": f"falsy-{kind}-{i}-{j}", "events": events, "state": {"k": 1}})
+    return cases
+
+
+def test_patches_on_a_falsy_document_agree_with_the_reference(oracle: OracleServer) -> None:
+    cases = _falsy_root_cases()
+    for case, expected in zip(cases, oracle.run(cases, verify=False), strict=True):
+        assert_same_result(run_case(case, verify=False), expected, case)

@@ -12,6 +12,7 @@ import pytest
 import agui_meta
 import agui_meta.events
 import agui_meta.framing
+import agui_meta.gateway
 import agui_meta.redis
 import agui_meta.threads
 
@@ -19,6 +20,7 @@ PUBLIC_MODULES = (
     agui_meta,
     agui_meta.events,
     agui_meta.framing,
+    agui_meta.gateway,
     agui_meta.threads,
     agui_meta.redis,
 )

@@ -17,7 +17,6 @@ from agui_meta import (
     Update,
     run_sync,
 )
-from agui_meta._driver import connect_chain
 from agui_meta._stage import Context
 from agui_meta.events import AnyEvent, Event, UserMessage
 
@@ -349,9 +348,7 @@ class TestEviction:
         store = Store(state={"n": 0}, evict_completed=True)
         sizes = []
         updates: list[Update] = []
-        head, _ = connect_chain(
-            [Accumulate(store)], updates.append, Context(on_report=lambda r: None)
-        )
+        head = Accumulate(store).connect(updates.append, Context(on_report=lambda r: None))
         for n in range(500):
             peak = 0
             for event in _turn(n):
@@ -453,7 +450,7 @@ def _frozen_updates(events: list[Event], store: Store) -> list[tuple[str, bool, 
         item = None if update.item is None else update.item.to_wire()
         seen.append((update.event.type, update.done, item))
 
-    head, _ = connect_chain([Accumulate(store)], record, Context(on_report=lambda r: None))
+    head = Accumulate(store).connect(record, Context(on_report=lambda r: None))
     for event in events:
         head(event)
     return seen

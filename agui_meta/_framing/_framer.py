@@ -69,6 +69,7 @@ class Framer:
         "decoder",
         "feed",
         "max_frame_size",
+        "runs",
     )
 
     def __init__(
@@ -91,9 +92,9 @@ class Framer:
         self.decoder = decoder
         self.max_frame_size = max_frame_size
         #: Decode one piece :meth:`slices` gave; returns the frames it completed.
-        self.feed: Any = (
-            decoder.feed_runs if runs and hasattr(decoder, "feed_runs") else decoder.feed
-        )
+        #: Whether :meth:`feed` may give :class:`PayloadRun` values (else frames only).
+        self.runs = runs and hasattr(decoder, "feed_runs")
+        self.feed: Any = decoder.feed_runs if self.runs else decoder.feed
         self._split_lines = lines
         # The line-ending state (see _line_ending): whether the last chunk left a line open;
         # whether chunks are known to be lines; the chunks that look like SSE lines held until

@@ -4,7 +4,9 @@ Each ``--agent NAME=SPEC`` is an agent at ``/agents/NAME/run`` (and ``connect``,
 SPEC is the URL of an AG-UI endpoint, or ``module:attribute`` naming an async callable of the
 run input (an async generator function) or an ASGI app serving AG-UI at ``/``. Threads are
 kept in memory or in an SQLite file (``--threads sqlite:PATH``: they survive a restart, and a
-run in flight at a crash is recorded as ended with an error). With ``--scope-header NAME``,
+run in flight at a crash is recorded as ended with an error), or in Redis (``--threads redis
+--redis URL``: run it on as many hosts as you like, each replica serves every thread; see
+docs/gateway.md, "Across replicas, on Redis"). With ``--scope-header NAME``,
 every thread belongs to the value of that request header (set it in a trusted proxy): a request
 without it is refused, another value's threads are not found.
 """
@@ -40,7 +42,9 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "  agui-meta gateway --agent demo=agui_meta.demo:agent --port 8000\n"
             "  agui-meta gateway --agent weather=http://127.0.0.1:9000/agent "
             "--threads sqlite:threads.db\n"
-            "  agui-meta gateway --agent bot=myapp.agents:app --scope-header X-User"
+            "  agui-meta gateway --agent bot=myapp.agents:app --scope-header X-User\n"
+            "  agui-meta gateway --agent demo=agui_meta.demo:agent "
+            "--threads redis --redis redis://127.0.0.1:6379/0"
         ),
     )
     parser.add_argument(
@@ -56,8 +60,19 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
     parser.add_argument(
         "--threads",
         default="memory",
-        metavar="memory|sqlite:PATH",
-        help="where threads are kept (default: memory)",
+        metavar="memory|sqlite:PATH|redis",
+        help="where threads are kept (default: memory); redis: runs, run logs and threads in "
+        "the Redis of --redis, shared by every replica",
+    )
+    parser.add_argument(
+        "--redis",
+        metavar="URL",
+        help="the Redis of --threads redis (redis://HOST:PORT/DB, rediss://...)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default="agui",
+        help="the Redis key namespace of --threads redis (default: agui)",
     )
     parser.add_argument(
         "--scope-header",
@@ -107,8 +122,8 @@ def load_agent(spec: str) -> Any:
     return found
 
 
-def _gateway(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    """The gateway the arguments describe, and what to close after it."""
+def _gateway(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
+    """The gateway the arguments describe, the app to serve, and what to close after it."""
     from .._catalog import SQLiteCatalog
     from .._exceptions import UsageError
     from .._gateway import Gateway
@@ -129,21 +144,62 @@ def _gateway(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         threads, catalog = SQLiteThreadStore(path), SQLiteCatalog(path)
         closing += [threads, catalog]
         options.update(threads=threads, catalog=catalog)
-    elif args.threads != "memory":
-        raise _Problem(f"--threads is memory or sqlite:PATH, got {args.threads!r}")
+    elif args.threads not in ("memory", "redis"):
+        raise _Problem(f"--threads is memory, sqlite:PATH or redis, got {args.threads!r}")
+    if (args.threads == "redis") != bool(args.redis):
+        raise _Problem("--threads redis and --redis URL go together")
     if args.scope_header:
         options["scope"] = _header_scope(args.scope_header)
+    options.update(on_busy=args.on_busy, max_runs=args.max_runs, linger=args.linger)
     try:
-        gateway = Gateway(
-            agents,
-            on_busy=args.on_busy,
-            max_runs=args.max_runs,
-            linger=args.linger,
-            **options,
-        )
+        if args.threads == "redis":
+            return (*_on_redis(args, agents, options), closing)
+        gateway = Gateway(agents, **options)
     except (UsageError, TypeError, ValueError) as exc:
         raise _Problem(str(exc)) from None
-    return gateway, closing
+    return gateway, gateway, closing
+
+
+def _on_redis(
+    args: argparse.Namespace, agents: dict[str, Any], options: dict[str, Any]
+) -> tuple[Any, Any]:
+    """A gateway replica on the Redis of ``--redis``, and the app serving it (whose lifespan
+    closes the Redis client)."""
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    try:
+        import redis.asyncio
+        import redis.exceptions
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
+    except ImportError:
+        raise _Problem(
+            "--threads redis needs the redis extra: pip install 'agui-meta[redis]'"
+        ) from None
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from ..gateway import redis_gateway
+
+    # A dropped connection (Redis restarted, failed over) is retried rather than failing the
+    # request.
+    client = redis.asyncio.Redis.from_url(
+        args.redis,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.01), 8),
+        retry_on_error=[redis.exceptions.ConnectionError],
+    )
+    gateway = redis_gateway(client, agents, namespace=args.namespace, **options)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            async with gateway.running():
+                yield
+        finally:
+            await client.aclose()
+
+    return gateway, Starlette(routes=[Mount("/", gateway)], lifespan=lifespan)
 
 
 def _header_scope(header: str) -> Any:
@@ -165,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     from .._exceptions import ThreadStoreError
 
     try:
-        gateway, closing = _gateway(args)
+        gateway, app, closing = _gateway(args)
     except (_Problem, ThreadStoreError) as exc:  # a store that cannot be opened: one line
         print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
@@ -173,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"agui-meta gateway on http://{args.host}:{args.port} ({names})", file=sys.stderr)
     try:
         uvicorn.run(
-            gateway, host=args.host, port=args.port, lifespan="on", log_level="warning", ws="none"
+            app, host=args.host, port=args.port, lifespan="on", log_level="warning", ws="none"
         )
     finally:
         for resource in closing:

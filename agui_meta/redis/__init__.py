@@ -10,6 +10,8 @@ Needs the ``redis`` extra (redis-py's asyncio client) and a Redis server (7.0 or
 - :class:`RedisThreadStore` reads (and writes, with compare-and-set) the threads' snapshots;
 - :class:`RedisReplay` keeps the events an ``EventStreamResponse`` sends, so that a stream
   started on one replica is resumed (``Last-Event-ID``) on any other;
+- :class:`RedisCatalog` and :class:`GatewayKeys` are the gateway's catalog and key layout
+  across replicas (:func:`agui_meta.gateway.redis_gateway`; keys hashed per thread shard);
 - :func:`run_local` is the same processing in one process, without Redis: the reference the
   workers' results equal.
 
@@ -27,12 +29,14 @@ from .._exceptions import CommitTooLarge as CommitTooLarge
 from .._exceptions import SequenceGap as SequenceGap
 from .._exceptions import SourceConflict as SourceConflict
 from .._public import public_module as _public_module
+from ._catalog import RedisCatalog as RedisCatalog
 from ._common import DEFAULT_SHARDS as DEFAULT_SHARDS
 from ._ingest import IngestResult as IngestResult
 from ._ingest import publish as publish
 from ._ingest import read_frames as read_frames
 from ._keys import Keys as Keys
 from ._replay import RedisReplay as RedisReplay
+from ._shards import GatewayKeys as GatewayKeys
 from ._store import RedisThreadStore as RedisThreadStore
 from ._worker import Worker as Worker
 from ._worker import WorkerStats as WorkerStats
@@ -41,10 +45,12 @@ __all__ = (
     "DEFAULT_SHARDS",
     "CommitTooLarge",
     "Envelope",
+    "GatewayKeys",
     "IngestResult",
     "Keys",
     "LocalResult",
     "Output",
+    "RedisCatalog",
     "RedisReplay",
     "RedisThreadStore",
     "SequenceGap",

@@ -47,16 +47,16 @@ logger = logging.getLogger("agui_meta.redis.replay")
 _REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
 
 
-def _index(entry_id: Any) -> int:
+def entry_index(entry_id: Any) -> int:
     """The sequence part of an entry id (``0-7`` → 7)."""
     return int(text(entry_id).partition("-")[2])
 
 
-def _fields(raw: Any) -> dict[str, Any]:
+def entry_fields(raw: Any) -> dict[str, Any]:
     return {text(k): v for k, v in raw.items()}
 
 
-def _entries(reply: Any) -> list[tuple[Any, Any]]:
+def stream_entries(reply: Any) -> list[tuple[Any, Any]]:
     """The entries of an ``XREAD`` reply on one stream (RESP2 list or RESP3 map)."""
     if not reply:
         return []
@@ -158,15 +158,17 @@ class RedisReplay:
         if not first or not last:
             return unknown
         last_id, last_fields = last[0]
-        sent = _index(last_id) - (1 if "end" in _fields(last_fields) else 0)  # events kept
+        sent = entry_index(last_id) - (
+            1 if "end" in entry_fields(last_fields) else 0
+        )  # events kept
         if seq >= sent:
             return f"event id {last_event_id!r} was never sent"
-        if _index(first[0][0]) > seq + 2:
+        if entry_index(first[0][0]) > seq + 2:
             return (
                 f"the events after {last_event_id!r} are no longer held (the replay store "
                 f"keeps the last {self.maxlen} events of a stream)"
             )
-        return _RedisReader(self, key, seq)
+        return RedisStreamReader(self, key, seq)
 
 
 class _RedisLog:
@@ -254,7 +256,7 @@ class _RedisLog:
                 await self.local.changed()
 
 
-class _RedisReader:
+class RedisStreamReader:
     """The events of a stream in Redis after a given one, for a connection on any replica."""
 
     def __init__(self, replay: RedisReplay, key: str, seq: int) -> None:
@@ -268,8 +270,8 @@ class _RedisReader:
 
     def _take(self, reply: Any) -> list[bytes]:
         frames = []
-        for entry_id, raw in _entries(reply):
-            index = _index(entry_id)
+        for entry_id, raw in stream_entries(reply):
+            index = entry_index(entry_id)
             if index != self.position + 1:
                 raise StreamLost(
                     f"events {self.key}:{self.position} to {self.key}:{index - 2} were trimmed "
@@ -277,7 +279,7 @@ class _RedisReader:
                     "events behind"
                 )
             self.position = index
-            fields = _fields(raw)
+            fields = entry_fields(raw)
             if "end" in fields:
                 self.outcome = text(fields["end"])
                 break

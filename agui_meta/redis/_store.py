@@ -9,6 +9,7 @@ from .._exceptions import ThreadStoreError, VersionConflict
 from .._threads import ThreadSnapshot, check_version, decode_snapshot, encode_snapshot
 from ._common import Scripts
 from ._keys import Keys
+from ._shards import GatewayKeys
 
 __all__ = ["RedisThreadStore"]
 
@@ -26,11 +27,16 @@ class RedisThreadStore:
 
     :param client: a ``redis.asyncio.Redis`` client.
     :param namespace: the key namespace (``"agui"``, as the workers' default).
+    :param shards: the gateway's layout: ``{ns:S}:thread:ID``, hashed by thread shard (the
+        gateway on Redis, :func:`~agui_meta.redis.redis_gateway`, sets it). ``None``: the
+        workers' layout, ``{ns}:thread:ID`` (one cluster slot).
     """
 
-    def __init__(self, client: redis.asyncio.Redis, *, namespace: str = "agui") -> None:
+    def __init__(
+        self, client: redis.asyncio.Redis, *, namespace: str = "agui", shards: int | None = None
+    ) -> None:
         self.client = client
-        self.keys = Keys(namespace)
+        self.keys: Keys = Keys(namespace) if shards is None else GatewayKeys(namespace, shards)
         self._scripts = Scripts(client)
 
     def _name(self, key: str) -> str:
@@ -69,13 +75,23 @@ class RedisThreadStore:
                 ) from exc
             raise VersionConflict(snapshot.thread_id, snapshot.version - 1, actual)
 
+    async def delete(self, thread_id: str) -> None:
+        """Forget the thread (the gateway's ``DELETE /threads/ID``)."""
+        await self.client.delete(self.keys.thread(thread_id))
+
     async def thread_ids(self, *, count: int = 1000) -> list[str]:
         """The ids of the stored threads (a ``SCAN`` of the namespace, in no particular order)."""
-        prefix = self.keys.thread_prefix
+        keys = self.keys
+        prefix = keys.thread_prefix
+        if isinstance(keys, GatewayKeys):
+            pattern = keys.thread_pattern
+        else:
+            pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
         out = []
-        async for key in self.client.scan_iter(
-            match=prefix.replace("{", "\\{").replace("}", "\\}") + "*", count=count
-        ):
+        async for key in self.client.scan_iter(match=pattern, count=count):
             name = key.decode() if isinstance(key, bytes) else key
-            out.append(name[len(prefix) :])
+            if isinstance(keys, GatewayKeys):
+                out.append(keys.thread_id_of(name))
+            else:
+                out.append(name[len(prefix) :])
         return sorted(out)

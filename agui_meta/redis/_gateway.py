@@ -1,0 +1,53 @@
+"""The gateway across replicas: a :class:`~agui_meta.gateway.Gateway` whose runs, run logs,
+threads and catalog are in Redis (see docs/gateway.md, "Across replicas, on Redis")."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import redis.asyncio
+
+from .._gateway import Gateway
+from ._catalog import RedisCatalog
+from ._runs import RedisRuns
+from ._shards import GatewayKeys
+from ._store import RedisThreadStore
+
+__all__ = ["redis_gateway"]
+
+
+def redis_gateway(
+    client: redis.asyncio.Redis,
+    agents: Mapping[str, Any],
+    *,
+    namespace: str = "agui",
+    shards: int = 16,
+    lease: float = 10.0,
+    **options: Any,
+) -> Gateway:
+    """A replica of a gateway whose runs, run logs, catalog and threads are in Redis: every
+    replica made with the same Redis, ``namespace`` and ``shards`` serves every route for
+    every thread (docs/gateway.md, "Across replicas, on Redis").
+
+    :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client (closed
+        by the caller; give it a ``retry`` so that a restarted Redis is reconnected to).
+    :param agents: as :class:`Gateway`'s: each replica executes the runs it accepts, so each
+        needs every agent.
+    :param namespace: the key namespace; keys are ``{namespace:S}:…``, ``S`` the thread's
+        shard, so that a Redis Cluster spreads the threads over its masters.
+    :param shards: virtual shards (the same on every replica).
+    :param lease: seconds a replica holds a run without renewing it (it renews every third);
+        a run whose replica died is ended with ``RUN_ERROR`` code ``executor_lost`` about one
+        lease and a third after its last renewal.
+    :param options: :class:`Gateway`'s other options (``max_runs`` counts this replica's runs).
+    """
+    keys = GatewayKeys(namespace, shards)
+    return Gateway(
+        agents,
+        threads=RedisThreadStore(client, namespace=namespace, shards=shards),
+        catalog=RedisCatalog(client, keys),
+        runs=functools.partial(RedisRuns, client=client, keys=keys, lease=lease),
+        **options,
+    )

@@ -1,0 +1,645 @@
+"""The gateway's runs across replicas: a :class:`~agui_meta.gateway.RunRegistry` on Redis.
+
+Every replica serves every route for every thread. The replica that accepts a run executes it
+(the executors are the replicas themselves); what the others need is in Redis, under the tag
+of the thread's shard (:class:`~agui_meta.redis._shards.GatewayKeys`):
+
+- starting a run is one script (``BEGIN``): it refuses when the thread has a run in flight,
+  else takes a fencing token, records the run and puts it in the shard's in-flight set, whose
+  score is the end of the run's lease;
+- the run's events go to a stream (as :class:`~agui_meta.redis.RedisReplay`'s, and read by the
+  same reader), each batch written by a script that checks the run is still the caller's;
+- the executor renews the lease and reads the run's control stream, where a stop from any
+  replica lands; it counts readers on every replica (their marks in Redis) for ``linger``;
+- the run's end is one script (``COMMIT``): the thread saved with compare-and-set, the log's
+  end marker, the thread freed — or nothing, when the run was taken from the caller;
+- every replica sweeps the in-flight sets: a run whose lease ran out (its executor died, or
+  lost Redis for longer than the lease) is taken over with a new fencing token and ended with
+  ``RUN_ERROR`` code ``executor_lost``, its thread's ledger recording the run once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import redis.asyncio
+import redis.exceptions
+
+from .._decode import encode_event
+from .._events import Event, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
+from .._exceptions import AtCapacity, ThreadBusy, ThreadStoreError, UsageError
+from .._framing import encode_sse
+from .._join import thread_prelude
+from .._ledger import RunRecord
+from .._registry import StopReason
+from .._runs import MemoryRuns, Run
+from .._store import Store
+from .._threads import ThreadSnapshot, ThreadStore, encode_snapshot
+from . import _runscripts
+from ._common import text
+from ._replay import RedisReplay, RedisStreamReader, entry_fields, entry_index, stream_entries
+from ._shards import GatewayKeys
+
+if TYPE_CHECKING:
+    from .._agents import GatewayAgent
+    from .._catalog import Catalog
+    from .._registry import RunHandle, RunRegistry
+    from .._replay import ReplayReader
+
+__all__ = ["RedisRuns"]
+
+logger = logging.getLogger("agui_meta.gateway")
+
+_REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
+#: Events a run may have queued for Redis before it waits for the writes.
+_AHEAD = 1024
+_STOPS: dict[str, StopReason] = {"stopped": "stopped", "superseded": "superseded"}
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _count(value: Any, key: str, thread_id: str) -> int:
+    """A counter read from Redis, or :class:`ThreadStoreError` naming the key and thread."""
+    try:
+        return int(text(value))
+    except (TypeError, ValueError):
+        raise ThreadStoreError(
+            f"holds {value!r} where the count of the thread's runs belongs",
+            store=f"Redis gateway (key {key!r})",
+            thread_id=thread_id,
+        ) from None
+
+
+class _RedisRunLog:
+    """A :class:`~agui_meta.gateway.RunLog` in a Redis stream, written by the run's holder.
+
+    ``append`` queues the events and returns (the run never waits for Redis, unless
+    ``_AHEAD`` events are queued); :meth:`flush`, a task of the run, writes what is queued in
+    one script call at a time, so a fast agent's events go to Redis in batches.
+    """
+
+    def __init__(self, run: _RedisRun) -> None:
+        self.run = run
+        self.key = run.key
+        self._next = 0
+        self.written = 0  # events in Redis
+        self._pending: list[bytes] = []
+        self._ended = False
+        self._closed = False  # no more appends: the flush ends once the queue is empty
+        self._changed = anyio.Event()
+
+    @property
+    def next_seq(self) -> int:
+        return self._next
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def append(self, frames: Sequence[bytes]) -> None:
+        if self._ended or self._closed:
+            raise UsageError(f"run log {self.key}: append after end")
+        if not frames or self.run.fenced:
+            return
+        # Counted at once: the run's store already holds these events, and a ``join`` taken
+        # now starts its reader after them.
+        self._next += len(frames)
+        self._pending.extend(frames)
+        self._notify()
+        while len(self._pending) >= _AHEAD and not self.run.fenced:
+            await self._changed.wait()
+
+    def close(self) -> None:
+        self._closed = True
+        self._notify()
+
+    async def flush(self) -> None:
+        """Write the queued events until :meth:`close` and an empty queue."""
+        run = self.run
+        runs = run.runs
+        keys = runs.keys
+        names = [keys.active(run.thread_id), keys.replay(self.key), keys.replay_alive(self.key)]
+        ttl, alive = _ms(runs.max_run_time + runs.keep), _ms(runs.alive)
+        while True:
+            while not self._pending:
+                if self._closed or run.fenced:
+                    return
+                await self._changed.wait()
+            batch, self._pending = self._pending, []
+            held = await runs.script(
+                "LOG", names, [run.holder, runs.max_events, ttl, alive, self.written + 1, *batch]
+            )
+            self.written += len(batch)
+            self._notify()
+            if not held:
+                run.fence()
+                return
+
+    async def end(self) -> None:
+        self._ended = True  # the end marker is written with the thread (COMMIT)
+
+    def reader(self, start: int) -> ReplayReader:
+        return self.run.runs.reader(self.key, start)
+
+
+class _RedisRun(Run):
+    """A run executed by this replica, its log and its end in Redis."""
+
+    def __init__(self, runs: RedisRuns, *, key: str, holder: str, **options: Any) -> None:
+        super().__init__(runs, **options)
+        self.runs = runs
+        self.key = key
+        self.holder = holder
+        self.fenced = False
+        self.log: _RedisRunLog = _RedisRunLog(self)
+
+    async def _stream(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.log.flush)
+            try:
+                await super()._stream()
+            finally:
+                self.log.close()
+
+    def fence(self) -> None:
+        """The run was taken from this replica: write nothing more, stop the agent."""
+        if not self.fenced:
+            logger.warning(
+                "run %s of thread %s was taken over: stopping", self.run_id, self.thread_id
+            )
+        self.fenced = True
+        self.agent_scope.cancel()
+
+    async def _watch_readers(self) -> None:
+        """Renew the lease, take stops from the control stream, stop after ``linger``."""
+        runs = self.runs
+        keys = runs.keys
+        client = runs.client
+        step = runs.lease / 3
+        control = keys.ctl(self.key)
+        marks = keys.replay_reader(self.key)
+        seen = "0-0"
+        quiet_since = anyio.current_time()
+        while True:
+            try:
+                held = await runs.script(
+                    "RENEW",
+                    [
+                        keys.active(self.thread_id),
+                        keys.inflight(keys.of(self.thread_id)),
+                        keys.replay_alive(self.key),
+                    ],
+                    [self.holder, self.key, _ms(runs.lease), _ms(runs.alive)],
+                )
+                if not held:
+                    self.fence()
+                    return
+                reply = await client.xread({control: seen}, count=16, block=_ms(step))
+                for entry_id, raw in stream_entries(reply):
+                    seen = text(entry_id)
+                    reason = _STOPS.get(text(entry_fields(raw).get("stop", b"")))
+                    if reason is not None:
+                        self._stop(reason)
+                now = anyio.current_time()
+                if self.readers or await client.exists(marks):
+                    quiet_since = now
+                elif now - quiet_since >= runs.linger:
+                    self._stop("abandoned")
+            except _REDIS_ERRORS:
+                logger.warning("run %s: Redis did not answer", self.run_id, exc_info=True)
+                await anyio.sleep(step)
+
+    async def _finish(self) -> None:
+        runs = self.runs
+        try:
+            await self.log.end()
+            ledger = self.stages.ledger
+            ledger.close()
+            if not self.fenced:
+                snapshot = self.base.advance(self.store, ledger.runs)
+                await runs.commit(self.key, self.holder, self.thread_id, self.log.written, snapshot)
+        except Exception:  # the lease runs out: another replica ends the run
+            logger.exception("run %s of thread %s could not be ended", self.run_id, self.thread_id)
+        finally:
+            self.ended_at = anyio.current_time()
+            runs._ended(self)
+            self._release()
+            self.ended.set()
+
+
+class _NoMore:
+    """A reader with nothing to read."""
+
+    async def read(self, wait: float) -> list[bytes] | None:
+        return None
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _RemoteRun:
+    """A run another replica executes (or executed): a :class:`~agui_meta.gateway.RunHandle`."""
+
+    def __init__(self, runs: RedisRuns, key: str, meta: Mapping[str, str], events: int) -> None:
+        self.runs = runs
+        self.key = key
+        self.thread_id = meta.get("thread", "")
+        self.run_id = meta.get("run", "")
+        self.scope = meta.get("scope", "")
+        self.agent_name = meta.get("agent", "")
+        self._events = events
+
+    @property
+    def events(self) -> int:
+        return self._events
+
+    def reader(self, start: int) -> ReplayReader:
+        return self.runs.reader(self.key, start)
+
+    async def join(self) -> tuple[list[bytes], ReplayReader]:
+        """The thread as stored, then this run from its first event (its executor's store is
+        in another process: the run is replayed rather than summarised)."""
+        stored = await self.runs.threads.load(self.thread_id)
+        stored = stored or ThreadSnapshot(thread_id=self.thread_id)
+        messages, state = stored.messages, stored.state
+        if stored.ledger.last_run_id == self.run_id:  # ended and saved: the thread is all
+            prelude = thread_prelude(
+                self.thread_id, self.run_id, messages, state, stored.pending_interrupts
+            )
+            return prelude, _NoMore()
+        connect = f"connect-{uuid.uuid4().hex}"
+        prelude = thread_prelude(
+            self.thread_id, connect, messages, state, stored.pending_interrupts
+        )
+        return prelude, self.reader(0)
+
+    async def stop(self, reason: StopReason) -> bool:
+        runs = self.runs
+        keys = runs.keys
+        held = await runs.client.get(keys.active(self.thread_id))
+        if held is None or not text(held).endswith(" " + self.key):
+            return False
+        control = keys.ctl(self.key)
+        await runs.client.xadd(control, {"stop": reason}, maxlen=16, approximate=False)
+        await runs.client.pexpire(control, _ms(max(runs.keep, runs.lease * 3)))
+        return True
+
+    async def wait_ended(self, within: float) -> bool:
+        """Wait for the end marker of the run's log (written with the thread)."""
+        runs = self.runs
+        client = runs.client
+        name, log = runs.keys.run(self.key), runs.keys.replay(self.key)
+        deadline = anyio.current_time() + within
+        with anyio.move_on_after(within):
+            last = await client.xrevrange(log, count=1)
+            position = text(last[0][0]) if last else "0-0"
+            while True:
+                ended = await client.hget(name, "ended")
+                if ended is None or text(ended) == "1":
+                    return True
+                block = min(1.0, max(deadline - anyio.current_time(), 0.001))
+                reply = await client.xread({log: position}, count=100, block=_ms(block))
+                for entry_id, raw in stream_entries(reply):
+                    position = text(entry_id)
+                    if "end" in entry_fields(raw):
+                        return True
+        return False
+
+
+class RedisRuns(MemoryRuns):
+    """The gateway's runs across replicas sharing one Redis (or Redis Cluster).
+
+    Takes :class:`~agui_meta.gateway.MemoryRuns`' options (``max_runs`` counts this replica's
+    runs), and:
+
+    :param client: a ``redis.asyncio.Redis`` or ``RedisCluster`` client.
+    :param keys: the key names (namespace, shard count: the same on every replica).
+    :param lease: seconds a run's executor holds it without renewing (renewed every third);
+        past it, any replica ends the run with ``RUN_ERROR`` code ``executor_lost``.
+    :param poll: seconds between looks at Redis where nothing can be waited on (a remote run's
+        end, a later run on a followed thread).
+    """
+
+    def __init__(
+        self,
+        threads: ThreadStore,
+        catalog: Catalog,
+        *,
+        client: redis.asyncio.Redis,
+        keys: GatewayKeys,
+        lease: float = 10.0,
+        poll: float = 0.05,
+        **options: Any,
+    ) -> None:
+        super().__init__(threads, catalog, **options)
+        if not lease > 0 or not poll > 0:
+            raise UsageError(f"lease and poll must be > 0 seconds, got {lease!r}, {poll!r}")
+        self.client = client
+        self.keys = keys
+        self.lease = lease
+        self.poll = poll
+        #: How long readers wait for a silent executor before they give up (a takeover ends
+        #: the run well before: one lease and one sweep).
+        self.alive = 3 * lease + 1
+        self._space = RedisReplay(
+            client,
+            namespace=keys.namespace,
+            maxlen=self.max_events,
+            approximate=True,
+            ttl=self.max_run_time + self.keep + 1,
+            linger=max(min(self.linger / 2, 1.0), 0.05),
+            lost_after=self.alive,
+        )
+        self._space.keys = keys
+        self._scripts = {
+            name: client.register_script(getattr(_runscripts, name)) for name in _runscripts.__all__
+        }
+
+    async def script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._scripts[name](keys, args)
+
+    def reader(self, key: str, start: int) -> ReplayReader:
+        """A reader of run ``key``'s log in Redis from event ``start`` on."""
+        return RedisStreamReader(self._space, key, start - 1)
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with super().running(), anyio.create_task_group() as tg:
+            tg.start_soon(self._sweep)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _sweep(self) -> None:
+        """End the runs whose lease ran out, on every shard (each replica sweeps)."""
+        while True:
+            try:
+                seconds, micros = await self.client.time()
+                now = int(seconds) * 1000 + int(micros) // 1000
+                for shard in range(self.keys.shards):
+                    found = await self.client.zrangebyscore(
+                        self.keys.inflight(self.keys.tag(shard)), "-inf", now
+                    )
+                    for key in found:
+                        await self._take_over(text(key))
+            except _REDIS_ERRORS:
+                logger.warning("the gateway could not sweep Redis", exc_info=True)
+            except Exception:
+                logger.exception("the gateway's sweep failed")
+            await anyio.sleep(self.lease / 3)
+
+    async def _take_over(self, key: str) -> None:
+        keys = self.keys
+        meta = await self._meta(key)
+        tag = keys.of_key(key)
+        if not meta:
+            await self.client.zrem(keys.inflight(tag), key)
+            return
+        thread_id, run_id = meta.get("thread", ""), meta.get("run", "")
+        got = await self.script(
+            "STEAL",
+            [keys.active(thread_id), keys.run_fence(tag), keys.inflight(tag), keys.replay(key)],
+            [key, _ms(self.lease)],
+        )
+        if not got:
+            return
+        holder, index = text(got[0]), int(got[1])
+        message = (
+            f"the run was lost: the replica executing it stopped renewing its lease "
+            f"({self.lease:g} s)"
+        )
+        events: list[Event] = []
+        if index == 0:
+            events.append(RunStartedEvent(thread_id=thread_id, run_id=run_id))
+        events.append(RunErrorEvent(message=message, code="executor_lost"))
+        frames = [
+            encode_sse(encode_event(event), id=f"{key}:{index + n}")
+            for n, event in enumerate(events)
+        ]
+        record = RunRecord(
+            thread_id=thread_id,
+            run_id=run_id,
+            status="error",
+            error_message=message,
+            error_code="executor_lost",
+        )
+        snapshot: ThreadSnapshot | None = None
+        try:
+            stored = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
+            snapshot = stored.advance(stored.to_store(), [record])
+        except ThreadStoreError:  # the run still ends and frees the thread; the hash stays
+            logger.exception("run %s: its thread cannot be loaded to record the loss", run_id)
+        await self.commit(key, holder, thread_id, index, snapshot, frames)
+        logger.warning("run %s of thread %s: its executor was lost", run_id, thread_id)
+
+    async def commit(
+        self,
+        key: str,
+        holder: str,
+        thread_id: str,
+        events: int,
+        snapshot: ThreadSnapshot | None,
+        closing: list[bytes] | None = None,
+    ) -> None:
+        """End run ``key`` (``events`` events so far, then ``closing``) and save its thread
+        (``snapshot``; ``None``: leave it as it is)."""
+        keys = self.keys
+        thread_key = keys.thread(thread_id)
+        closing = closing or []
+        version = 0 if snapshot is None else snapshot.version
+        data = (
+            b""
+            if snapshot is None
+            else encode_snapshot(snapshot, f"Redis thread store (key {thread_key!r})")
+        )
+        saved, stored = await self.script(
+            "COMMIT",
+            [
+                keys.active(thread_id),
+                keys.inflight(keys.of(thread_id)),
+                keys.run(key),
+                keys.replay(key),
+                keys.replay_alive(key),
+                thread_key,
+                keys.runids(thread_id),
+                keys.ctl(key),
+            ],
+            [
+                holder,
+                key,
+                _ms(max(self.keep, 1.0)),
+                events + len(closing) + 1,
+                version - 1,
+                data,
+                version,
+                events + 1,
+                *closing,
+            ],
+        )
+        if not int(saved):
+            logger.error(
+                "run %s: thread %r could not be saved: it is at version %s, not %s",
+                key,
+                thread_id,
+                text(stored),
+                version - 1,
+            )
+
+    # -- handles -------------------------------------------------------------------------------
+
+    async def _meta(self, key: str) -> dict[str, str]:
+        raw = await self.client.hgetall(self.keys.run(key))
+        return {text(k): text(v) for k, v in raw.items()}
+
+    async def _handle(self, key: str) -> RunHandle | None:
+        local = self._by_key.get(key)
+        if local is not None:
+            return local
+        meta = await self._meta(key)
+        if not meta:
+            return None
+        last = await self.client.xrevrange(self.keys.replay(key), count=1)
+        events = 0
+        if last:
+            events = entry_index(last[0][0]) - (1 if "end" in entry_fields(last[0][1]) else 0)
+        return _RemoteRun(self, key, meta, events)
+
+    async def _held(self, thread_id: str) -> str | None:
+        """The key of the thread's run in flight."""
+        held = await self.client.get(self.keys.active(thread_id))
+        return None if held is None else text(held).partition(" ")[2]
+
+    async def active(self, thread_id: str) -> RunHandle | None:
+        key = await self._held(thread_id)
+        if key is None:
+            return None
+        local = self._active.get(thread_id)
+        if local is not None and local.key == key:
+            return local
+        return await self._handle(key)
+
+    async def active_runs(self) -> list[RunHandle]:
+        """This replica's active runs."""
+        return list(self._active.values())
+
+    async def by_key(self, key: str) -> RunHandle | None:
+        if self.keys.key_shard(key) is None:
+            return None
+        self._purge()
+        return await self._handle(key)
+
+    async def find(self, thread_id: str, run_id: str) -> RunHandle | None:
+        self._purge()
+        local = self._by_ids.get((thread_id, run_id))
+        if local is not None:
+            return local
+        key = await self.client.hget(self.keys.runids(thread_id), run_id)
+        return None if key is None else await self._handle(text(key))
+
+    async def _busy(self, thread_id: str, key: str, agent_name: str) -> ThreadBusy:
+        meta = await self._meta(key)
+        return ThreadBusy(thread_id, meta.get("run", key), meta.get("agent", agent_name))
+
+    async def check_room(self, thread_id: str) -> None:
+        key = await self._held(thread_id)
+        if key is not None:
+            raise await self._busy(thread_id, key, "")
+        if len(self._active) >= self.max_runs:
+            raise AtCapacity(self.max_runs)
+
+    async def start(
+        self,
+        *,
+        scope: str,
+        agent_name: str,
+        agent: GatewayAgent,
+        input: RunAgentInput,
+        store: Store,
+        base: ThreadSnapshot,
+        new_messages: list[Message],
+    ) -> Run:
+        if self._tg is None:
+            raise UsageError("the runs are not running (enter `running()` first)")
+        if len(self._active) >= self.max_runs:
+            raise AtCapacity(self.max_runs)
+        keys = self.keys
+        thread_id = input.thread_id
+        key = keys.run_key(thread_id, uuid.uuid4().hex)
+        tag = keys.of(thread_id)
+        began, holder = await self.script(
+            "BEGIN",
+            [
+                keys.active(thread_id),
+                keys.run_fence(tag),
+                keys.inflight(tag),
+                keys.run(key),
+                keys.runids(thread_id),
+                keys.latest(tag),
+                keys.replay_alive(key),
+            ],
+            [key, thread_id, input.run_id, scope, agent_name, _ms(self.lease), _ms(self.alive)],
+        )
+        if not int(began):
+            raise await self._busy(thread_id, text(holder).partition(" ")[2], agent_name)
+        run = _RedisRun(
+            self,
+            key=key,
+            holder=text(holder),
+            scope=scope,
+            agent_name=agent_name,
+            agent=agent,
+            input=input,
+            store=store,
+            base=base,
+            new_messages=new_messages,
+        )
+        self._launch(run)
+        return run
+
+    async def latest(self, thread_id: str) -> tuple[int, RunHandle | None]:
+        name = self.keys.latest(self.keys.of(thread_id))
+        n, key = await self.client.hmget(name, [f"n:{thread_id}", thread_id])
+        if n is None:
+            return 0, None
+        count = _count(n, name, thread_id)
+        return count, None if key is None else await self._handle(text(key))
+
+    async def wait_started(self, thread_id: str, after: int, within: float) -> None:
+        name = self.keys.latest(self.keys.of(thread_id))
+        with anyio.move_on_after(within):
+            while True:
+                n = await self.client.hget(name, f"n:{thread_id}")
+                if (n is None and after > 0) or (
+                    n is not None and _count(n, name, thread_id) > after
+                ):
+                    return
+                await anyio.sleep(self.poll)
+
+    async def forget_thread(self, thread_id: str) -> None:
+        await super().forget_thread(thread_id)
+        keys = self.keys
+        await self.client.hdel(keys.latest(keys.of(thread_id)), f"n:{thread_id}", thread_id)
+        await self.client.delete(keys.runids(thread_id))
+
+
+if TYPE_CHECKING:  # mypy checks that the runs keep the contract
+
+    def _registry(runs: RedisRuns) -> RunRegistry:
+        return runs
+
+    def _remote(run: _RemoteRun) -> RunHandle:
+        return run
