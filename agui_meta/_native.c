@@ -274,13 +274,16 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_TypeError, "run_batch(): a plan is (ids, convert, kind, lookup)");
             return NULL;
         }
+        Py_INCREF(plan); /* held: the handlers run Python code */
         PyObject *tag = PyObject_GetAttr(event, str_subagent_run_id);
         if (tag == NULL) {
             Py_DECREF(event);
+            Py_DECREF(plan);
             return NULL;
         }
         Py_DECREF(tag);
         if (tag != unset) {
+            Py_DECREF(plan);
             return result(k, event, NULL);
         }
         PyObject *ids = PyTuple_GET_ITEM(plan, 0), *convert = PyTuple_GET_ITEM(plan, 1);
@@ -289,15 +292,18 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 event, cls == args_cls ? str_tool_call_id : str_message_id);
             if (id == NULL) {
                 Py_DECREF(event);
+                Py_DECREF(plan);
                 return NULL;
             }
             int held = PySequence_Contains(ids, id);
             Py_DECREF(id);
             if (held < 0) {
                 Py_DECREF(event);
+                Py_DECREF(plan);
                 return NULL;
             }
             if (!held) {
+                Py_DECREF(plan);
                 return result(k, event, NULL);
             }
         }
@@ -305,6 +311,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(plan, 2));
         if (kind == -1 && PyErr_Occurred()) {
             Py_DECREF(event);
+            Py_DECREF(plan);
             return NULL;
         }
         if (convert == Py_None) {
@@ -338,17 +345,21 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(tb);
             if (exc == NULL) {
                 Py_DECREF(event);
-                PyErr_SetString(PyExc_SystemError, "run_batch(): a handler failed without an exception");
+                PyErr_SetString(PyExc_SystemError, "run_batch(): a handler raised nothing");
+                Py_DECREF(plan);
                 return NULL;
             }
+            Py_DECREF(plan);
             return result(k, event, exc);
         }
         Py_DECREF(done);
         if (note != Py_None && PyList_Append(note, cls) < 0) {
             Py_DECREF(event);
+            Py_DECREF(plan);
             return NULL;
         }
         Py_DECREF(event);
+        Py_DECREF(plan);
     }
     return result(k, NULL, NULL);
 }
