@@ -21,9 +21,10 @@ stream can do is:
   dropped until its own terminal event, which is dropped too (a report ``budget-dropped``,
   severity ``info``, counts them).
 
-Stopping the agent itself (rather than the stream its client sees) is the gateway's: its budget
-option, and exactly-once accounting across replicas on Redis, come later. Here the spending is
-kept in memory, in the process: at most ``max_scopes`` scopes (1,000, the usage meter's label
+Stopping the agent itself (rather than the stream its client sees) is the gateway's:
+``Gateway(budget=Budget(...))`` (docs/gateway.md), where the scope is the gateway's scope
+resolver's; across replicas on Redis, the totals of a period are kept in Redis and each run is
+charged once. Here the spending is kept in memory, in the process: at most ``max_scopes`` scopes (1,000, the usage meter's label
 bound); past it, the scope whose period began longest ago is forgotten (its spending too:
 counted in ``forgotten``).
 """
@@ -195,28 +196,93 @@ class Budget(Transducer[T, T]):
     def _where(self) -> str:
         return "per run" if self.period is None else f"per {self.period:g} s"
 
+    def over(self, scope: str = "") -> str | None:
+        """The limit ``scope`` has reached in the current period, said (``"1600 tokens of
+        1000"``), or ``None`` (always ``None`` per run: ``period=None``). A run of a scope
+        over its budget is ended at its start."""
+        if self.period is None:
+            return None
+        spent = self._spent.get(scope)
+        if spent is None or spent.period != self._window():
+            return None
+        return self._over(spent)
+
+    def window(self) -> int:
+        """The number of the current period (``0`` per run)."""
+        return self._window()
+
+    def measure(self, usage: Iterable[Any]) -> tuple[int, float]:
+        """Tokens and cost (``0.0`` without a price table) of a run's usage entries."""
+        usage = list(usage)
+        cost = (self.prices.total(usage) or 0.0) if self.prices is not None else 0.0
+        return _tokens(usage), cost
+
+    def reached(self, tokens: int, cost: float) -> str | None:
+        """The limit a spending of ``tokens`` and ``cost`` has reached, said, or ``None``."""
+        spent = _Spent(0)
+        spent.tokens, spent.cost = tokens, cost
+        return self._over(spent)
+
+    def charge(self, scope: str, usage: Iterable[Any]) -> str | None:
+        """Add a run's usage entries (:class:`~agui_meta.events.TokenUsage` or
+        :class:`~agui_meta.Usage`) to ``scope``'s spending; the limit this took the scope
+        past, said, or ``None``. Call it once per run: nothing here knows runs apart."""
+        usage = list(usage)
+        if not usage:
+            return None
+        window = self._window()
+        spent = self._spent.get(scope)
+        if spent is None or spent.period != window or self.period is None:
+            spent = self._fresh(scope, window)
+        was = self._over(spent)
+        tokens, cost = self.measure(usage)
+        spent.tokens += tokens
+        spent.cost += cost
+        over = self._over(spent)
+        return over if was is None else None
+
+    def refusal(self, scope: str, run_id: str, over: str) -> str:
+        """The message of the RUN_ERROR that ends run ``run_id`` at its start."""
+        return (
+            f"budget exceeded: scope {scope!r} has spent {over} ({self._where()}); "
+            f"run {run_id!r} is ended"
+        )
+
+    def crossing(self, scope: str, run_id: str | None, over: str) -> str:
+        """The message of the report on run ``run_id``, which took ``scope`` to ``over``."""
+        named = f"run {run_id!r}" if run_id is not None else "a run"
+        later = "; its next runs in this period are ended at their start" if self.period else ""
+        return f"budget exceeded: {named} took scope {scope!r} to {over} ({self._where()}){later}"
+
+    def exceeded(
+        self, message: str, event_type: str | None = None, index: int | None = None
+    ) -> Report:
+        """The ``budget-exceeded`` report saying ``message``, given to ``on_exceeded``."""
+        report = Report(
+            code=_REPORT, message=message, severity="error", index=index, event_type=event_type
+        )
+        if self.on_exceeded is not None:
+            self.on_exceeded(report)
+        return report
+
     def _started(self, item: T, event: RunStartedEvent) -> None:
         scope = _scope(event.metadata, self.scope_key)
         self._scope = scope
         self.emit(item)
-        if self.period is None:
-            return
-        spent = self._spent.get(scope)
-        if spent is None or spent.period != self._window():
-            return
-        over = self._over(spent)
+        over = self.over(scope)
         if over is None:
             return
-        message = (
-            f"budget exceeded: scope {scope!r} has spent {over} ({self._where()}); "
-            f"run {event.run_id!r} is ended"
-        )
+        message = self.refusal(scope, event.run_id, over)
         # An event among the items: behind the accumulator, the items are Updates (the stage
         # belongs before it, or at the end of a chain of events).
         self.emit(RunErrorEvent(message=message, code=BUDGET_CODE))  # type: ignore[arg-type]
         self._dropping = (event.thread_id, event.run_id, scope)
-        self.ended = [*self.ended[-999:], self._dropping]
+        self.note_ended(*self._dropping)
         self._report(message, "RUN_STARTED")
+
+    def note_ended(self, thread_id: str, run_id: str, scope: str) -> None:
+        """Note a run ended at its start in :attr:`ended`."""
+        self.ended = [*self.ended[-999:], (thread_id, run_id, scope)]
 
     def _stop_dropping(self) -> None:
         if self._dropped:
@@ -236,27 +302,11 @@ class Budget(Transducer[T, T]):
         if scope is None:
             scope = _scope(event.metadata, self.scope_key)
         self._scope = None
-        usage = [] if isinstance(event.usage, UnsetType) else event.usage
-        if not usage:
-            return
-        window = self._window()
-        spent = self._spent.get(scope)
-        if spent is None or spent.period != window or self.period is None:
-            spent = self._fresh(scope, window)
-        was = self._over(spent)
-        spent.tokens += _tokens(usage)
-        if self.prices is not None:
-            spent.cost += self.prices.total(usage) or 0.0
-        over = self._over(spent)
-        if over is not None and was is None:
+        over = self.charge(scope, [] if isinstance(event.usage, UnsetType) else event.usage)
+        if over is not None:
             run = getattr(event, "run_id", None)
-            named = f"run {run!r}" if isinstance(run, str) else "a run"
             self._report(
-                f"budget exceeded: {named} took scope {scope!r} to {over} ({self._where()})"
-                + (
-                    "; its next runs in this period are ended at their start" if self.period else ""
-                ),
-                event.type,
+                self.crossing(scope, run if isinstance(run, str) else None, over), event.type
             )
 
     def _fresh(self, scope: str, window: int) -> _Spent:
@@ -270,10 +320,4 @@ class Budget(Transducer[T, T]):
 
     def _report(self, message: str, event_type: str) -> None:
         ctx = self.ctx
-        index = ctx.index if ctx.index >= 0 else None
-        report = Report(
-            code=_REPORT, message=message, severity="error", index=index, event_type=event_type
-        )
-        if self.on_exceeded is not None:
-            self.on_exceeded(report)
-        ctx.deliver(report)
+        ctx.deliver(self.exceeded(message, event_type, ctx.index if ctx.index >= 0 else None))

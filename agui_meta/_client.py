@@ -49,8 +49,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -966,6 +967,75 @@ class HttpAgent:
             self._note_server_thread()
         finally:
             self._busy = False
+
+    async def record_inspector(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        run_id: str | None = None,
+        tools: Iterable[Any] = (),
+        context: Iterable[Any] = (),
+        forwarded_props: Any = None,
+        on_chunk: Callable[[bytes], object] | None = None,
+    ) -> None:
+        """Run the agent once and write the exchange to ``path`` as an agui-inspector session
+        file (format version 0), as ``agui-meta record URL --inspector OUT.json`` does.
+
+        The request is the one :meth:`run` would send (the thread's messages and state, the
+        agent's tools then ``tools``, ``context``, ``forwarded_props``); the response is
+        recorded as it arrives — its frames with their timing and verdicts, the runs, and
+        ``agui-meta validate``'s findings — and not applied: the thread does not change.
+        ``on_chunk`` receives each chunk of the body, unchanged (to save the stream as well).
+
+        :raises HttpStatusError: the endpoint answered an error status or a redirect; the
+            file is written (the status and the body's first bytes).
+        :raises IncompleteStream: the connection dropped; the file is written (what arrived,
+            and the transport error).
+        :raises httpx.ConnectError: the endpoint cannot be reached (as for the other httpx
+            errors of a request never answered): nothing is written.
+        :raises OSError: ``path`` cannot be written.
+        """
+        from ._inspector import InspectorRecording, record_exchange
+
+        http = _require_httpx()
+        input, _ = self._input(run_id, tools, context, forwarded_props, None, None)
+        body = msgspec.json.encode(input)
+        headers = {
+            "Accept-Encoding": ACCEPT_ENCODING,
+            **self.headers,
+            "Content-Type": "application/json",
+            "Accept": ACCEPT[self.accept],
+        }
+        recording = InspectorRecording(self.url, body)
+        failure: Exception | None = None
+        async with contextlib.AsyncExitStack() as stack:
+            client: httpx.AsyncClient
+            if self.http_client is not None:
+                client = self.http_client
+            else:
+                timeout = (
+                    self.timeout if self.timeout is not None else http.Timeout(10.0, read=300.0)
+                )
+                client = await stack.enter_async_context(http.AsyncClient(timeout=timeout))
+            try:
+                await record_exchange(
+                    client, self.url, body, headers, recording=recording, on_chunk=on_chunk
+                )
+            except HttpStatusError as exc:
+                failure = exc
+            except http.HTTPError as exc:
+                if recording.elapsed_ms is None:
+                    raise  # nothing was exchanged: nothing to record
+                failure = IncompleteStream(
+                    f"the connection to {self.url} dropped after {recording.events} events: "
+                    f"{type(exc).__name__}: {exc}",
+                    recording.events,
+                )
+                failure.__cause__ = exc
+        document = await recording.session(input)
+        await anyio.Path(path).write_bytes(document)
+        if failure is not None:
+            raise failure
 
     def _note_server_thread(self) -> None:
         if self.send_messages == "new":

@@ -413,6 +413,8 @@ class Runner:
 
     def _run_frames(self, frames: list[Frame]) -> None:
         """A chunk's frames, as one batch (see :meth:`_run_batch`)."""
+        if not frames:
+            return  # the last batch stays the context's: reports at the end are located there
         fast = self._fast
         if fast is None or fast.decode is None:
             if self._number:  # reports of these events get their frame's offset and line

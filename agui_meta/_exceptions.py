@@ -308,13 +308,14 @@ class HttpStatusError(ResponseError):
     the run).
 
     ``status`` is the HTTP status, ``body`` the first bytes of the body (at most 512),
-    ``url`` the URL requested.
+    ``url`` the URL requested, ``location`` a redirect's ``Location`` header (when known).
     """
 
-    def __init__(self, status: int, body: bytes, url: str) -> None:
+    def __init__(self, status: int, body: bytes, url: str, location: str | None = None) -> None:
         self.status = status
         self.body = body
         self.url = url
+        self.location = location
         text = body.decode("utf-8", "replace").strip()
         super().__init__(f"HTTP {status} from {url}" + (f": {text}" if text else ""))
 

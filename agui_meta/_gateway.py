@@ -43,6 +43,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ._agents import GatewayAgent, as_agent
+from ._budget import Budget
 from ._catalog import Catalog, MemoryCatalog
 from ._decode import EventDecoder
 from ._events import RunAgentInput, RunStartedEvent
@@ -237,6 +238,11 @@ class Gateway:
     :param keep: seconds an ended run stays joinable and resumable (at most ``max_kept`` runs).
     :param keepalive: seconds without an event before an SSE comment is sent.
     :param max_body: the largest request body, in bytes (``413`` past it).
+    :param budget: a :class:`~agui_meta.Budget` per scope (the scope resolver's scope, not
+        run metadata): a run whose scope is over it ends at once with ``RUN_ERROR`` code
+        ``budget_exceeded`` (its agent is not called); each run's usage is charged to its scope
+        once, at its end; a run that takes its scope past a limit is reported (the budget's
+        ``on_exceeded``) and the scope's other active runs are stopped the same way.
     :param runs: what makes the registry of runs from the thread store, the catalog and the
         options above (:class:`~agui_meta.gateway.MemoryRuns`, the default: runs in this
         process; :func:`agui_meta.redis.redis_gateway` passes Redis runs shared by replicas).
@@ -261,9 +267,12 @@ class Gateway:
         max_body: int = 16 * 1024 * 1024,
         stop_timeout: float = 30.0,
         runs: Callable[..., MemoryRuns] | None = None,
+        budget: Budget[Any] | None = None,
     ) -> None:
         if on_busy not in ("refuse", "supersede"):
             raise UsageError(f"on_busy must be 'refuse' or 'supersede', got {on_busy!r}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise UsageError(f"budget must be an agui_meta.Budget, got {budget!r}")
         self.agents: dict[str, GatewayAgent] = {name: as_agent(a) for name, a in agents.items()}
         self.threads: ThreadStore = threads if threads is not None else MemoryThreadStore()
         if not callable(getattr(self.threads, "delete", None)):
@@ -285,6 +294,7 @@ class Gateway:
             keep=keep,
             max_kept=max_kept,
             stop_timeout=stop_timeout,
+            budget=budget,
         )
         #: What the routes know of the runs: the :class:`~agui_meta._registry.RunRegistry`
         #: contract (in this process, :attr:`registry`).

@@ -18,6 +18,9 @@ turns them into that file:
 - findings: ``agui-meta validate``'s, each on the frame of its event (or on the exchange), its
   kind mapped (``json``, ``schema``, ``sequence``, ``terminal``, ``transport``);
 - no ``derived`` entries, no headers (the format has no field for them).
+
+:func:`record_exchange` makes the request and feeds a recording (``agui-meta record
+--inspector`` and :meth:`agui_meta.HttpAgent.record_inspector` both use it).
 """
 
 from __future__ import annotations
@@ -27,17 +30,24 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import msgspec
 
 from ._decode import decode_event
 from ._events import EVENT_TYPES
-from ._exceptions import DataError, Report
+from ._exceptions import DataError, HttpStatusError, Report
+from ._framing import aiter_body
 
-__all__ = ["FORMAT_VERSION", "InspectorRecording"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["ERROR_BODY", "FORMAT_VERSION", "InspectorRecording", "record_exchange", "unreachable"]
+
+#: Bytes of an error response's body read, and recorded (the rest is not read).
+ERROR_BODY: Final = 512
 
 #: The version of the session format written.
 FORMAT_VERSION: Final = 0
@@ -86,6 +96,17 @@ class InspectorRecording:
         self._frames: list[_Frame] = []
         self._bytes: list[bytes] = []
 
+    @property
+    def events(self) -> int:
+        """The complete frames with data recorded so far: the events received, bad ones too."""
+        if self.jsonl:
+            return sum(1 for f in self._frames if not f.partial and f.envelope.strip())
+        return sum(
+            1
+            for f in self._frames
+            if not f.partial and any(line.startswith("data:") for line in _BREAK.split(f.envelope))
+        )
+
     def _now(self) -> float:
         return round((time.monotonic() - self._clock) * 1000.0, 3)
 
@@ -133,8 +154,11 @@ class InspectorRecording:
 
     # -----------------------------------------------------------------------------------------
 
-    def session(self, run_input: Any = None) -> bytes:
-        """The session file (UTF-8 JSON, two-space indented)."""
+    async def session(self, run_input: Any = None) -> bytes:
+        """The session file (UTF-8 JSON, two-space indented), once the exchange has ended.
+
+        ``run_input`` is the runs' input (by default the request body, when it is JSON).
+        """
         from ._defaults import DefaultStages
         from ._lint import Lint
         from ._pipeline import wrap
@@ -153,20 +177,15 @@ class InspectorRecording:
         stages = DefaultStages(verify=Verify(report_unfinished=True))
         if self.response_body is None and self._bytes:
             try:
-                import anyio
-
-                async def lint() -> None:
-                    async with wrap(
-                        b"".join(self._bytes),
-                        *stages,
-                        Lint(),
-                        mode="keep_going",
-                        on_report=reports.append,
-                        format="jsonl" if self.jsonl else "sse",
-                    ) as stream:
-                        await stream.drain()
-
-                anyio.run(lint)
+                async with wrap(
+                    b"".join(self._bytes),
+                    *stages,
+                    Lint(),
+                    mode="keep_going",
+                    on_report=reports.append,
+                    format="jsonl" if self.jsonl else "sse",
+                ) as stream:
+                    await stream.drain()
             except DataError as exc:
                 reports.append(exc.to_report())
 
@@ -288,6 +307,67 @@ class InspectorRecording:
             run["outcome"] = _outcome(record)
             runs.append(run)
         return runs
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the endpoint cannot be reached at all (nothing was exchanged)."""
+    import httpx
+
+    return isinstance(
+        exc,
+        (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL),
+    )
+
+
+async def record_exchange(
+    client: httpx.AsyncClient,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    recording: InspectorRecording | None = None,
+    on_chunk: Callable[[bytes], object] | None = None,
+) -> None:
+    """POST ``body`` to ``url``; the response body's chunks go to ``recording`` and to
+    ``on_chunk`` as they arrive, unchanged. The recording is ended when this returns or raises,
+    except when the endpoint could not be reached at all (nothing was exchanged).
+
+    :raises HttpStatusError: the status is not 2xx (a redirect is not followed: its body is
+        not the run); the first :data:`ERROR_BODY` bytes of the body are recorded.
+    :raises httpx.HTTPError: the transport failed (recorded as the exchange's transport error
+        once something was exchanged).
+    """
+    import httpx
+
+    try:
+        async with client.stream("POST", url, content=body, headers=headers) as response:
+            if recording is not None:
+                recording.response(response.status_code, response.headers.get("content-type", ""))
+            if not response.is_success:
+                preview = b""
+                async with contextlib.aclosing(aiter_body(response)) as chunks:
+                    async for chunk in chunks:
+                        preview += chunk[: ERROR_BODY - len(preview)]
+                        if len(preview) >= ERROR_BODY:
+                            break
+                if recording is not None:
+                    recording.error_body(preview)
+                    recording.end()
+                raise HttpStatusError(
+                    response.status_code, preview, url, response.headers.get("location")
+                )
+            async with contextlib.aclosing(aiter_body(response)) as chunks:
+                async for chunk in chunks:
+                    if recording is not None:
+                        recording.feed(chunk)
+                    if on_chunk is not None:
+                        on_chunk(chunk)
+    except httpx.HTTPError as exc:
+        if recording is not None and not unreachable(exc):
+            recording.end(error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        raise
+    if recording is not None:
+        recording.end()
 
 
 class _Nothing:

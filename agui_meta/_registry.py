@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["RunHandle", "RunRegistry", "StopReason"]
 
 #: Why a run was cut short (the ``RUN_ERROR`` code, or a cancelled ``RUN_FINISHED``).
-StopReason = Literal["stopped", "superseded", "abandoned", "run_timeout", "gateway_shutdown"]
+StopReason = Literal[
+    "stopped", "superseded", "abandoned", "run_timeout", "gateway_shutdown", "budget_exceeded"
+]
 
 
 class RunHandle(Protocol):

@@ -15,13 +15,17 @@ How a run ends:
 - :meth:`Run.stop` (the stop route, or a run superseding it): the agent is cancelled, every
   open item is closed (``…_END``, ``STEP_FINISHED``, ``SUBAGENT_ERROR`` code ``cancelled``)
   and the run ends with ``RUN_FINISHED`` outcome ``cancelled``;
+- its scope is over the gateway's budget (:class:`~agui_meta.Budget`, checked when the run
+  starts, and for the scope's active runs when a run of theirs takes it past a limit): the
+  agent is cancelled (or never called), ``RUN_ERROR`` code ``"budget_exceeded"``;
 - no reader for ``linger`` seconds: the agent is cancelled, ``RUN_ERROR`` code ``"abandoned"``;
   past ``max_run_time``: ``RUN_ERROR`` code ``"run_timeout"``; the gateway shutting down:
   ``RUN_ERROR`` code ``"gateway_shutdown"``;
 - the agent's events break the AG-UI rules (the verifier refuses one): ``RUN_ERROR`` code
   ``"server_error"``, after the events that passed.
 
-Then, whatever the ending, the thread is saved once with compare-and-set, the catalog notes the
+Then, whatever the ending, the run's usage is charged to its scope's budget (once, here),
+the thread is saved once with compare-and-set, the catalog notes the
 run as ended, and :attr:`Run.ended` is set. :class:`MemoryRuns` (the one-process
 :class:`~agui_meta._registry.RunRegistry`) holds the runs of the process:
 the active one of each thread, and ended ones for a while (``keep`` seconds, at most
@@ -43,6 +47,7 @@ import msgspec
 from msgspec import UNSET
 
 from ._accumulate import Update
+from ._budget import BUDGET_CODE, Budget
 from ._decode import encode_event
 from ._defaults import DefaultStages
 from ._events import (
@@ -70,6 +75,7 @@ from ._runlog import MemoryRunLog, RunLog
 from ._stage import Transducer
 from ._store import Store
 from ._threads import ThreadSnapshot, ThreadStore, VersionConflict
+from ._tracecontext import current_carrier, stamped
 
 if TYPE_CHECKING:
     from ._agents import GatewayAgent
@@ -106,11 +112,11 @@ class _Guard(Transducer[Event, Event]):
             self.started = True
             if kind is not RunStartedEvent:
                 self.emit(self.run.started_event())
-            elif (
-                isinstance(item, RunStartedEvent) and item.input is UNSET and self.run.new_messages
-            ):
-                # The run's new messages, for the clients that did not send them.
-                item = msgspec.structs.replace(item, input=self.run.echoed_input())
+            elif isinstance(item, RunStartedEvent):
+                if item.input is UNSET and self.run.new_messages:
+                    # The run's new messages, for the clients that did not send them.
+                    item = msgspec.structs.replace(item, input=self.run.echoed_input())
+                item = stamped(item, self.run.carrier)
         if kind is RunFinishedEvent or kind is RunErrorEvent:
             self.terminal = True
         elif kind is RunStartedEvent:
@@ -153,10 +159,15 @@ class Run:
         self.run_id = input.run_id
         self.base = base
         self.new_messages = new_messages or []
+        #: The trace context current when the run was asked for (the run request's span),
+        #: stamped into RUN_STARTED's metadata under the ``w3c.*`` keys.
+        self.carrier = current_carrier()
         self.stages = DefaultStages(store, ledger=Ledger())
         self.log: RunLog = MemoryRunLog(self.key, registry.max_events)
         self.readers = 0
         self.reason: StopReason | None = None
+        #: The RUN_ERROR message of a run ended by its scope's budget.
+        self.budget_message = ""
         self.failure: BaseException | None = None
         self.agent_scope = anyio.CancelScope(deadline=anyio.current_time() + registry.max_run_time)
         self.ended = anyio.Event()
@@ -233,10 +244,12 @@ class Run:
 
     def started_event(self) -> RunStartedEvent:
         if not self.new_messages:
-            return RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
-        return RunStartedEvent(
-            thread_id=self.thread_id, run_id=self.run_id, input=self.echoed_input()
-        )
+            event = RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
+        else:
+            event = RunStartedEvent(
+                thread_id=self.thread_id, run_id=self.run_id, input=self.echoed_input()
+            )
+        return stamped(event, self.carrier)
 
     def closing_events(self) -> list[Event]:
         """What ends the run when the agent's stream ended without a terminal event."""
@@ -269,6 +282,8 @@ class Run:
                 )
             )
             return events
+        if reason == "budget_exceeded":
+            return [RunErrorEvent(message=self.budget_message, code=BUDGET_CODE)]
         if reason is not None:
             message = _ERRORS[reason].format(
                 linger=self.registry.linger, max_run_time=self.registry.max_run_time
@@ -340,7 +355,8 @@ class Run:
         try:
             with self.agent_scope:
                 try:
-                    await self.agent(self.input, handoff.put)
+                    if self.reason is None:  # else ended before it began (its budget)
+                        await self.agent(self.input, handoff.put)
                 except anyio.BrokenResourceError:
                     pass  # the run's pipeline stopped reading: it has ended already
                 except Exception as exc:
@@ -370,6 +386,7 @@ class Run:
             await self.log.end()
             ledger = self.stages.ledger
             ledger.close()
+            registry._charge(self, [u for record in ledger.runs for u in record.usage])
             snapshot = self.base.advance(self.store, ledger.runs)
             try:
                 await registry.threads.save(snapshot)
@@ -474,6 +491,9 @@ class MemoryRuns:
     :param max_kept: the most ended runs kept.
     :param stop_timeout: how long :meth:`running` waits, on the way out, for the runs it
         stopped to end (then they are cancelled).
+    :param budget: a :class:`~agui_meta.Budget` for the runs' scopes: a run whose scope is over
+        it is ended at its start, each run's usage is charged to its scope at its end, and a
+        run that takes its scope past a limit stops the scope's other active runs.
     """
 
     def __init__(
@@ -489,6 +509,7 @@ class MemoryRuns:
         max_kept: int = 1000,
         save_timeout: float = 30.0,
         stop_timeout: float = 30.0,
+        budget: Budget[Any] | None = None,
     ) -> None:
         for name, value in (("max_runs", max_runs), ("max_events", max_events)):
             if value < 1:
@@ -514,6 +535,7 @@ class MemoryRuns:
         self.max_kept = max_kept
         self.save_timeout = save_timeout
         self.stop_timeout = stop_timeout
+        self.budget = budget
         self._tg: anyio.abc.TaskGroup | None = None
         self._active: dict[str, Run] = {}
         self._by_key: dict[str, Run] = {}
@@ -599,8 +621,57 @@ class MemoryRuns:
             base=base,
             new_messages=new_messages,
         )
+        self._check_budget(run)
         self._launch(run)
         return run
+
+    # -- budgets -----------------------------------------------------------------------------
+
+    def _check_budget(self, run: Run) -> None:
+        """End ``run`` before its agent is called when its scope is over the budget."""
+        budget = self.budget
+        if budget is not None:
+            self._refuse_over(run, budget.over(run.scope))
+
+    def _refuse_over(self, run: Run, over: str | None) -> None:
+        budget = self.budget
+        if budget is None or over is None:
+            return
+        self._budget_stop(run, budget.refusal(run.scope, run.run_id, over))
+        budget.note_ended(run.thread_id, run.run_id, run.scope)
+
+    def _budget_stop(self, run: Run, message: str) -> None:
+        assert self.budget is not None
+        if run._stop("budget_exceeded"):
+            run.budget_message = message
+            logger.warning("%s", message)
+            self.budget.exceeded(message, "RUN_STARTED")
+
+    def _charge(self, run: Run, usage: list[Any]) -> None:
+        """Charge a run's usage to its scope (once: at its end); past a limit, stop the
+        scope's other active runs."""
+        budget = self.budget
+        if budget is None or not usage:
+            return
+        self._crossed(run, budget.charge(run.scope, usage))
+
+    def _crossed(self, run: Run, over: str | None) -> list[Run]:
+        """Report ``run`` when it took its scope past a limit (``over``), and stop the scope's
+        other active runs of this process (per period); those it stopped."""
+        budget = self.budget
+        if budget is None or over is None:
+            return []
+        message = budget.crossing(run.scope, run.run_id, over)
+        logger.warning("%s", message)
+        budget.exceeded(message)
+        if budget.period is None:
+            return []  # per run: the others have budgets of their own
+        stopped = []
+        for other in list(self._active.values()):
+            if other is not run and other.scope == run.scope:
+                self._budget_stop(other, budget.refusal(run.scope, other.run_id, over))
+                stopped.append(other)
+        return stopped
 
     def _launch(self, run: Run) -> None:
         """Hold ``run`` as its thread's active run and start it in the task group."""

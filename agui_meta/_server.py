@@ -36,8 +36,6 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
 import anyio
-import msgspec
-from msgspec import UnsetType
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -59,7 +57,7 @@ from ._pipeline import Stage, wrap
 from ._replay import Replay, ReplayLog, ReplayReader
 from ._resume import BufferedStream
 from ._stage import Mode, ReportHandler
-from ._tracecontext import TRACEPARENT_KEY, TRACESTATE_KEY, current_carrier
+from ._tracecontext import current_carrier, stamped
 
 __all__ = ["EventStreamResponse"]
 
@@ -241,21 +239,11 @@ class EventStreamResponse(Response):
                 f"{type(item).__name__}"
             )
         if self._carrier and isinstance(event, RunStartedEvent):
-            event = self._stamped(event)
+            event = stamped(event, self._carrier)
         data = encode_event(event)
         if jsonl:
             return encode_jsonl(data)
         return encode_sse(data, id=f"{key}:{seq}")
-
-    def _stamped(self, event: RunStartedEvent) -> RunStartedEvent:
-        """``event`` with the trace context in its metadata (unless it has a traceparent)."""
-        metadata = {} if isinstance(event.metadata, UnsetType) else event.metadata
-        if TRACEPARENT_KEY in metadata:
-            return event
-        stamp = {TRACEPARENT_KEY: self._carrier["traceparent"]}
-        if "tracestate" in self._carrier:
-            stamp[TRACESTATE_KEY] = self._carrier["tracestate"]
-        return msgspec.structs.replace(event, metadata={**metadata, **stamp})
 
     async def _produce(self, log: ReplayLog, jsonl: bool) -> None:
         """Run the pipeline into ``log``, numbering the events; end it (not when cancelled)."""

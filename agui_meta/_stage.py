@@ -124,13 +124,23 @@ class Context:
         event_type: str | None = None,
         index: int | None = None,
     ) -> None:
-        """Report a problem at the current event. Raises :class:`StrictError` in strict mode."""
+        """Report a problem at the current event. Raises :class:`StrictError` in strict mode.
+
+        A report made while the stages close (the end of the stream: ``stream-ended-open``…)
+        is located at the end, as a stream cut inside its last frame is: the last event's index
+        and, when it came as a frame, that frame's line and byte offset.
+        """
+        if index is None:
+            if self.index >= 0:
+                index = self.index
+            elif self.frames:  # closing: the stream's last event ends its last batch
+                index = self.frames_start + len(self.frames) - 1
         self.deliver(
             Report(
                 code=code,
                 message=message,
                 severity=severity,
-                index=self.index if index is None and self.index >= 0 else index,
+                index=index,
                 path=path,
                 event_type=event_type,
             )

@@ -11,9 +11,22 @@ as the ``traceparent`` (and ``tracestate``) header of each request. Without
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["TRACEPARENT_KEY", "TRACESTATE_KEY", "current_carrier", "current_context", "trace_id"]
+import msgspec
+from msgspec import UnsetType
+
+from ._events import RunStartedEvent
+
+__all__ = [
+    "TRACEPARENT_KEY",
+    "TRACESTATE_KEY",
+    "current_carrier",
+    "current_context",
+    "stamped",
+    "trace_id",
+]
 
 #: The run-metadata key of a W3C ``traceparent``.
 TRACEPARENT_KEY = "w3c.traceparent"
@@ -45,6 +58,22 @@ def current_carrier() -> dict[str, str]:
     carrier: dict[str, str] = {}
     TraceContextTextMapPropagator().inject(carrier)
     return carrier
+
+
+def stamped(event: RunStartedEvent, carrier: Mapping[str, str]) -> RunStartedEvent:
+    """``event`` with ``carrier`` (from :func:`current_carrier`) in its metadata under the
+    ``w3c.*`` keys; ``event`` itself when the carrier is empty or the metadata has a
+    traceparent already (the agent's own trace context wins)."""
+    traceparent = carrier.get("traceparent")
+    if traceparent is None:
+        return event
+    metadata = {} if isinstance(event.metadata, UnsetType) else event.metadata
+    if TRACEPARENT_KEY in metadata:
+        return event
+    stamp = {TRACEPARENT_KEY: traceparent}
+    if "tracestate" in carrier:
+        stamp[TRACESTATE_KEY] = carrier["tracestate"]
+    return msgspec.structs.replace(event, metadata={**metadata, **stamp})
 
 
 def trace_id(traceparent: object) -> str | None:

@@ -8,7 +8,8 @@
 
 The agent ``slow`` streams a text message of ``forwardedProps.deltas`` deltas (default 3),
 ``forwardedProps.pause`` seconds apart, then a state snapshot: its output depends only on its
-input, so that a disturbed run is compared with an undisturbed one. A request's scope is its
+input, so that a disturbed run is compared with an undisturbed one; with
+``forwardedProps.tokens``, its RUN_FINISHED reports that many input tokens. A request's scope is its
 ``X-Scope`` header (none: ``""``).
 """
 
@@ -45,6 +46,10 @@ async def slow(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
         yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": m, "delta": f"{n} "}
     yield {"type": "TEXT_MESSAGE_END", "messageId": m}
     yield {"type": "STATE_SNAPSHOT", "snapshot": {"messages": len(input.messages)}}
+    if "tokens" in props:  # the usage a budget counts
+        usage = [{"model": "m-1", "inputTokens": int(props["tokens"]), "outputTokens": 0}]
+        yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid, "usage": usage}
+        return
     yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid}
 
 

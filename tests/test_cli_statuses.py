@@ -173,7 +173,7 @@ HOSTILE: list[tuple[list[str], str]] = [
             (["--port", "70000"], "argument --port: not a port"),
             (["--max-runs", "0"], "argument --max-runs: not a count"),
             (["--linger", "nan"], "argument --linger: not a finite number of seconds"),
-            (["--threads", "bogus"], "--threads is memory or sqlite:PATH"),
+            (["--threads", "bogus"], "--threads is memory, sqlite:PATH or redis"),
             (["--threads", "sqlite:/nonexistent/dir/x.db"], "cannot be opened"),
             (["--agent", "bogus"], "--agent is NAME=SPEC"),
         ]
@@ -339,7 +339,9 @@ def test_a_stream_cut_inside_an_open_message_is_not_summarised_as_clean(
     status, out, _ = cli_in_process(capsys, "replay", path)
     assert status == 0
     lines = out.splitlines()
-    assert f"{path}: warning: [stream-ended-open] " in "\n".join(lines)
+    # Located at the end: the last event (2) and its line (3, a JSON line each).
+    offset = len(jsonl(CUT[:2]))
+    assert f"{path}:3:{offset}: event 2: warning: [stream-ended-open] " in "\n".join(lines)
     assert "still open: text messages: m" in out
     assert lines[-1] == (
         "1 message, 0 tool calls, 1 run from 3 events; 0 errors, 1 warning; "

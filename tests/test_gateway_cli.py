@@ -191,6 +191,11 @@ def test_a_scope_header_is_required_and_separates_threads() -> None:
         (("--agent", "demo=agui_meta.demo:nothing"), "has no attribute 'nothing'"),
         (("--agent", "demo=agui_meta.demo:MAX_DELAY"), "an agent is"),
         (("--agent", "demo=agui_meta.demo:agent", "--threads", "disk"), "--threads is memory"),
+        (("--agent", "demo=agui_meta.demo:agent", "--budget-cost", "5"), "needs a price table"),
+        (
+            ("--agent", "demo=agui_meta.demo:agent", "--budget-cost", "5", "--prices", "/nx.json"),
+            "/nx.json",
+        ),
     ],
 )
 def test_bad_gateway_arguments_exit_2_with_the_reason(
@@ -220,3 +225,22 @@ def test_bad_attach_and_stop_arguments_exit_2_with_the_reason(
 
     assert main([command, *argv, "--thread", "t"]) == 2  # before any request
     assert message in capsys.readouterr().err
+
+
+def test_a_budget_from_the_command_line_ends_the_runs_of_a_scope_over_it() -> None:
+    from tests.gateway_agents import frames, run_body
+
+    spending = ("--agent", "spending=tests.test_gateway_budget:spending")
+    with gateway(*spending, "--scope-header", "X-User", "--budget-tokens", "1000") as (url, _):
+        ended = []
+        for n, user in enumerate(("a", "a", "b")):
+            answer = httpx.post(
+                f"{url}/agents/spending/run",
+                json=run_body(f"t{n}", "r1", tokens=1200),
+                headers={"X-User": user},
+                timeout=30,
+            )
+            ended.append(frames(answer.content)[-1][1])
+    assert [e["type"] for e in ended] == ["RUN_FINISHED", "RUN_ERROR", "RUN_FINISHED"]
+    assert ended[1]["code"] == "budget_exceeded"
+    assert "scope 'a' has spent 1200 tokens of 1000 (per 86400 s)" in ended[1]["message"]

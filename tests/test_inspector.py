@@ -1,4 +1,5 @@
-"""``agui-meta record URL --inspector OUT.json``: an agui-inspector session file, format 0.
+"""``agui-meta record URL --inspector OUT.json`` (and ``HttpAgent.record_inspector`` from
+Python): an agui-inspector session file, format 0.
 
 What agui-inspector's import refuses (its ``docs/recordings.md``: exactly the documented fields,
 known enumerations, unique ids, references that resolve, frames listed in arrival order with
@@ -16,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from agui_meta import HttpAgent, HttpStatusError, IncompleteStream
 from tests.helpers import cli
 from tests.oracle import OracleUnavailable, oracle_missing, prepare_oracle
 from tests.servers import agent_app, serve, thread_script
@@ -181,7 +184,8 @@ def test_a_dropped_connection_and_its_findings(server: str, tmp_path: Path) -> N
     assert exchange["transport"] == "transport-error" and exchange["transportError"]
     assert session["frames"][-1]["classification"] == "partial"  # the event cut in the middle
     kinds = {(f["kind"], f["subject"]["type"]) for f in session["findings"]}
-    assert ("transport", "exchange") in kinds and ("terminal", "exchange") in kinds
+    # The stream's end is located at its last event: the terminal finding is on its frame.
+    assert ("transport", "exchange") in kinds and ("terminal", "frame") in kinds
     (run,) = session["runs"]
     assert run["outcome"] == {"kind": "unknown"} and "endedAt" not in run
     assert official(path)["inputs"] == [True]
@@ -195,3 +199,87 @@ def test_an_error_status(server: str, tmp_path: Path) -> None:
     assert exchange["status"] == 500
     assert exchange["responseBody"] == "the agent is down for maintenance"
     assert session["frames"] == session["runs"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The same from Python: HttpAgent.record_inspector
+
+
+@pytest.mark.anyio
+async def test_record_inspector_from_python(server: str, tmp_path: Path) -> None:
+    path, saved = tmp_path / "session.json", bytearray()
+    agent = HttpAgent(
+        server + "/thread",
+        thread_id="t-py",
+        messages=[{"id": "u", "role": "user", "content": "hi"}],
+    )
+    await agent.record_inspector(path, run_id="r-py", on_chunk=saved.extend)
+    session = check(json.loads(path.read_text()))
+    (exchange,) = session["exchanges"]
+    assert (exchange["path"], exchange["status"], exchange["transport"]) == (
+        "/thread",
+        200,
+        "completed",
+    )
+    body = exchange["requestBodyJson"]
+    assert (body["threadId"], body["runId"], body["messages"]) == (
+        "t-py",
+        "r-py",
+        [{"id": "u", "role": "user", "content": "hi"}],
+    )
+    data = [f for f in session["frames"] if f["classification"] == "data"]
+    assert [f["parsed"]["type"] for f in data] == [e["type"] for e in thread_script(body)]
+    # on_chunk saw the body as it arrived: the frames' envelopes, byte for byte.
+    assert "".join(f["envelope"] for f in session["frames"]) == saved.decode()
+    (run,) = session["runs"]
+    assert (run["runId"], run["input"]) == ("r-py", body)
+    assert run["outcome"] == {"kind": "success", "pendingToolCallIds": ["r-py-call"]}
+    assert session["findings"] == []
+    # Recorded, not applied: the thread is as it was.
+    assert agent.messages_wire() == [{"id": "u", "role": "user", "content": "hi"}]
+    theirs = official(path)
+    assert theirs["inputs"] == [True]
+    assert theirs["frames"] == {f["id"]: True for f in data}
+
+
+@pytest.mark.anyio
+async def test_record_inspector_from_python_when_the_connection_drops(
+    server: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "session.json"
+    with pytest.raises(IncompleteStream, match="dropped after") as caught:
+        await HttpAgent(server + "/dropping").record_inspector(path)
+    session = check(json.loads(path.read_text()))  # written all the same
+    (exchange,) = session["exchanges"]
+    assert exchange["transport"] == "transport-error" and exchange["transportError"]
+    assert caught.value.events == len(
+        [f for f in session["frames"] if f["classification"] == "data"]
+    )
+    assert caught.value.events > 0
+    kinds = {(f["kind"], f["subject"]["type"]) for f in session["findings"]}
+    assert ("transport", "exchange") in kinds and ("terminal", "frame") in kinds
+
+
+@pytest.mark.anyio
+async def test_record_inspector_from_python_on_an_error_status(server: str, tmp_path: Path) -> None:
+    path = tmp_path / "session.json"
+    with pytest.raises(HttpStatusError) as caught:
+        await HttpAgent(server + "/500").record_inspector(path)
+    assert caught.value.status == 500
+    session = check(json.loads(path.read_text()))
+    (exchange,) = session["exchanges"]
+    assert (exchange["status"], exchange["responseBody"]) == (
+        500,
+        "the agent is down for maintenance",
+    )
+    assert session["frames"] == session["runs"] == []
+
+
+@pytest.mark.anyio
+async def test_record_inspector_from_python_when_unreachable(tmp_path: Path) -> None:
+    with serve(agent_app()) as url:
+        pass  # the port is free again once the server stopped
+    path = tmp_path / "session.json"
+    with pytest.raises(httpx.ConnectError):
+        await HttpAgent(url + "/thread").record_inspector(path)
+    assert not path.exists()  # nothing was exchanged

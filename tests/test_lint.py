@@ -274,10 +274,12 @@ def test_json_report_of_several_files(tmp_path: Path) -> None:
     assert codes == [
         ("state.delta-without-snapshot", "info", 1),
         ("text.not-open", "error", 3),
-        ("stream-ended-open", "warning", None),
+        ("stream-ended-open", "warning", 3),  # at the end: the last event
     ]
     first = report["files"][1]["findings"][1]
     assert (first["line"], first["offset"]) == (7, len(sse(BROKEN[:3])))
+    end = report["files"][1]["findings"][2]
+    assert (end["line"], end["offset"]) == (7, len(sse(BROKEN[:3])))
     assert (report["errors"], report["warnings"], report["infos"], report["valid"]) == (
         1,
         1,
@@ -353,7 +355,9 @@ def test_sarif_report(tmp_path: Path) -> None:
     region = run["results"][1]["locations"][0]["physicalLocation"]["region"]
     assert region == {"startLine": 4, "byteOffset": len(jsonl(BROKEN[:3]))}
     assert run["results"][1]["properties"] == {"eventIndex": 3}
-    assert "region" not in run["results"][2]["locations"][0]["physicalLocation"]
+    # The end of the stream: its last event's place (event 3 is the last).
+    assert run["results"][2]["locations"][0]["physicalLocation"]["region"] == region
+    assert run["results"][2]["properties"] == {"eventIndex": 3}
 
 
 def test_junit_report(tmp_path: Path) -> None:
@@ -405,3 +409,56 @@ def test_the_reserved_key_once_per_event_type_and_keys_judged_once() -> None:
     run_sync([stage], [*events[:2], *many, many[0]], on_report=found.append)
     assert [r.path for r in found] == [f"$.metadata.k{n}" for n in range(6)] + ["$.metadata.k0"]
     assert len(stage._done_keys) <= 4
+
+
+@pytest.mark.parametrize("encode", [jsonl, sse], ids=["jsonl", "sse"])
+def test_end_of_stream_findings_are_located_at_the_last_event_in_every_format(
+    tmp_path: Path, encode: Any
+) -> None:
+    # A run left open after a message started: the stream's end is its last event (index 2),
+    # on that event's line and byte offset, as a stream cut inside its last frame is located.
+    events = [
+        {"type": "RUN_STARTED", **RUN},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "hi"},
+    ]
+    path = tmp_path / "open.txt"
+    path.write_bytes(encode(events))
+    offset = len(encode(events[:2]))
+    line = encode(events[:2]).count(b"\n") + 1
+
+    _, report = findings(str(path))
+    (end,) = report["files"][0]["findings"]
+    assert (end["code"], end["index"], end["line"], end["offset"]) == (
+        "stream-ended-open", 2, line, offset,
+    )  # fmt: skip
+
+    text = cli("validate", str(path)).stdout.splitlines()
+    assert text[0].startswith(f"{path}:{line}:{offset}: event 2: warning: [stream-ended-open]")
+
+    sarif = json.loads(cli("validate", "--format", "sarif", str(path)).stdout)
+    (result,) = sarif["runs"][0]["results"]
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert result["ruleId"] == "stream-ended-open"
+    assert (region["startLine"], region["byteOffset"]) == (line, offset)
+    assert result["properties"]["eventIndex"] == 2
+
+    junit = ET.fromstring(cli("validate", "--format", "junit", str(path)).stdout)
+    out = junit.find("testsuite/testcase/system-out")
+    assert out is not None and out.text is not None
+    assert f"event 2, line {line}, byte {offset}: warning: [stream-ended-open]" in out.text
+
+
+def test_a_stream_cut_inside_its_last_frame_is_located_there_twice(tmp_path: Path) -> None:
+    # The framing error and the end-of-stream finding name the same place: the cut frame.
+    whole = sse([{"type": "RUN_STARTED", **RUN}])
+    path = tmp_path / "cut.sse"
+    path.write_bytes(whole + b'data: {"type": "TEXT_MESS')
+    _, report = findings(str(path))
+    places = [
+        (f["code"], f["index"], f["line"], f["offset"]) for f in report["files"][0]["findings"]
+    ]
+    assert places == [
+        ("FramingError", 1, 3, len(whole)),
+        ("stream-ended-open", 1, 3, len(whole)),
+    ]

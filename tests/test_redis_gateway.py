@@ -620,3 +620,85 @@ async def test_the_official_client_connects_on_b_to_a_run_on_a(
     assert "error" not in line, line  # the official verifier accepted the whole stream
     assert saved["version"] == 2
     assert line["messages"] == saved["messages"] and line["state"] == saved["state"]
+
+
+async def test_a_scopes_budget_holds_across_replicas_and_each_run_is_charged_once(
+    redis_url: str,
+) -> None:
+    import types
+
+    import redis.asyncio
+
+    from agui_meta.gateway import MemoryCatalog
+    from agui_meta.redis import GatewayKeys
+    from agui_meta.redis._runs import RedisRuns
+    from agui_meta.threads import MemoryThreadStore
+    from tests.redis_gateway_app import replica
+
+    def budget(reports: list[agui_meta.Report]) -> agui_meta.Budget[Any]:
+        return agui_meta.Budget(max_tokens=1000, period=86400, on_exceeded=reports.append)
+
+    namespace = fresh()
+    on_a: list[agui_meta.Report] = []  # each replica a Budget of its own
+    on_b: list[agui_meta.Report] = []
+    acme = {"X-Scope": "acme"}
+    with (
+        serve(replica(redis_url, namespace, budget=budget(on_a)), lifespan="on") as a,
+        serve(replica(redis_url, namespace, budget=budget(on_b)), lifespan="on") as b,
+    ):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            long = body("t0", deltas=1000, pause=0.02)
+            async with anyio.create_task_group() as tg:
+                live: list[Frame] = []
+
+                async def read_live() -> None:
+                    live.extend(
+                        (await stream(client, f"{a}/agents/slow/run", long, headers=acme))[1]
+                    )
+
+                tg.start_soon(read_live)
+                with anyio.fail_after(GUARD):  # until acme's run executes on A
+                    while (await thread(client, b, "t0", headers=acme)).get("activeRunId") != "r1":  # noqa: ASYNC110 - state in Redis
+                        await anyio.sleep(0.02)
+                _, first = await stream(
+                    client, f"{a}/agents/slow/run", body("t1", tokens=600), headers=acme
+                )
+                # On B, another run of acme takes it to 1200 tokens: B stops A's live run.
+                _, crossing = await stream(
+                    client, f"{b}/agents/slow/run", body("t2", tokens=600), headers=acme
+                )
+            _, refused = await stream(
+                client, f"{a}/agents/slow/run", body("t3", tokens=5), headers=acme
+            )
+            _, other = await stream(client, f"{a}/agents/slow/run", body("t4", tokens=900))
+    ended = events_of(live)
+    assert ended[-1]["type"] == "RUN_ERROR" and ended[-1]["code"] == "budget_exceeded"
+    assert "scope 'acme' has spent 1200 tokens of 1000" in ended[-1]["message"]
+    assert events_of(first)[-1]["type"] == events_of(crossing)[-1]["type"] == "RUN_FINISHED"
+    assert [e["type"] for e in events_of(refused)] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events_of(refused)[-1]["code"] == "budget_exceeded"
+    assert events_of(other)[-1]["type"] == "RUN_FINISHED"  # another scope
+    assert on_b[0].message.startswith("budget exceeded: run 'r1' took scope 'acme'")
+    assert len(on_b) == 1 and len(on_a) == 1  # B saw the crossing, A refused t3
+    # The totals are in Redis, each run counted once; charging an ended run again, from two
+    # replicas at once, adds nothing, and a new run raced by two replicas is counted once.
+    keys = GatewayKeys(namespace)
+    limits = agui_meta.Budget[Any](max_tokens=1000, period=86400)
+    check = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        name = keys.budget("acme", 86400, limits.window())
+        assert await check.hget(name, "tokens") == b"1200"
+        assert await check.hget(keys.budget("", 86400, limits.window()), "tokens") == b"900"
+        registries = [
+            RedisRuns(MemoryThreadStore(), MemoryCatalog(), client=check, keys=keys, budget=limits)
+            for _ in range(2)
+        ]
+        usage = [agui_meta.Usage(input_tokens=600)]
+        for run_key in ((first[0].id or "").split(":")[0], keys.run_key("t9", "raced")):
+            run: Any = types.SimpleNamespace(key=run_key, scope="acme", run_id="r1", thread_id="t")
+            async with anyio.create_task_group() as tg:
+                for registry in registries:
+                    tg.start_soon(registry.charge, run, usage)
+        assert await check.hget(name, "tokens") == b"1800"  # the raced run, once
+    finally:
+        await check.aclose()

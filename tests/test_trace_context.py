@@ -180,3 +180,64 @@ def test_trace_ids() -> None:
     assert trace_id(f"00-{'a1' * 16}-{'b2' * 8}-01") == "a1" * 16
     for bad in (None, 5, "", "00-xyz", f"00-{'0' * 32}-{'b2' * 8}-01"):
         assert trace_id(bad) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The gateway: its runs encode their own events; the request's span is stamped all the same.
+
+
+async def _bare(input: Any) -> Any:
+    """An agent that sends no RUN_STARTED (the gateway makes one)."""
+    yield {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
+    yield {"type": "TEXT_MESSAGE_END", "messageId": "m"}
+    yield {"type": "RUN_FINISHED", "threadId": input.thread_id, "runId": input.run_id}
+
+
+def test_the_gateway_stamps_the_run_requests_span_in_run_started() -> None:
+    from agui_meta.gateway import Gateway
+    from tests.gateway_agents import run_body, scripted
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("server")
+    gateway = Gateway({"scripted": scripted, "bare": _bare}, linger=60)
+
+    async def traced(scope: Any, receive: Any, send: Any) -> None:
+        """The gateway behind an instrumented server: a span per request, the caller's child."""
+        if scope["type"] != "http":
+            return await gateway(scope, receive, send)
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        parent = TraceContextTextMapPropagator().extract(headers)
+        with tracer.start_as_current_span(scope["path"], context=parent):
+            await gateway(scope, receive, send)
+
+    caller = f"00-{'12' * 16}-{'34' * 8}-01"
+    with serve(traced, lifespan="on") as url:
+        bodies = {
+            name: httpx.post(
+                f"{url}/agents/{name}/run",
+                json=run_body(name, "r1"),
+                headers={"traceparent": caller, "tracestate": TRACESTATE},
+                timeout=30,
+            ).text
+            for name in ("scripted", "bare")
+        }
+        untraced = httpx.post(
+            f"{url}/agents/scripted/run", json=run_body("u", "r1"), timeout=30
+        ).text
+    spans = exporter.get_finished_spans()
+    stamped = {
+        f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-{int(s.context.trace_flags):02x}": s.name
+        for s in spans
+    }
+    for name, body in bodies.items():
+        metadata = _started_metadata(body)
+        assert stamped[metadata["w3c.traceparent"]] == f"/agents/{name}/run"  # its request's
+        assert trace_id(metadata["w3c.traceparent"]) == "12" * 16  # the caller's trace
+        assert metadata["w3c.tracestate"] == TRACESTATE
+    untraced_metadata = _started_metadata(untraced)  # a span of its own: a trace of its own
+    assert stamped[untraced_metadata["w3c.traceparent"]] == "/agents/scripted/run"
+    assert trace_id(untraced_metadata["w3c.traceparent"]) != "12" * 16
+    assert "w3c.tracestate" not in untraced_metadata
+    provider.shutdown()

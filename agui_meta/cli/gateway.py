@@ -8,7 +8,9 @@ run in flight at a crash is recorded as ended with an error), or in Redis (``--t
 --redis URL``: run it on as many hosts as you like, each replica serves every thread; see
 docs/gateway.md, "Across replicas, on Redis"). With ``--scope-header NAME``,
 every thread belongs to the value of that request header (set it in a trusted proxy): a request
-without it is refused, another value's threads are not found.
+without it is refused, another value's threads are not found. ``--budget-tokens N`` and/or
+``--budget-cost X`` (with ``--prices FILE``) hold each scope to a budget per ``--budget-period``
+(a day by default): docs/gateway.md, "Budgets".
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import importlib
 import sys
 from typing import Any
 
-from ._args import count, duration, port
+from ._args import count, duration, port, positive, seconds
 from ._command import Commands
+from ._prices import PriceTableError, add_prices_argument, load_prices
 from ._render import escape_controls
 
 __all__ = ["add_parser", "load_agent", "run"]
@@ -95,6 +98,27 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long a run goes on with no client reading it (default: 30)",
     )
+    parser.add_argument(
+        "--budget-tokens",
+        type=count,
+        metavar="N",
+        help="tokens (input plus output) a scope may spend per --budget-period; past it, its "
+        "runs end with RUN_ERROR budget_exceeded",
+    )
+    parser.add_argument(
+        "--budget-cost",
+        type=positive,
+        metavar="X",
+        help="cost a scope may spend per --budget-period, by the price table of --prices",
+    )
+    parser.add_argument(
+        "--budget-period",
+        type=seconds,
+        default=86400.0,
+        metavar="SECONDS",
+        help="the budget's period (default: 86400, a day)",
+    )
+    add_prices_argument(parser)
     return parser
 
 
@@ -152,10 +176,19 @@ def _gateway(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
         options["scope"] = _header_scope(args.scope_header)
     options.update(on_busy=args.on_busy, max_runs=args.max_runs, linger=args.linger)
     try:
+        if args.budget_tokens is not None or args.budget_cost is not None:
+            from .._budget import Budget
+
+            options["budget"] = Budget(
+                max_tokens=args.budget_tokens,
+                max_cost=args.budget_cost,
+                period=args.budget_period,
+                prices=load_prices(args),
+            )
         if args.threads == "redis":
             return (*_on_redis(args, agents, options), closing)
         gateway = Gateway(agents, **options)
-    except (UsageError, TypeError, ValueError) as exc:
+    except (UsageError, PriceTableError, TypeError, ValueError) as exc:
         raise _Problem(str(exc)) from None
     return gateway, gateway, closing
 

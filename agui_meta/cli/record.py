@@ -17,9 +17,8 @@ from typing import IO, Any
 import anyio
 import msgspec
 
-from .._exceptions import FramingError
+from .._exceptions import FramingError, HttpStatusError
 from .._framing import ACCEPT, ACCEPT_ENCODING, Framer
-from .._inspector import InspectorRecording
 from ._command import Commands
 from ._render import Style, escape_controls
 from ._stream import isatty
@@ -28,8 +27,6 @@ from .run import add_agent_arguments, build_agent
 __all__ = ["add_parser", "run"]
 
 _PROGRESS_INTERVAL = 0.1
-#: Bytes of an error response's body read, and shown (the rest is not read).
-ERROR_BODY = 512
 
 
 def add_parser(commands: Commands) -> argparse.ArgumentParser:
@@ -96,7 +93,8 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from .._client import closing_bytes
+    from .._inspector import InspectorRecording, record_exchange
+    from .run import unreachable
 
     try:
         agent, tools = build_agent(args)
@@ -118,31 +116,24 @@ def run(args: argparse.Namespace) -> int:
 
     async def save(out: IO[bytes]) -> None:
         nonlocal counter
-        async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=args.timeout)) as client,
-            client.stream("POST", args.url, content=body, headers=headers) as response,
-        ):
-            if inspector is not None:
-                inspector.response(response.status_code, response.headers.get("content-type", ""))
-            if not response.is_success:  # a redirect is not followed: its body is not the run
-                preview = await _preview(response)
-                if inspector is not None:
-                    inspector.error_body(preview)
-                raise _Answered(response.status_code, preview, response.headers.get("location"))
-            async with closing_bytes(response) as chunks:
-                async for chunk in chunks:
-                    if inspector is not None:
-                        inspector.feed(chunk)
-                    out.write(chunk)
-                    out.flush()
-                    counts["bytes"] += len(chunk)
-                    if counter is not None:
-                        try:
-                            for piece in counter.slices(chunk):
-                                counts["events"] += len(counter.feed(piece))
-                        except FramingError:
-                            counter = None  # not a stream we can count: still saved as it is
-                    progress.update(counts["bytes"], counts["events"])
+
+        def take(chunk: bytes) -> None:
+            nonlocal counter
+            out.write(chunk)
+            out.flush()
+            counts["bytes"] += len(chunk)
+            if counter is not None:
+                try:
+                    for piece in counter.slices(chunk):
+                        counts["events"] += len(counter.feed(piece))
+                except FramingError:
+                    counter = None  # not a stream we can count: still saved as it is
+            progress.update(counts["bytes"], counts["events"])
+
+        async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=args.timeout)) as client:
+            await record_exchange(
+                client, args.url, body, headers, recording=inspector, on_chunk=take
+            )
         if counter is not None:
             with contextlib.suppress(FramingError):
                 counts["events"] += len(counter.close())
@@ -157,35 +148,29 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     try:
         anyio.run(save, out)
-    except (
-        httpx.ConnectError,
-        httpx.ConnectTimeout,
-        httpx.UnsupportedProtocol,
-        httpx.InvalidURL,
-    ) as exc:
+    except HttpStatusError as exc:
         progress.clear()
-        print(f"agui-meta: cannot reach {say(args.url)}: {say(exc)}", file=sys.stderr)
-        return 2
-    except _Answered as exc:
-        progress.clear()
-        print(f"agui-meta: {say(exc.describe(args.url))}", file=sys.stderr)
+        print(f"agui-meta: {say(_describe(exc))}", file=sys.stderr)
         status = 1
     except httpx.HTTPError as exc:
         progress.clear()
+        if unreachable(exc):
+            print(f"agui-meta: cannot reach {say(args.url)}: {say(exc)}", file=sys.stderr)
+            return 2
         print(f"agui-meta: {say(exc)}", file=sys.stderr)
         status = 1
-        if inspector is not None:
-            inspector.end(error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    except httpx.InvalidURL as exc:
+        progress.clear()
+        print(f"agui-meta: cannot reach {say(args.url)}: {say(exc)}", file=sys.stderr)
+        return 2
     finally:
         if out is not sys.stdout.buffer:
             out.close()
     progress.clear()
     if inspector is not None:
-        if inspector.elapsed_ms is None:
-            inspector.end()
         try:
             with open(args.inspector, "wb") as session:
-                session.write(inspector.session())
+                session.write(anyio.run(inspector.session))
         except OSError as exc:
             print(
                 f"agui-meta: cannot write {args.inspector}: {exc.strerror or exc}", file=sys.stderr
@@ -200,33 +185,12 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-async def _preview(response: Any) -> bytes:
-    """The first :data:`ERROR_BODY` bytes of an error's body, the rest left unread."""
-    from .._client import closing_bytes
-
-    preview = b""
-    async with closing_bytes(response) as chunks:
-        async for chunk in chunks:
-            preview += chunk[: ERROR_BODY - len(preview)]
-            if len(preview) >= ERROR_BODY:
-                break
-    return preview
-
-
-class _Answered(Exception):
-    """The endpoint answered something else than 2xx: a status, the body's first bytes."""
-
-    def __init__(self, status: int, body: bytes, location: str | None) -> None:
-        self.status = status
-        self.body = body
-        self.location = location
-
-    def describe(self, url: str) -> str:
-        """One line: the status and the body's start; a redirect says where it points."""
-        if 300 <= self.status < 400:
-            return (
-                f"HTTP {self.status} from {url}, a redirect to {self.location or '(no Location)'}"
-                ": record does not follow redirects (record that URL instead)"
-            )
-        text = " ".join(self.body.decode("utf-8", "replace").split())
-        return f"HTTP {self.status} from {url}" + (f": {text}" if text else "")
+def _describe(exc: HttpStatusError) -> str:
+    """One line: the status and the body's start; a redirect says where it points."""
+    if 300 <= exc.status < 400:
+        return (
+            f"HTTP {exc.status} from {exc.url}, a redirect to {exc.location or '(no Location)'}"
+            ": record does not follow redirects (record that URL instead)"
+        )
+    text = " ".join(exc.body.decode("utf-8", "replace").split())
+    return f"HTTP {exc.status} from {exc.url}" + (f": {text}" if text else "")

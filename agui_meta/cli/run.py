@@ -133,12 +133,9 @@ def build_agent(args: argparse.Namespace, **options: Any) -> tuple[Any, list[Any
 
 def unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` says the endpoint cannot be reached at all (exit status 2)."""
-    import httpx
+    from .._inspector import unreachable
 
-    return isinstance(
-        exc,
-        (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL),
-    )
+    return unreachable(exc)
 
 
 def run(args: argparse.Namespace) -> int:

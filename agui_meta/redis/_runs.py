@@ -15,7 +15,10 @@ of the thread's shard (:class:`~agui_meta.redis._shards.GatewayKeys`):
   end marker, the thread freed — or nothing, when the run was taken from the caller;
 - every replica sweeps the in-flight sets: a run whose lease ran out (its executor died, or
   lost Redis for longer than the lease) is taken over with a new fencing token and ended with
-  ``RUN_ERROR`` code ``executor_lost``, its thread's ledger recording the run once.
+  ``RUN_ERROR`` code ``executor_lost``, its thread's ledger recording the run once;
+- with a budget per period, a scope's totals are a hash in Redis that the executor adds a run's
+  usage to at its end (``CHARGE``, idempotent by run key); a run starts refused when its
+  scope's totals are over, and a crossing stops the scope's runs on every replica.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import redis.exceptions
 
 from .._decode import encode_event
 from .._events import Event, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
-from .._exceptions import AtCapacity, ThreadBusy, ThreadStoreError, UsageError
+from .._exceptions import AtCapacity, DataError, ThreadBusy, ThreadStoreError, UsageError
 from .._framing import encode_sse
 from .._join import thread_prelude
 from .._ledger import RunRecord
@@ -58,7 +61,11 @@ logger = logging.getLogger("agui_meta.gateway")
 _REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
 #: Events a run may have queued for Redis before it waits for the writes.
 _AHEAD = 1024
-_STOPS: dict[str, StopReason] = {"stopped": "stopped", "superseded": "superseded"}
+_STOPS: dict[str, StopReason] = {
+    "stopped": "stopped",
+    "superseded": "superseded",
+    "budget_exceeded": "budget_exceeded",
+}
 
 
 def _ms(seconds: float) -> int:
@@ -208,9 +215,12 @@ class _RedisRun(Run):
                 reply = await client.xread({control: seen}, count=16, block=_ms(step))
                 for entry_id, raw in stream_entries(reply):
                     seen = text(entry_id)
-                    reason = _STOPS.get(text(entry_fields(raw).get("stop", b"")))
-                    if reason is not None:
-                        self._stop(reason)
+                    fields = entry_fields(raw)
+                    reason = _STOPS.get(text(fields.get("stop", b"")))
+                    if reason is not None and self._stop(reason) and reason == "budget_exceeded":
+                        self.budget_message = text(fields.get("message", b""))[:1000] or (
+                            f"budget exceeded: scope {self.scope!r}; run {self.run_id!r} is ended"
+                        )
                 now = anyio.current_time()
                 if self.readers or await client.exists(marks):
                     quiet_since = now
@@ -226,6 +236,8 @@ class _RedisRun(Run):
             await self.log.end()
             ledger = self.stages.ledger
             ledger.close()
+            # Charged once, fenced or not: it was spent.
+            await runs.charge(self, [u for record in ledger.runs for u in record.usage])
             if not self.fenced:
                 snapshot = self.base.advance(self.store, ledger.runs)
                 await runs.commit(self.key, self.holder, self.thread_id, self.log.written, snapshot)
@@ -284,14 +296,18 @@ class _RemoteRun:
         )
         return prelude, self.reader(0)
 
-    async def stop(self, reason: StopReason) -> bool:
+    async def stop(self, reason: StopReason, message: str = "") -> bool:
+        """Ask the run's executor to stop it (``message``: its RUN_ERROR's, for a budget)."""
         runs = self.runs
         keys = runs.keys
         held = await runs.client.get(keys.active(self.thread_id))
         if held is None or not text(held).endswith(" " + self.key):
             return False
         control = keys.ctl(self.key)
-        await runs.client.xadd(control, {"stop": reason}, maxlen=16, approximate=False)
+        entry: dict[Any, Any] = {"stop": reason}
+        if message:
+            entry["message"] = message
+        await runs.client.xadd(control, entry, maxlen=16, approximate=False)
         await runs.client.pexpire(control, _ms(max(runs.keep, runs.lease * 3)))
         return True
 
@@ -607,8 +623,77 @@ class RedisRuns(MemoryRuns):
             base=base,
             new_messages=new_messages,
         )
+        self._refuse_over(run, await self._over(scope))
         self._launch(run)
         return run
+
+    # -- budgets ---------------------------------------------------------------------------------
+
+    def _budget_key(self, scope: str) -> str | None:
+        budget = self.budget
+        if budget is None or budget.period is None:
+            return None
+        return self.keys.budget(scope, budget.period, budget.window())
+
+    def _totals(self, key: str, tokens: Any, cost: Any) -> tuple[int, float]:
+        try:
+            return int(text(tokens or b"0")), float(text(cost or b"0"))
+        except (TypeError, ValueError):
+            raise DataError(
+                f"Redis key {key!r} holds {tokens!r} tokens and {cost!r} cost, not numbers"
+            ) from None
+
+    async def _over(self, scope: str) -> str | None:
+        """The limit ``scope`` has reached in this period, by its totals in Redis."""
+        key = self._budget_key(scope)
+        if key is None or self.budget is None:
+            return None
+        tokens, cost = await self.client.hmget(key, ["tokens", "cost"])
+        return self.budget.reached(*self._totals(key, tokens, cost))
+
+    async def charge(self, run: Run, usage: list[Any]) -> None:
+        """Add ``run``'s usage to its scope's totals in Redis, once (the run's key is the
+        idempotency key); past a limit, report it and stop the scope's other active runs on
+        every replica. Per run (``period=None``), nothing is shared: as in one process."""
+        budget = self.budget
+        key = self._budget_key(run.scope)
+        if budget is None or not usage:
+            return
+        if key is None or budget.period is None:
+            self._charge(run, usage)
+            return
+        tokens, cost = budget.measure(usage)
+        ttl = _ms(2 * budget.period + self.max_run_time)  # kept past the period's end
+        try:
+            added, now_tokens, now_cost = await self.script(
+                "CHARGE", [key], [run.key, tokens, repr(cost), ttl]
+            )
+            total = self._totals(key, now_tokens, now_cost)
+        except (*_REDIS_ERRORS, DataError):
+            logger.exception("run %s: its usage could not be charged to its scope", run.run_id)
+            return
+        if not int(added):
+            return  # charged already
+        before = budget.reached(total[0] - tokens, total[1] - cost)
+        over = budget.reached(*total)
+        if before is not None or over is None:
+            return
+        stopped = {other.key for other in self._crossed(run, over)} | {run.key}
+        try:
+            for shard in range(self.keys.shards):
+                for found in await self.client.zrange(
+                    self.keys.inflight(self.keys.tag(shard)), 0, -1
+                ):
+                    other_key = text(found)
+                    if other_key in stopped or other_key in self._by_key:
+                        continue
+                    other = await self._handle(other_key)
+                    if isinstance(other, _RemoteRun) and other.scope == run.scope:
+                        await other.stop(
+                            "budget_exceeded", budget.refusal(run.scope, other.run_id, over)
+                        )
+        except _REDIS_ERRORS:
+            logger.exception("the runs of scope %r could not all be stopped", run.scope)
 
     async def latest(self, thread_id: str) -> tuple[int, RunHandle | None]:
         name = self.keys.latest(self.keys.of(thread_id))

@@ -9,7 +9,7 @@ shard's in-flight set: the end of the lease in milliseconds of the server's cloc
 
 from __future__ import annotations
 
-__all__ = ["BEGIN", "CLAIM", "COMMIT", "LOG", "RENEW", "STEAL"]
+__all__ = ["BEGIN", "CHARGE", "CLAIM", "COMMIT", "LOG", "RENEW", "STEAL"]
 
 _NOW = """
 local t = redis.call('TIME')
@@ -131,3 +131,17 @@ redis.call('ZADD', KEYS[2], now, ARGV[1])
 return ARGV[2]
 """
 )
+
+#: KEYS: the scope's budget totals of the period. ARGV: run key, tokens, cost, ttl ms.
+#: Adds the run's usage once (the run key is the idempotency key: a second charge of the same
+#: run adds nothing). Returns {1 if added else 0, tokens, cost} (the totals after it).
+CHARGE = """
+if redis.call('HSETNX', KEYS[1], 'r:' .. ARGV[1], 1) == 0 then
+  local t = redis.call('HMGET', KEYS[1], 'tokens', 'cost')
+  return {0, t[1] or '0', t[2] or '0'}
+end
+local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', ARGV[2])
+local cost = redis.call('HINCRBYFLOAT', KEYS[1], 'cost', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {1, tokens, cost}
+"""

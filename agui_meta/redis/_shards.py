@@ -80,6 +80,10 @@ class GatewayKeys(Keys):
     def scope(self, shard: int, scope: str) -> str:
         return f"{self.tag(shard)}:scope:{scope}"
 
+    def budget(self, scope: str, period: float, window: int) -> str:
+        """The spending of ``scope`` in period number ``window`` of ``period`` seconds."""
+        return f"{self.tag(self.shard_of(scope, self.shards))}:budget:{period:g}:{window}:{scope}"
+
     def active(self, thread_id: str) -> str:
         return f"{self.of(thread_id)}:active:{thread_id}"
 
