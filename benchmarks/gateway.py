@@ -72,12 +72,20 @@ def serve(deltas: int, *args: str) -> Iterator[tuple[str, int]]:
             process.wait()
 
 
-def cpu(pids: Sequence[int]) -> list[float]:
-    """The CPU seconds (user + system) each process has used, or NaN where it cannot be read."""
+def cpu(processes: Sequence[int | str]) -> list[float]:
+    """The CPU seconds (user + system) each process has used: a process id (read from
+    ``/proc/PID/stat``; NaN where it cannot be read), or the URL of a Redis (its ``INFO cpu``)."""
     found = []
-    for pid in pids:
+    for process in processes:
+        if isinstance(process, str):
+            import redis
+
+            with redis.Redis.from_url(process) as client:
+                info = client.info("cpu")
+            found.append(float(info["used_cpu_user"]) + float(info["used_cpu_sys"]))
+            continue
         try:
-            with open(f"/proc/{pid}/stat") as stat:
+            with open(f"/proc/{process}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
             found.append((int(fields[11]) + int(fields[12])) / TICK)  # utime, stime
         except OSError:
@@ -104,6 +112,7 @@ def server(kind: str, events: int, redis_url: str | None, namespace: str | None)
         app = redis_gateway(client, {"a": agent}, namespace=namespace, max_events=events + 10)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)  # a client may connect before the server has started: it waits
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     lifespan: Literal["on", "off"] = "off" if kind == "direct" else "on"
     config = uvicorn.Config(app, lifespan=lifespan, log_level="critical", ws="none")
@@ -141,16 +150,24 @@ def body(thread_id: str, run_id: str, **props: Any) -> dict[str, Any]:
     return {"threadId": thread_id, "runId": run_id, "messages": [], "forwardedProps": props}
 
 
-Row = tuple[str, float, float, list[float]]  # name, wall, client CPU, each server's CPU
+Row = tuple[
+    str, float, float, list[float]
+]  # name, wall, client CPU, each server's CPU (and Redis's)
 
 
-def timed_runs(name: str, url: str, pids: Sequence[int], rounds: int) -> Row:
+def timed_runs(name: str, url: str, pids: Sequence[int | str], rounds: int) -> Row:
     """Median wall and CPU seconds (the client's, each server's) of one run read to its end."""
     return runs_read(name, url, url, pids, rounds, joined=False)
 
 
 def runs_read(
-    name: str, url: str, other: str, pids: Sequence[int], rounds: int, *, joined: bool = True
+    name: str,
+    url: str,
+    other: str,
+    pids: Sequence[int | str],
+    rounds: int,
+    *,
+    joined: bool = True,
 ) -> Row:
     """Median wall and CPU seconds of one run posted to ``url`` and read to its end (on
     ``other`` when ``joined``: the run executes on the first server, is joined on the other)."""
@@ -217,11 +234,13 @@ def main() -> None:
     if args.redis:
         rows += on_redis(args.redis, args.events, args.rounds, timings)
     print(f"{args.events:,} text deltas per run ({events:,} events), median of {args.rounds}\n")
-    print("| server | events/s | µs CPU per event, client | µs CPU per event, each server |")
-    print("|---|---|---|---|")
+    print("| server | events/s | µs CPU per event: client | each server | redis-server |")
+    print("|---|---|---|---|---|")
     for name, wall, own, each in rows:
-        theirs = " + ".join(f"{c / events * 1e6:.1f}" for c in each)
-        print(f"| {name} | {events / wall:,.0f} | {own / events * 1e6:.1f} | {theirs} |")
+        per = [f"{c / events * 1e6:.1f}" for c in each]
+        theirs, redis = (per[:-1], per[-1]) if name.startswith("Redis") else (per, "-")
+        line = f"{events / wall:,.0f} | {own / events * 1e6:.1f} | {' + '.join(theirs)} | {redis}"
+        print(f"| {name} | {line} |")
     print("\n| gateway | connect mid-run, first byte | stop, until ended and saved |")
     print("|---|---|---|")
     for name, first, stop in timings:
@@ -238,12 +257,12 @@ def on_redis(
         serve(deltas, "redis", url, namespace) as (a, pa),
         serve(deltas, "redis", url, namespace) as (b, pb),
     ):
-        rows.append(timed_runs("Redis, 1 replica (run)", a + "/agents/a/run", [pa], rounds))
+        rows.append(timed_runs("Redis, 1 replica (run)", a + "/agents/a/run", [pa, url], rounds))
         joined = runs_read(
             "Redis, 2 replicas (run on A, read on B)",
             a + "/agents/a/run",
             b + "/agents/a/run",
-            [pa, pb],
+            [pa, pb, url],
             rounds,
         )
         rows.append(joined)
