@@ -173,7 +173,7 @@ HOSTILE: list[tuple[list[str], str]] = [
             (["--port", "70000"], "argument --port: not a port"),
             (["--max-runs", "0"], "argument --max-runs: not a count"),
             (["--linger", "nan"], "argument --linger: not a finite number of seconds"),
-            (["--threads", "bogus"], "--threads is memory or sqlite:PATH"),
+            (["--threads", "bogus"], "--threads is memory, sqlite:PATH or redis"),
             (["--threads", "sqlite:/nonexistent/dir/x.db"], "cannot be opened"),
             (["--agent", "bogus"], "--agent is NAME=SPEC"),
         ]
