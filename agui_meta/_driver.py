@@ -23,8 +23,11 @@ from typing import Any
 
 from msgspec import UNSET
 
+from . import _speedups
+from ._accumulate import Accumulate, Update
 from ._events import ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
+from ._fastdecode import TYPED_DECODE, fast_decode
 from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
     Frame,
@@ -34,8 +37,20 @@ from ._framing import (
     ignored_report,
 )
 from ._stage import CONTENT_DELTAS, Context, Transducer
+from ._store import MessageItem, ToolCallItem
 
 __all__ = ["Runner"]
+
+if _speedups.NATIVE is not None:
+    _speedups.NATIVE.configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
+
+#: The content handlers of :class:`Accumulate` the C core does itself in the common case
+#: (``_native.c``'s ``content_update``), by the kind it knows them as, and the store lookup
+#: each one uses.
+_NATIVE_CONVERTS: Mapping[Any, tuple[int, str]] = {
+    Accumulate._text_content: (1, "_message"),
+    Accumulate._tool_args: (2, "_tool_call"),
+}
 
 
 def _connect_chain(
@@ -92,6 +107,8 @@ class _FastPath:
         self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
         #: By candidate class: (the open ids, or None for any; the conversion, or None).
         self.plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
+        #: The plans as the C core takes them: (ids, convert, kind, lookup) (see _native.c).
+        self.native_plans: dict[type, tuple[Any, Any, int, Any]] = {}
         self.tallies: list[dict[str, int]] = []
         # The members the plans were made from: each filter's fast_passes and fast_tally.
         self._held: list[Any] = []
@@ -137,6 +154,16 @@ class _FastPath:
                     convert,
                 )
         self.tallies[:] = [t for t in tallies if t is not None]
+        native = self.native_plans
+        native.clear()
+        for candidate, (held, handler) in plans.items():
+            kind, lookup = 0, None
+            func = getattr(handler, "__func__", None)
+            owner = getattr(handler, "__self__", None)
+            if func in _NATIVE_CONVERTS and type(owner) is Accumulate:
+                kind, name = _NATIVE_CONVERTS[func]
+                lookup = getattr(owner, name)
+            native[candidate] = (held, handler, kind, lookup)
 
     def count(self, cls: type, n: int = 1) -> None:
         """Add ``n`` candidates of class ``cls`` that passed to the stages' tallies."""
@@ -212,6 +239,8 @@ class Runner:
         self._number = number
         self._count = 0
         self._close_errors = close_errors
+        #: The C core's batch loop (read once: ``_speedups`` says whether it is in use).
+        self._native = _speedups.NATIVE
 
     @property
     def fused(self) -> int:
@@ -413,6 +442,9 @@ class Runner:
         """
         fast = self._fast
         assert fast is not None and fast.decode is not None
+        if self._native is not None and fast.decode is fast_decode:
+            self._run_batch_native(payloads, frames)
+            return
         ctx = self.ctx
         number = self._number
         index = start = self._count
@@ -474,6 +506,73 @@ class Runner:
                 self._tally(passed)
             if number:
                 self._count = index
+
+    def _run_batch_native(
+        self, payloads: Sequence[bytes | None], frames: Sequence[Frame] | Sequence[bytes]
+    ) -> None:
+        """:meth:`_run_batch`, its fast path in the C core (``_native.run_batch``).
+
+        The C loop takes the events :meth:`_run_batch`'s loop sends down the fast path, in
+        the same way, and stops at the first other one: this loop handles that one exactly as
+        :meth:`_run_batch` does, then hands the rest back.
+        """
+        fast = self._fast
+        native = self._native
+        assert fast is not None and native is not None
+        ctx = self.ctx
+        number = self._number
+        start = self._count
+        if number:  # reports of these events get their frame's offset and line
+            ctx.frames = frames
+            ctx.frames_start = start
+        todo = payloads if type(payloads) is list else list(payloads)
+        run = native.run_batch
+        decode = fast.decode
+        after_decode = fast.after_decode
+        passed: list[type] = []
+        k = 0
+        n = len(todo)
+        try:
+            while k < n:
+                k, event, raised = run(
+                    todo,
+                    k,
+                    number,
+                    start,
+                    ctx,
+                    TYPED_DECODE,
+                    decode,
+                    fast.native_plans,
+                    fast.tail,
+                    passed if fast.tallies else None,
+                )
+                if k == n:
+                    break
+                k += 1  # the event at k - 1 left the fast path (or its handler raised)
+                try:
+                    if raised is not None:
+                        raise raised
+                    if passed:  # the stages see this event: their tallies first
+                        self._tally(passed)
+                    if event is not None:
+                        after_decode(event)
+                    elif todo[k - 1] is None:  # only a frame of a byte stream has no data
+                        self._bad_frame(frames[k - 1])
+                    else:  # the decoding stage says what is wrong, and where
+                        self._head(frames[k - 1])
+                except DataError as exc:
+                    if passed:
+                        self._tally(passed)
+                    frame = frames[k - 1]
+                    if isinstance(frame, Frame):  # from a byte stream: its place in it
+                        exc.locate(offset=frame.offset, line=frame.line)
+                    ctx.skip(exc)
+                fast.refresh()
+        finally:
+            if passed:
+                self._tally(passed)
+            if number:
+                self._count = start + k
 
     def _tally(self, passed: list[type]) -> None:
         """Count the candidates that passed (their classes) into the stages' tallies."""

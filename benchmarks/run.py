@@ -197,6 +197,24 @@ def sdk(w: Workload) -> Run | str:
     return run
 
 
+def handwritten(w: Workload, kind: str) -> Run | str:
+    """A hand-written consumer (``benchmarks.handwritten``) of the SSE bytes: decode + dicts."""
+    from benchmarks.handwritten import consume, decoder
+
+    try:
+        decode = decoder(kind)
+    except ImportError as exc:
+        return f"{kind} is not installed ({exc})"
+    chunks = w.chunks("sse")
+
+    async def run() -> tuple[Timing, dict[str, Any]]:
+        t0 = _clock()
+        built = consume(chunks, decode)
+        return _since(t0), {"messages": len(built["messages"])}
+
+    return run
+
+
 def pipeline(
     w: Workload,
     fmt: str,
@@ -437,6 +455,16 @@ def contenders_on(
     out.append(Contender("agui-meta full pipeline, SSE bytes", pipeline(w, "sse"), n))
     out.append(Contender("agui-meta full pipeline, JSONL bytes", pipeline(w, "jsonl"), n))
     out.append(Contender("agui-meta full pipeline, run_sync (SSE)", pipeline_sync(w, "sse"), n))
+    # After the rows the summary finds by position (FLOOR … FULL_SYNC).
+    for kind, label in (
+        ("msgspec", "hand-written: msgspec decode + dicts, SSE bytes"),
+        ("json", "hand-written: json.loads + dicts, SSE bytes"),
+        ("ag_ui", "hand-written: ag_ui.core + dicts, SSE bytes"),
+    ):
+        h = handwritten(w, kind)
+        out.append(
+            Contender(label, h, n) if not isinstance(h, str) else Contender(label, None, n, why=h)
+        )
     out.append(
         Contender(
             "agui-meta full pipeline, SSE, `async for` each update",

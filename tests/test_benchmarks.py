@@ -70,6 +70,7 @@ def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     names = list(record["main"]["contenders"])
     assert names[0].startswith("floor")
     assert any(n.startswith("Python SDK") for n in names)
+    assert sum(n.startswith("hand-written") for n in names) == 3  # issue 23's contenders
     assert any(n.startswith("reference") for n in names)
     assert [n for n in names if n.startswith("agui-meta stages")] == [
         f"agui-meta stages: {level}" for level in run.LEVELS[:-1]

@@ -196,8 +196,12 @@ def test_validate_caps_the_problems_it_prints(tmp_path: Path) -> None:
 
 
 def test_version() -> None:
+    from agui_meta._speedups import describe
+
     done = cli_process("--version")  # the installed entry point, in a process of its own
-    assert (done.returncode, done.stdout) == (0, f"agui-meta {agui_meta.__version__}\n")
+    # The version, and whether the native core is in use (and why not).
+    expected = f"agui-meta {agui_meta.__version__}\n{describe()}\n"
+    assert (done.returncode, done.stdout) == (0, expected)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,12 +23,12 @@ def test_the_version_is_a_version() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    pytest.importorskip("hatchling", reason="the build backend (test extra)")
+    pytest.importorskip("setuptools", reason="the build backend (test extra)")
     # A copy of the sources the wheel is made of, so that no build output lands in the tree.
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pyd")
     for folder in ("agui_meta", "benchmarks", "tests", "examples"):
         if (ROOT / folder).is_dir():
             shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
@@ -54,6 +54,12 @@ def test_the_wheel_installs_agui_meta_only(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     assert "agui_meta/py.typed" in names
     assert "agui_meta/redis/__init__.py" in names and "agui_meta/cli/__init__.py" in names
+    # The optional C core: built where this interpreter has it, its source left out.
+    from agui_meta import _speedups
+
+    assert "agui_meta/_native.c" not in names and "agui_meta/_native.pyi" in names
+    built = [n for n in names if n.startswith("agui_meta/_native.") and n.endswith((".so", ".pyd"))]
+    assert len(built) == (_speedups.NATIVE is not None)
 
 
 def test_the_wheel_has_the_version_the_package_reports(wheel: zipfile.ZipFile) -> None:

@@ -702,3 +702,16 @@ async def test_a_scopes_budget_holds_across_replicas_and_each_run_is_charged_onc
         assert await check.hget(name, "tokens") == b"1800"  # the raced run, once
     finally:
         await check.aclose()
+
+
+async def test_the_command_lines_redis_pool_is_sized_for_its_max_runs(redis_url: str) -> None:
+    # redis-py's default cap (100 connections) fails a replica past about 25 concurrent runs.
+    from agui_meta.cli.gateway import redis_client
+
+    for runs in (50, 500):
+        client = redis_client(redis_url, runs)
+        try:
+            assert client.connection_pool.max_connections >= 4 * runs
+            assert await client.ping()
+        finally:
+            await client.aclose()

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO, cast
 
+from .._speedups import describe as _describe_core
 from .._version import __version__
 from ._command import Command
 
@@ -66,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
             "'agui-meta COMMAND --help' tells more about each command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"agui-meta {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"agui-meta {__version__}\n{_describe_core()}"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in commands().items():
         command.add_parser(subparsers).set_defaults(run=command.run, command=name)

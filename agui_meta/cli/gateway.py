@@ -25,7 +25,7 @@ from ._command import Commands
 from ._prices import PriceTableError, add_prices_argument, load_prices
 from ._render import escape_controls
 
-__all__ = ["add_parser", "load_agent", "run"]
+__all__ = ["add_parser", "load_agent", "redis_client", "run"]
 
 
 def add_parser(commands: Commands) -> argparse.ArgumentParser:
@@ -193,6 +193,32 @@ def _gateway(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
     return gateway, gateway, closing
 
 
+#: Connections of the Redis pool of ``gateway --threads redis``: this many per run of
+#: ``--max-runs``, plus room for as many readers waiting for events (followers, rejoiners).
+REDIS_CONNECTIONS_PER_RUN = 4
+REDIS_READER_CONNECTIONS = 256
+
+
+def redis_client(url: str, max_runs: int) -> Any:
+    """The ``redis.asyncio.Redis`` client of a gateway replica serving ``max_runs`` runs.
+
+    A dropped connection (Redis restarted, failed over) is retried rather than failing the
+    request; the pool is sized for ``max_runs``: a run holds about four connections at once and
+    each waiting reader one (redis-py's default cap of 100 fails past about 25 runs).
+    """
+    import redis.asyncio
+    import redis.exceptions
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+
+    return redis.asyncio.Redis.from_url(
+        url,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.01), 8),
+        retry_on_error=[redis.exceptions.ConnectionError],
+        max_connections=REDIS_CONNECTIONS_PER_RUN * max_runs + REDIS_READER_CONNECTIONS,
+    )
+
+
 def _on_redis(
     args: argparse.Namespace, agents: dict[str, Any], options: dict[str, Any]
 ) -> tuple[Any, Any]:
@@ -202,10 +228,7 @@ def _on_redis(
     from collections.abc import AsyncIterator
 
     try:
-        import redis.asyncio
-        import redis.exceptions
-        from redis.asyncio.retry import Retry
-        from redis.backoff import ExponentialBackoff
+        import redis  # noqa: F401
     except ImportError:
         raise _Problem(
             "--threads redis needs the redis extra: pip install 'agui-meta[redis]'"
@@ -215,13 +238,7 @@ def _on_redis(
 
     from ..gateway import redis_gateway
 
-    # A dropped connection (Redis restarted, failed over) is retried rather than failing the
-    # request.
-    client = redis.asyncio.Redis.from_url(
-        args.redis,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.01), 8),
-        retry_on_error=[redis.exceptions.ConnectionError],
-    )
+    client = redis_client(args.redis, args.max_runs)
     gateway = redis_gateway(client, agents, namespace=args.namespace, **options)
 
     @contextlib.asynccontextmanager

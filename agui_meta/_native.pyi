@@ -1,0 +1,21 @@
+from typing import Any
+
+MAX_NESTING: int
+
+def scan(data: bytes, /) -> bool: ...
+def configure(
+    update: type, message_item: type, tool_call_item: type, tool_call_args: type, unset: Any, /
+) -> None: ...
+def run_batch(
+    payloads: list[bytes | None],
+    k: int,
+    number: bool,
+    index: int,
+    ctx: Any,
+    typed_decode: Any,
+    py_decode: Any,
+    plans: dict[type, tuple[Any, Any, int, Any]],
+    tail: Any,
+    note: list[type] | None,
+    /,
+) -> tuple[int, Any, BaseException | None]: ...

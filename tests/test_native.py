@@ -1,0 +1,375 @@
+"""The C core (``agui_meta._native``) against the pure-Python implementation, its specification.
+
+Every run here goes twice through the same chain: with the C core (``_speedups.NATIVE``, what
+the driver reads when a ``Runner`` is made) and with ``NATIVE`` set to ``None``, the pure-Python
+path. Every output (the update's event, the item exactly as of that update, ``done``, the
+merged metadata, the event index), every report with its index, byte offset and line, the
+error that ends a stream, ``messages_wire()``, the state and the ledger must be equal, on the
+golden cases, generated and misordered streams, the bad-input catalogue, generated hostile
+streams and every recorded stream in ``examples/streams``, each in one piece, split at every
+byte position (the small ones) and in random chunks. The C core must also have run.
+
+Skipped when the extension is deliberately off (``AGUI_META_NO_EXTENSIONS``); when it is
+merely not built, skipped loudly outside CI and failed in CI (``tests/needs.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agui_meta
+from agui_meta import _speedups
+from agui_meta._driver import Runner
+from agui_meta._fastdecode import TYPED_DECODE, fast_decode
+from agui_meta._stage import Context, Transducer
+from benchmarks import workload
+from tests import test_fuse
+from tests.needs import missing
+from tests.strategies import cases, misordered_cases
+
+if _speedups.NATIVE is None:
+    if _speedups.WHY_NOT == "AGUI_META_NO_EXTENSIONS is set":
+        pytest.skip("the C core is off (AGUI_META_NO_EXTENSIONS)", allow_module_level=True)
+    missing(f"the C core: {_speedups.WHY_NOT}")
+
+NATIVE = _speedups.NATIVE
+ROOT = Path(__file__).resolve().parent.parent
+STREAMS = sorted(
+    p for p in (ROOT / "examples" / "streams").iterdir() if p.suffix in (".sse", ".jsonl")
+)
+MODES = test_fuse.MODES
+
+
+class _Counting:
+    """The C module, counting the driver's calls of its batch loop (in all)."""
+
+    calls = 0
+
+    def run_batch(self, *args: Any) -> Any:
+        _Counting.calls += 1
+        return NATIVE.run_batch(*args)
+
+
+@contextmanager
+def _must_run() -> Iterator[None]:
+    """The C core's loop must run inside (a test that compares nothing otherwise)."""
+    before = _Counting.calls
+    yield
+    assert _Counting.calls > before, "the C core never ran"
+
+
+@contextmanager
+def _core(native: bool) -> Iterator[_Counting | None]:
+    """Runners made inside use the C core (``native``) or the pure-Python path."""
+    counting = _Counting() if native else None
+    with mock.patch.object(_speedups, "NATIVE", counting):
+        yield counting
+
+
+def _both(run: Any, *args: Any, **kw: Any) -> dict[str, Any]:
+    """``run`` with the C core and without: equal results, and the C core ran."""
+    with _core(True):
+        native: dict[str, Any] = run(*args, **kw)
+    with _core(False):
+        python = run(*args, **kw)
+    assert native == python
+    return native
+
+
+# -- frames (the fast-path harness of test_fuse: every chain, SSE and batches) ------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_golden_cases(mode: str) -> None:
+    with _must_run():
+        for case in test_fuse._golden():
+            frames = test_fuse._frames(case["events"])
+            for chain in (test_fuse.DEFAULT, ("expand", "accumulate")):
+                _both(
+                    test_fuse._run, frames, fuse=True, mode=mode, chain=chain, case=case, sse=True
+                )
+            _both(test_fuse._run, frames, fuse=True, mode=mode, case=case, batch=True)
+
+
+@pytest.mark.parametrize("chain", test_fuse.CHAINS[1:], ids="-".join)
+def test_every_chain_on_a_generated_workload(chain: tuple[str, ...]) -> None:
+    with _must_run():
+        frames = workload.frames(600, seed=11, chunked=True, history=5)
+        _both(test_fuse._run, frames, fuse=True, chain=chain, sse=True)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_generated_workloads(chunked: bool) -> None:
+    with _must_run():
+        frames = workload.frames(3000, seed=7, chunked=chunked, history=20)
+        result = _both(test_fuse._run, frames, fuse=True, sse=True)
+        assert result["error"] is None and result["messages"]
+
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@SETTINGS
+@given(
+    case=cases() | misordered_cases(),
+    mode=st.sampled_from(MODES),
+    chain=st.sampled_from(test_fuse.CHAINS[1:]),
+    batch=st.booleans(),
+)
+def test_generated_streams(
+    case: dict[str, Any], mode: str, chain: tuple[str, ...], batch: bool
+) -> None:
+    frames = test_fuse._frames(case["events"])
+    kw: dict[str, Any] = {"batch": True} if batch else {"sse": True}
+    with _core(True):
+        native = test_fuse._run(frames, fuse=True, mode=mode, case=case, chain=chain, **kw)
+    with _core(False):
+        python = test_fuse._run(frames, fuse=True, mode=mode, case=case, chain=chain, **kw)
+    assert native == python
+
+
+# -- byte streams: the framer's runs, offsets and lines, any chunking ---------------------------
+
+
+def _run_bytes(chunks: list[bytes], framing: str, mode: str) -> dict[str, Any]:
+    """The chunks through the default chain from bytes: everything observable about it."""
+    minted = (uuid.UUID(int=n) for n in itertools.count())
+    reports: list[str] = []
+    store = agui_meta.Store()
+    ledger: Any = agui_meta.Ledger(clock=lambda: 0.0)
+    record = test_fuse._Record()
+    ctx = Context(mode, lambda r: reports.append(repr(r)))  # type: ignore[arg-type]
+    stages: list[Transducer[Any, Any]] = [
+        agui_meta.Enforce(),
+        agui_meta.ExpandChunks(),
+        agui_meta.Verify(),
+        agui_meta.Accumulate(store),
+        ledger,
+        record,
+    ]
+    error = None
+    with mock.patch.object(uuid, "uuid4", minted.__next__):
+        runner = Runner(stages, ctx, framing=framing)
+        try:
+            for chunk in chunks:
+                runner.feed(chunk)
+            runner.close()
+        except agui_meta.AguiMetaError as exc:
+            where = tuple(getattr(exc, name, None) for name in ("index", "offset", "line"))
+            error = (type(exc).__name__, str(exc), where, ctx.index)
+    return {
+        "outputs": record.seen,
+        "reports": reports,
+        "error": error,
+        "messages": store.messages_wire(),
+        "state": store.state,
+        "ledger": ledger.to_builtins(),
+    }
+
+
+def _splits(data: bytes, every: int = 1) -> Iterator[list[bytes]]:
+    """The stream in two pieces, cut at every ``every``-th byte position."""
+    for cut in range(0, len(data) + 1, every):
+        yield [data[:cut], data[cut:]]
+
+
+def _random_chunks(data: bytes, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    chunks, at = [], 0
+    while at < len(data):
+        size = rng.choice((1, 2, 3, 7, 64, 500, 4096))
+        chunks.append(data[at : at + size])
+        at += size
+    return chunks
+
+
+def _compare(chunks: list[bytes], framing: str, mode: str) -> None:
+    with _core(True):
+        native = _run_bytes(chunks, framing, mode)
+    with _core(False):
+        python = _run_bytes(chunks, framing, mode)
+    assert native == python, (framing, mode, [len(c) for c in chunks])
+
+
+@pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
+def test_every_recorded_stream(path: Path) -> None:
+    with _must_run():
+        data = path.read_bytes()
+        framing = path.suffix.lstrip(".")
+        for mode in MODES:
+            result = _both(_run_bytes, [data], framing, mode)
+            assert result["outputs"] or result["error"]
+        # Split at every byte position (every 7th for the larger ones), and in random chunks.
+        for chunks in _splits(data, 1 if len(data) <= 2048 else 29):
+            _compare(chunks, framing, "keep_going")
+        for seed in range(20):
+            _compare(_random_chunks(data, seed), framing, MODES[seed % 3])
+
+
+def _catalogue() -> list[Any]:
+    from tests import test_bad_input
+
+    return [row.values[0] for row in test_bad_input.CATALOGUE]
+
+
+@pytest.mark.parametrize("framing", ["sse", "jsonl"])
+def test_the_bad_input_catalogue(framing: str) -> None:
+    with _must_run():
+        from tests.test_bad_input import render
+
+        for case in _catalogue():
+            data, _ = render(case.entries, framing)  # type: ignore[arg-type]
+            for mode in MODES:
+                _both(_run_bytes, [data], framing, mode)
+            # Cut at 60 places spread over the stream (every byte of the small ones).
+            for chunks in _splits(data, max(1, len(data) // 60)):
+                _compare(chunks, framing, "keep_going")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data(), st.sampled_from(MODES), st.integers(0, 2**16))
+def test_generated_hostile_streams(data: st.DataObject, mode: str, seed: int) -> None:
+    from tests.test_hostile import encode_sse, hostile_streams
+
+    stream = encode_sse(data.draw(hostile_streams()))
+    if stream is None:
+        return
+    _compare([stream], "sse", mode)
+    _compare(_random_chunks(stream, seed), "sse", mode)
+
+
+# -- the proof the C scan gives --------------------------------------------------------------
+
+
+_KEYS = st.sampled_from(["a", "b", "acme.k", "a\\u0062", "x:y", "\\u003a", "é", "ab"])
+_SCALARS = st.one_of(
+    st.sampled_from(["1", "-0.5e3", "true", "null", '"s"', '"\\ud800"', '"\\ud83d\\ude00"']),
+    st.sampled_from(['"\\\\u003a"', '"a:b"', '"\\n"', "1" * 19, "1" * 18, '"\\u00e9"']),
+)
+
+
+def _json_text(depth: int) -> st.SearchStrategy[str]:
+    """JSON text written by hand: keys may repeat, strings may hold escapes of every kind."""
+    if depth == 0:
+        return _SCALARS
+    inner = _json_text(depth - 1)
+    objects = st.lists(st.tuples(_KEYS, inner), max_size=4).map(
+        lambda pairs: "{" + ",".join(f'"{k}":{v}' for k, v in pairs) + "}"
+    )
+    arrays = st.lists(inner, max_size=3).map(lambda items: "[" + ",".join(items) + "]")
+    return st.one_of(_SCALARS, objects, arrays)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"',
+            '{"type":"CUSTOM","name":"n"',
+            '{"type":"STATE_SNAPSHOT"',
+        ]
+    ),
+    st.lists(st.tuples(st.sampled_from(["metadata", "value", "snapshot", "delta"]), _json_text(3))),
+    st.sampled_from([b"", b"\xff", b"\xed\xa0\x80", b"  "]),
+)
+def test_a_clean_scan_means_fast_decode_gives_the_typed_decode(
+    head: str, fields: list[tuple[str, str]], junk: bytes
+) -> None:
+    text = (head + "".join(f',"{k}":{v}' for k, v in fields) + "}").encode() + junk
+    if not NATIVE.scan(text):
+        return
+    try:
+        typed = TYPED_DECODE(text)
+    except (msgspec.DecodeError, RecursionError):
+        assert fast_decode(text) is None
+        return
+    assert fast_decode(text) == typed
+
+
+def test_the_scan_refuses_what_the_python_checks_catch() -> None:
+    deep = b'{"type":"CUSTOM","name":"n","value":' + b"[" * 128 + b"]" * 128 + b"}"
+    assert not NATIVE.scan(deep)  # 129 levels, with the event object
+    assert NATIVE.scan(deep.replace(b"[", b"", 1).replace(b"]", b"", 1))
+    for bad in (
+        b'{"a":1,"a":2}',
+        b'{"a":{"b":1,"b":2}}',
+        b'{"a\\u0062":1,"ab":2}',
+        b'{"a":"\\ud800"}',
+        b'{"a":"\\u003a"}',
+        b'{"a":"\\\\u003a"}',
+        b'{"a":1234567890123456789}',
+        b'{"a":"\xff"}',
+        b'{"a":"\xed\xa0\x80"}',
+        b'{"a":"unterminated',
+    ):
+        assert not NATIVE.scan(bad), bad
+    many = "{" + ",".join(f'"k{i}":1' for i in range(40)) + "}"
+    assert not NATIVE.scan(many.encode())  # too many keys to compare: Python decides
+    assert NATIVE.scan(b'{"a":{"b":1},"b":{"a":1},"c":[{"a":1},{"a":2}]}')
+
+
+# -- the switch ----------------------------------------------------------------------------------
+
+
+_PROGRAM = """
+import json, sys
+import agui_meta
+from agui_meta import _speedups
+from agui_meta._driver import Runner
+from agui_meta._stage import Context, Transducer
+reports = []
+store = agui_meta.Store()
+ctx = Context("keep_going", reports.append)
+runner = Runner([agui_meta.Enforce(), *agui_meta.DefaultStages(store)], ctx, framing="jsonl")
+updates = runner.feed_all([open(sys.argv[1], "rb").read()])
+print(json.dumps([_speedups.NATIVE is not None, store.messages_wire(),
+                  [repr(r) for r in reports], len(updates)], default=str))
+"""
+
+
+def test_agui_meta_no_extensions_turns_the_core_off_at_run_time() -> None:
+    path = next(p for p in STREAMS if p.suffix == ".jsonl")
+    runs = []
+    for off in ("", "1"):
+        env = {**os.environ, "AGUI_META_NO_EXTENSIONS": off, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-c", _PROGRAM, str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            timeout=120,
+        )
+        runs.append(json.loads(done.stdout))
+        version = subprocess.run(
+            [sys.executable, "-m", "agui_meta", "--version"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            timeout=60,
+        ).stdout
+        assert ("native core: in use" in version) is (not off), version
+    (native, *got), (python, *want) = runs
+    assert native and not python
+    assert got == want
