@@ -9,7 +9,9 @@ find it with :func:`tests.doc_blocks.doc_block` (test_readme.py, test_client.py,
 from __future__ import annotations
 
 import argparse
+import builtins
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -143,7 +145,7 @@ def test_every_python_command_shown_names_a_file_or_module_that_exists() -> None
             continue
         if words[1] == "-m":
             assert find_spec(words[2]) is not None, f"{where}: no module {words[2]}"
-            target = ("-m", words[2])
+            target: tuple[str, ...] = ("-m", words[2])
         elif words[1].endswith(".py"):
             if Path(words[1]).stem.isupper():  # a placeholder: examples/NAME.py
                 continue
@@ -240,3 +242,80 @@ def test_the_readme_chat_answers_a_frontend_tool_of_pydantic_ai(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "['assistant', 'tool', 'assistant'] ['fc-1']"
     assert lines[-1] == "Shown on screen: shown {}"
+
+
+def _resolves(name: str) -> bool:
+    parts = name.split(".")
+    obj: Any = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], start=2):
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+            continue
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            return False
+    return True
+
+
+def test_every_agui_meta_name_the_docs_mention_exists() -> None:
+    # A dotted name is a public module, class, function or attribute; or else a name the
+    # package writes as a string (a logger, a metric), e.g. agui_meta.server.
+    sources = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "agui_meta").rglob("*.py"))
+    checked = 0
+    for path in DOC_FILES:
+        rel = path.relative_to(ROOT).as_posix()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for name in re.findall(r"\bagui_meta(?:\.[A-Za-z_]\w*)+", line):
+                assert _resolves(name) or f'"{name}"' in sources, f"{rel}:{n}: no {name}"
+                checked += 1
+    assert checked >= 50
+
+
+def test_every_error_class_the_docs_name_is_one_of_the_package_or_python() -> None:
+    import agui_meta.gateway
+    import agui_meta.redis
+    import agui_meta.threads
+
+    public = (agui_meta, agui_meta.threads, agui_meta.redis, agui_meta.gateway)
+    known = {name for module in public for name in module.__all__} | set(dir(builtins))
+    named = r"`([A-Z]\w*(?:Error|Conflict|Gap|Lost|Full|Failed|Stream|Consumed|Closed|Large))`"
+    checked = 0
+    for path in DOC_FILES:
+        rel = path.relative_to(ROOT).as_posix()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for name in re.findall(named, line):
+                # httpx's TransportError is named once, to say agui-meta's error is not it.
+                if name == "TransportError" and "httpx's `TransportError`" in line:
+                    continue
+                assert name in known, f"{rel}:{n}: no error class {name}"
+                checked += 1
+    assert checked >= 30
+
+
+def test_every_file_of_the_repository_the_docs_name_exists() -> None:
+    # A path under agui_meta/, tests/, examples/ or benchmarks/, and a module file named alone
+    # (`_driver.py`, `cli/replay.py`), exists; NAME.py-like placeholders are left alone.
+    modules = {
+        p.relative_to(ROOT / "agui_meta").as_posix() for p in (ROOT / "agui_meta").rglob("*")
+    }
+    checked = 0
+    for path in DOC_FILES:
+        rel = path.relative_to(ROOT).as_posix()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for span in re.findall(r"`([^`]+)`", line):
+                for name in re.findall(
+                    r"(?<![\w./-])[\w./-]*\w\.(?:py|cjs|jsonl|sse)\b|\w+/", span
+                ):
+                    if re.search(r"\b[A-Z_]+\.\w+$", name) or name.startswith(("../", "./")):
+                        continue  # a placeholder (CASES.jsonl), or outside the repository
+                    top = name.split("/", 1)[0]
+                    if top in ("agui_meta", "tests", "examples", "benchmarks"):
+                        assert (ROOT / name).exists(), f"{rel}:{n}: no {name}"
+                    elif name.endswith(".py") and (name.startswith("_") or "/" in name):
+                        found = any(m == name or m.endswith("/" + name) for m in modules)
+                        assert found, f"{rel}:{n}: no {name} in agui_meta/"
+                    else:
+                        continue
+                    checked += 1
+    assert checked >= 50

@@ -7,6 +7,7 @@ command shown there is checked to exist.
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -79,3 +80,11 @@ def test_the_readme_stays_short_and_every_docs_page_is_listed() -> None:
     for page in sorted((ROOT / "docs").glob("*.md")):
         if page.name != "index.md":
             assert f"]({page.name})" in index, f"docs/index.md does not list {page.name}"
+
+
+def test_the_command_table_lists_every_command() -> None:
+    from agui_meta.cli import commands
+
+    text = README.read_text(encoding="utf-8")
+    table = {m.group(1) for m in re.finditer(r"^\| `agui-meta (\w+)", text, flags=re.MULTILINE)}
+    assert table == set(commands())
