@@ -18,8 +18,10 @@ import io
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ import pytest
 
 from tests import needs
 from tests.oracle import REPO_ROOT
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, free_port
 
 __all__ = [
     "TIMEOUT",
@@ -36,9 +38,11 @@ __all__ = [
     "cli",
     "cli_in_process",
     "cli_process",
+    "free_port",
     "jsonl",
     "redis_server",
     "sse",
+    "uvicorn_process",
 ]
 
 #: Seconds a command run by the tests may take before the test fails.
@@ -188,3 +192,33 @@ def redis_server(directory: Path, *, fsync: str = "always") -> Iterator[RedisSer
         yield server
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def uvicorn_process(
+    factory: str, env: Mapping[str, str], *, log: Path | None = None, guard: float = TIMEOUT
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The app that ``factory`` (``module:function``) makes, served by uvicorn in a process of
+    its own on 127.0.0.1, with ``env`` added to the environment; its standard error into
+    ``log`` when given. Yields (its URL, the process), to be killed; killed after the block.
+    ``guard``: seconds it may take to start (a hang guard, not a timing assertion)."""
+    port = free_port()
+    args = [sys.executable, "-m", "uvicorn", "--factory", factory]
+    args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    errors = open(log, "wb") if log is not None else None  # noqa: SIM115 - the child's
+    process = subprocess.Popen(args, cwd=REPO_ROOT, env={**os.environ, **env}, stderr=errors)
+    if errors is not None:
+        errors.close()
+    try:
+        deadline = time.monotonic() + guard
+        while True:
+            assert process.poll() is None, f"{factory} exited while starting"
+            assert time.monotonic() < deadline, f"{factory} did not start"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.05)  # a poll interval, not a measured time
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(guard)

@@ -33,7 +33,8 @@ def redis_server_binary() -> str:
     missing(reason)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -45,7 +46,7 @@ class RedisServer:
     ) -> None:
         self.binary = redis_server_binary()
         self.directory = directory
-        self.port = _free_port()
+        self.port = free_port()
         self.fsync = fsync
         self.options = options  # more arguments, such as ("--proto-max-bulk-len", "1mb")
         self.process: subprocess.Popen[bytes] | None = None

@@ -11,7 +11,6 @@ import contextlib
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import httpx
 import pytest
 
 from tests.doc_blocks import shell_lines
+from tests.helpers import free_port
 from tests.oracle import REPO_ROOT
 
 TIMEOUT = 30.0
@@ -45,15 +45,9 @@ def cli(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def gateway(*options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "agui_meta", "gateway", "--port", str(port), *options],
         stdout=subprocess.PIPE,

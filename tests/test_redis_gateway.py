@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +26,9 @@ import pytest
 
 import agui_meta
 from agui_meta.framing import Frame, SSEDecoder
+from tests.helpers import uvicorn_process
 from tests.needs import missing
-from tests.redis_server import RedisServer, _free_port
+from tests.redis_server import RedisServer
 from tests.servers import serve
 
 pytestmark = pytest.mark.anyio
@@ -81,32 +79,13 @@ def replica_process(
 ) -> Iterator[tuple[str, Any]]:
     """A replica in a process of its own (uvicorn), to be killed: (its URL, the process);
     its standard error into ``log`` when given."""
-    port = _free_port()
     env = {
-        **os.environ,
         "AGUI_GW_REDIS": redis_url,
         "AGUI_GW_NAMESPACE": namespace,
         "AGUI_GW_OPTIONS": json.dumps(options),
     }
-    args = [sys.executable, "-m", "uvicorn", "--factory", "tests.redis_gateway_app:from_env"]
-    args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    errors = open(log, "wb") if log is not None else None  # noqa: SIM115 - the child's
-    process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=errors)
-    if errors is not None:
-        errors.close()
-    try:
-        deadline = time.monotonic() + GUARD
-        while True:
-            assert process.poll() is None, "the replica process exited while starting"
-            assert time.monotonic() < deadline, "the replica process did not start"
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(GUARD)
+    with uvicorn_process("tests.redis_gateway_app:from_env", env, log=log, guard=GUARD) as served:
+        yield served
 
 
 async def until_active(client: httpx.AsyncClient, url: str, thread_id: str, run_id: str) -> None:

@@ -12,12 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +25,7 @@ import pytest
 import agui_meta
 from agui_meta.framing import Frame, SSEDecoder
 from tests.doc_blocks import doc_block
-from tests.helpers import redis_server
+from tests.helpers import redis_server, uvicorn_process
 from tests.servers import serve, thread_script
 
 pytestmark = pytest.mark.anyio
@@ -261,38 +256,16 @@ async def test_an_abandoned_run_ends_the_resumed_stream_with_an_error(redis_url:
     assert "ended after 3 events without finishing the run (abandoned" in events[-1]["message"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def replica_process(redis_url: str, namespace: str, **options: Any) -> Iterator[tuple[str, Any]]:
     """Replica A in a process of its own (uvicorn), to be killed: (its URL, the process)."""
-    port = _free_port()
     env = {
-        **os.environ,
         "AGUI_REPLAY_REDIS": redis_url,
         "AGUI_REPLAY_NAMESPACE": namespace,
         "AGUI_REPLAY_OPTIONS": json.dumps(options),
     }
-    args = [sys.executable, "-m", "uvicorn", "--factory", "tests.replay_app:from_env"]
-    args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    process = subprocess.Popen(args, cwd=ROOT, env=env)
-    try:
-        deadline = time.monotonic() + GUARD
-        while True:
-            assert process.poll() is None, "the replica process exited while starting"
-            assert time.monotonic() < deadline, "the replica process did not start"
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(GUARD)
+    with uvicorn_process("tests.replay_app:from_env", env, guard=GUARD) as served:
+        yield served
 
 
 async def stalled_in_redis(redis_url: str, namespace: str, event_id: str | None, n: int) -> None:
