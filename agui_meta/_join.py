@@ -7,18 +7,33 @@ keyed store holds it, in events the official client's verifier accepts:
   (a complete run of its own, which changes nothing but the client's messages and state; its
   outcome carries the interrupts the thread's last run left open, so that the client's next
   run answers them);
-- a run active: that run's ``RUN_STARTED``, then ``MESSAGES_SNAPSHOT`` of the messages as they
-  are now *without* the items still streaming, ``STATE_SNAPSHOT``, and the open items
-  re-opened in the order the verifier wants them closed later: steps (``STEP_STARTED``),
-  reasoning spans (``REASONING_START``), reasoning messages (``REASONING_MESSAGE_START`` and
-  one ``REASONING_MESSAGE_CONTENT`` with the text so far), text messages
-  (``TEXT_MESSAGE_START`` and one ``TEXT_MESSAGE_CONTENT``), tool calls (``TOOL_CALL_START``
-  under their message and one ``TOOL_CALL_ARGS``). The live events that follow (their
-  deltas, their ENDs, ``RUN_FINISHED``) then apply as they do for a client that saw the run
-  from its start. A text message re-opened gets its tool calls that had ended again (START,
-  ARGS, END). Limits: open subagents are not re-opened (their later events are not
-  attributed), and a message still streaming that is not the last of the thread is re-opened
-  at the end of the client's list.
+- a run active: that run's ``RUN_STARTED``, ``MESSAGES_SNAPSHOT`` of the messages as they are
+  now, ``STATE_SNAPSHOT``, the run's subagents, then the open items re-opened: steps
+  (``STEP_STARTED``), reasoning spans (``REASONING_START``), reasoning and text messages
+  (their START), tool calls (``TOOL_CALL_START`` under their message and one
+  ``TOOL_CALL_ARGS``). The live events that follow (their deltas, their ENDs,
+  ``RUN_FINISHED``) then apply as they do for a client that saw the run from its start.
+
+A message still streaming is in the snapshot where it stands, with its text so far: its START
+opens it again for the verifier, and the reference (as the store) reuses a message it holds
+as it is, so the deltas that follow append to it. A message's tool calls from its first open
+one on are left out of the snapshot and sent again in their order, under their message, with
+their arguments so far (the ended ones ended again), so that the open ones stay open.
+
+Subagents: every subagent of the run the verifier remembers is started again, in the order
+they started, with its own ``SUBAGENT_STARTED`` (same id, name, description, parents and
+metadata); one that has ended is ended again at once with its own ``SUBAGENT_FINISHED`` /
+``SUBAGENT_ERROR``, so that a later subagent naming it as ``parentSubagentRunId`` is accepted.
+(Past the verifier's ``max_closed_ids`` the oldest ended ones are forgotten; a START whose
+parent was forgotten is sent without ``parentSubagentRunId``.) The owners of the re-opened
+items are those the verifier recorded: a step or a reasoning span is re-opened with its
+owner's ``subagentRunId``; a message or a tool call of the snapshot has the owner the
+snapshot gives it (the message's ``subagentRunId``), so its START carries no tag. The
+subagent's later events, tagged, then continue its items.
+
+Limit: an item the run continues under another owner than the one the thread stored it with
+(a message of an earlier run continued by a subagent) has the stored owner in the joining
+client, whose verifier then refuses the run's tagged events for it.
 
 The prelude's events carry no SSE ``id``: a resumption names an event of the run itself.
 """
@@ -29,19 +44,24 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
-from ._events import Interrupt
+from ._decode import encode_event
+from ._events import Event, Interrupt
 from ._framing import encode_sse
 from ._store import Store
-from ._verify import OpenItems
+from ._verify import Verify
 
 __all__ = ["join_prelude", "thread_prelude"]
 
 _encode = msgspec.json.encode
 
 
-def _frames(events: list[dict[str, Any]]) -> list[bytes]:
-    return [encode_sse(_encode(event)) for event in events]
+def _frames(events: list[dict[str, Any] | Event]) -> list[bytes]:
+    return [
+        encode_sse(encode_event(event) if isinstance(event, Event) else _encode(event))
+        for event in events
+    ]
 
 
 def thread_prelude(
@@ -76,6 +96,27 @@ def _with_metadata(event: dict[str, Any], wire: dict[str, Any]) -> dict[str, Any
     return event
 
 
+def _owned(event: dict[str, Any], owner: str | None) -> dict[str, Any]:
+    if owner is not None:
+        event["subagentRunId"] = owner
+    return event
+
+
+def _subagents(verify: Verify) -> list[Event]:
+    """The run's subagents started again (and those that ended, ended again), in order."""
+    events: list[Event] = []
+    started: set[str] = set()
+    for start, end in verify.subagents():
+        parent = start.parent_subagent_run_id
+        if parent is not UNSET and parent not in started:  # forgotten by the verifier
+            start = msgspec.structs.replace(start, parent_subagent_run_id=UNSET)
+        started.add(start.subagent_run_id)
+        events.append(start)
+        if end is not None:
+            events.append(end)
+    return events
+
+
 def _tool_call(call: dict[str, Any], owner_id: str, *, ended: bool) -> list[dict[str, Any]]:
     """A tool call of the store as START (under ``owner_id``), ARGS so far and, if ``ended``,
     END."""
@@ -96,77 +137,70 @@ def _tool_call(call: dict[str, Any], owner_id: str, *, ended: bool) -> list[dict
     arguments = function.get("arguments")
     if isinstance(arguments, str) and arguments:
         events.append({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments})
+    encrypted = call.get("encryptedValue")
+    if isinstance(encrypted, str):
+        events.append(
+            {
+                "type": "REASONING_ENCRYPTED_VALUE",
+                "subtype": "tool-call",
+                "entityId": call_id,
+                "encryptedValue": encrypted,
+            }
+        )
     if ended:
         events.append({"type": "TOOL_CALL_END", "toolCallId": call_id})
     return events
 
 
-def join_prelude(thread_id: str, run_id: str, store: Store, open_items: OpenItems) -> list[bytes]:
-    """The events that join the run ``run_id`` in progress, from ``store`` and what is open
-    (call it with the store and the verifier exactly at a boundary between two events)."""
-    streaming_messages = {*open_items.text_messages, *open_items.reasoning_messages}
+def join_prelude(thread_id: str, run_id: str, store: Store, verify: Verify) -> list[bytes]:
+    """The events that join the run ``run_id`` in progress, from ``store`` and what ``verify``
+    holds open (call it with both exactly at a boundary between two events)."""
+    open_items = verify.open_items()
     streaming_calls = set(open_items.tool_calls)
     snapshot: list[dict[str, Any]] = []
-    held: dict[str, dict[str, Any]] = {}
-    calls: dict[str, tuple[dict[str, Any], str]] = {}
+    reasoning_ids: set[str] = set()
+    # Tool calls taken out of their message (from its first open one on), to be sent again.
+    calls: list[tuple[dict[str, Any], str]] = []
     for item in store.messages():
         wire = item.to_wire()
+        snapshot.append(wire)
+        if wire.get("role") == "reasoning":
+            reasoning_ids.add(item.id)
         tool_calls = wire.get("toolCalls")
-        if streaming_calls and isinstance(tool_calls, list):
-            kept = []
-            for call in tool_calls:
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if call_id in streaming_calls and call_id not in calls:
-                    calls[call_id] = (call, wire["id"])
-                else:
-                    kept.append(call)
-            wire["toolCalls"] = kept
-        if item.id in streaming_messages and item.id not in held:
-            held[item.id] = wire  # re-opened below, with its text so far
-        else:
-            snapshot.append(wire)
-    events: list[dict[str, Any]] = [
+        if not streaming_calls or not isinstance(tool_calls, list):
+            continue
+        for index, call in enumerate(tool_calls):
+            if isinstance(call, dict) and call.get("id") in streaming_calls:
+                calls += [(later, item.id) for later in tool_calls[index:]]
+                wire["toolCalls"] = tool_calls[:index]
+                break
+    in_snapshot = {wire["id"] for wire in snapshot}
+    events: list[dict[str, Any] | Event] = [
         {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id},
         {"type": "MESSAGES_SNAPSHOT", "messages": snapshot},
         {"type": "STATE_SNAPSHOT", "snapshot": store.state},
     ]
+    events += _subagents(verify)
     for name, owner in open_items.steps:
-        step: dict[str, Any] = {"type": "STEP_STARTED", "stepName": name}
-        if owner is not None:
-            step["subagentRunId"] = owner
-        events.append(step)
+        events.append(_owned({"type": "STEP_STARTED", "stepName": name}, owner))
     for message_id in open_items.reasoning_spans:
-        events.append({"type": "REASONING_START", "messageId": message_id})
+        span = {"type": "REASONING_START", "messageId": message_id}
+        # The owner of a reasoning message of the snapshot is the snapshot's.
+        owner = None if message_id in reasoning_ids else verify.owner("reasoning", message_id)
+        events.append(_owned(span, owner))
+    # A message still streaming is in the snapshot with its content so far, where it stands;
+    # its START opens it again (the reference reuses a message it holds, as it is), so its
+    # later deltas append to it. One the store no longer holds starts anew, with its owner.
     for message_id in open_items.reasoning_messages:
-        wire = held.get(message_id, {})
-        events.append(
-            _with_metadata(
-                {"type": "REASONING_MESSAGE_START", "messageId": message_id, "role": "reasoning"},
-                wire,
-            )
-        )
-        content = wire.get("content")
-        if isinstance(content, str) and content:
-            events.append(
-                {"type": "REASONING_MESSAGE_CONTENT", "messageId": message_id, "delta": content}
-            )
+        start = {"type": "REASONING_MESSAGE_START", "messageId": message_id, "role": "reasoning"}
+        if message_id not in in_snapshot:
+            start = _owned(start, verify.owner("reasoning", message_id))
+        events.append(start)
     for message_id in open_items.text_messages:
-        wire = held.get(message_id, {})
-        start: dict[str, Any] = {"type": "TEXT_MESSAGE_START", "messageId": message_id}
-        if wire.get("role") in ("developer", "system", "assistant", "user"):
-            start["role"] = wire["role"]
-        if isinstance(wire.get("name"), str):
-            start["name"] = wire["name"]
-        events.append(_with_metadata(start, wire))
-        content = wire.get("content")
-        if isinstance(content, str) and content:
-            events.append(
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": content}
-            )
-        for call in wire.get("toolCalls") or ():  # its calls that had ended: again, ended
-            events += _tool_call(call, message_id, ended=True)
-    for call_id in open_items.tool_calls:
-        found = calls.get(call_id)
-        if found is not None:  # else not in the store (evicted): nothing to re-open
-            events += _tool_call(found[0], found[1], ended=False)
+        start = {"type": "TEXT_MESSAGE_START", "messageId": message_id}
+        if message_id not in in_snapshot:
+            start = _owned(start, verify.owner("message", message_id))
+        events.append(start)
+    for call, message_id in calls:  # in their message's order; the open ones left open
+        events += _tool_call(call, message_id, ended=call.get("id") not in streaming_calls)
     return _frames(events)

@@ -210,7 +210,7 @@ class Run:
                 store.pending_interrupts,
             )
             return prelude, self.reader(position)
-        prelude = join_prelude(self.thread_id, self.run_id, self.store, items)
+        prelude = join_prelude(self.thread_id, self.run_id, self.store, verify)
         # The run's own RUN_STARTED is the prelude's first event: never sent twice.
         return prelude, self.reader(max(position, 1))
 

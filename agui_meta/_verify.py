@@ -83,7 +83,8 @@ Bounds (the reference has none; these keep one endless run in bounded memory):
     rejected as ``*.not-open``).
 ``max_closed_ids`` (10,000)
     the records kept of items that are not open, per kind (the owners of messages, tool
-    calls, reasoning messages and activities, and the subagent ids finished in the run), so
+    calls, reasoning messages and activities, and the subagents finished in the run: their
+    START and the event that ended them, see :meth:`Verify.subagents`), so
     that a closed item costs nothing once it is that old. Past it the oldest record is
     forgotten (counted in :attr:`Verify.forgotten_ids`; the first of each run is reported,
     code ``"verify-forgot-ids"``, severity ``"info"``), and for the rest of the run the
@@ -137,12 +138,18 @@ from ._events import (
 from ._exceptions import UsageError, VerifyError
 from ._stage import Transducer
 
-__all__ = ["OpenItems", "RunState", "Verify"]
+__all__ = ["OpenItems", "OwnerKind", "RunState", "Verify"]
 
 #: Who owns an entity: a subagent run id, or ``UNSET`` for the parent agent.
 _Owner = str | UnsetType
 _Ids = dict[str, None]  # an insertion-ordered set (error messages list ids in opening order)
 _Owners = OrderedDict[str, _Owner]  # first recorded first: the oldest is forgotten first
+_SubagentEnd = SubagentFinishedEvent | SubagentErrorEvent
+#: What the verifier keeps of a subagent: the order it started in the run, and its START.
+_Started = tuple[int, SubagentStartedEvent]
+
+#: The kinds of entity an owner is recorded for (see :meth:`Verify.owner`).
+OwnerKind = Literal["message", "tool-call", "reasoning", "activity"]
 
 _RUN_STARTED = "RUN_STARTED"
 _RUN_ERROR = "RUN_ERROR"
@@ -268,8 +275,11 @@ class Verify(Transducer[Event, Event]):
         # An owner with no open step is removed; ``_open_steps`` counts the names.
         self._steps: dict[_Owner, _Ids] = {}
         self._open_steps = 0
-        self._subagents: _Ids = {}
-        self._closed_subagents: OrderedDict[str, None] = OrderedDict()
+        # Active subagents, and those finished in the run (the latest ``max_closed_ids``), by
+        # id: the order they started in and their SUBAGENT_STARTED (and how each one ended).
+        self._subagents: dict[str, _Started] = {}
+        self._closed_subagents: OrderedDict[str, tuple[_Started, _SubagentEnd]] = OrderedDict()
+        self._subagents_started = 0
         self._handlers: dict[str, Callable[[Any], None]] = {
             "TEXT_MESSAGE_START": self._text_start,
             "TEXT_MESSAGE_CONTENT": self._text_continue,
@@ -362,6 +372,39 @@ class Verify(Transducer[Event, Event]):
             subagents=tuple(self._subagents),
         )
 
+    def owner(self, kind: OwnerKind, entity_id: str) -> str | None:
+        """The owner recorded for an entity in the current run: a subagent run id, or
+        ``None`` for the parent agent (or when nothing is recorded, or it was forgotten).
+
+        ``kind`` is the table, as the reference keeps them: ``"message"`` (text and tool
+        messages), ``"tool-call"``, ``"reasoning"`` (reasoning messages and spans, which
+        share their ids' records) or ``"activity"``. The owner of an open item is always
+        recorded.
+        """
+        table = {
+            "message": self._message_owners,
+            "tool-call": self._tool_call_owners,
+            "reasoning": self._reasoning_owners,
+            "activity": self._activity_owners,
+        }[kind]
+        owner = table.get(entity_id)
+        return None if owner is None or owner is UNSET else owner
+
+    def subagents(
+        self,
+    ) -> list[tuple[SubagentStartedEvent, SubagentFinishedEvent | SubagentErrorEvent | None]]:
+        """The subagents of the current run that the verifier remembers, in the order they
+        started: each one's ``SUBAGENT_STARTED`` and the ``SUBAGENT_FINISHED`` or
+        ``SUBAGENT_ERROR`` that ended it (``None`` while it is active). Those finished
+        longest ago are forgotten past ``max_closed_ids``. O(subagents) per call.
+        """
+        found: list[tuple[int, SubagentStartedEvent, _SubagentEnd | None]] = [
+            (order, start, end) for (order, start), end in self._closed_subagents.values()
+        ]
+        found += [(order, start, None) for order, start in self._subagents.values()]
+        found.sort(key=lambda entry: entry[0])
+        return [(start, end) for _, start, end in found]
+
     # -----------------------------------------------------------------------------------------
     # Run lifecycle
 
@@ -422,6 +465,7 @@ class Verify(Transducer[Event, Event]):
         ):
             table.clear()
         self._closed_subagents.clear()
+        self._subagents_started = 0
         self._open_steps = 0
         self._forgot_in_run = self._forgot_messages = self._forgot_subagents = False
         self._run_finished = False
@@ -851,7 +895,8 @@ class Verify(Transducer[Event, Event]):
                 rule="subagent.unknown-parent",
             )
         self._room("SUBAGENT_STARTED", "subagent", sid)
-        self._subagents[sid] = None
+        self._subagents[sid] = (self._subagents_started, ev)
+        self._subagents_started += 1
 
     def _subagent_ended(self, ev: SubagentFinishedEvent | SubagentErrorEvent) -> None:
         sid = ev.subagent_run_id
@@ -861,9 +906,8 @@ class Verify(Transducer[Event, Event]):
                 "'SUBAGENT_STARTED' event must be sent first.",
                 rule="subagent.not-active",
             )
-        del self._subagents[sid]
         closed = self._closed_subagents
-        closed[sid] = None
+        closed[sid] = (self._subagents.pop(sid), ev)
         limit = self.max_closed_ids
         if limit is not None and len(closed) > limit:
             forgotten, _ = closed.popitem(last=False)

@@ -149,6 +149,55 @@ async def everything_open(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]
     yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid}
 
 
+async def nested(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
+    """Subagents inside subagents, held with their items open (``forwardedProps`` ``hold``):
+    "a" starts "b" and ends before it; "b" starts "c"; "b" holds a step, a text message and a
+    tool call open, "c" a reasoning message; the parent's own message stays open too. After
+    the hold every item continues with tagged events, and all end."""
+    props = input.forwarded_props if isinstance(input.forwarded_props, dict) else {}
+    tid, rid = input.thread_id, input.run_id
+    yield {"type": "RUN_STARTED", "threadId": tid, "runId": rid}
+    yield {"type": "TEXT_MESSAGE_START", "messageId": "p", "role": "assistant"}
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "p", "delta": "Asking"}
+    yield {"type": "SUBAGENT_STARTED", "subagentRunId": "a", "name": "planner",
+           "description": "plans", "parentMessageId": "p", "metadata": {"acme.depth": 1}}  # fmt: skip
+    yield {"type": "SUBAGENT_STARTED", "subagentRunId": "b", "name": "searcher",
+           "parentSubagentRunId": "a"}  # fmt: skip
+    yield {"type": "SUBAGENT_FINISHED", "subagentRunId": "a", "result": {"plan": 1}}
+    yield {"type": "STEP_STARTED", "stepName": "search", "subagentRunId": "b"}
+    yield {"type": "TEXT_MESSAGE_START", "messageId": "bm", "role": "assistant",
+           "subagentRunId": "b", "metadata": {"acme.model": "m-3"}}  # fmt: skip
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "bm", "delta": "Looking",
+           "subagentRunId": "b"}  # fmt: skip
+    yield {"type": "TOOL_CALL_START", "toolCallId": "bt", "toolCallName": "search",
+           "parentMessageId": "bm", "subagentRunId": "b"}  # fmt: skip
+    yield {"type": "TOOL_CALL_ARGS", "toolCallId": "bt", "delta": '{"q": ', "subagentRunId": "b"}
+    yield {"type": "SUBAGENT_STARTED", "subagentRunId": "c", "name": "reader",
+           "parentSubagentRunId": "b", "parentToolCallId": "bt"}  # fmt: skip
+    yield {"type": "REASONING_MESSAGE_START", "messageId": "cr", "role": "reasoning",
+           "subagentRunId": "c"}  # fmt: skip
+    yield {"type": "REASONING_MESSAGE_CONTENT", "messageId": "cr", "delta": "Reading",
+           "subagentRunId": "c"}  # fmt: skip
+    await _hold(props.get("hold", "nested"))
+    yield {"type": "REASONING_MESSAGE_CONTENT", "messageId": "cr", "delta": " on",
+           "subagentRunId": "c"}  # fmt: skip
+    yield {"type": "REASONING_MESSAGE_END", "messageId": "cr", "subagentRunId": "c"}
+    yield {"type": "SUBAGENT_FINISHED", "subagentRunId": "c"}
+    yield {"type": "TOOL_CALL_ARGS", "toolCallId": "bt", "delta": '"x"}', "subagentRunId": "b"}
+    yield {"type": "TOOL_CALL_END", "toolCallId": "bt", "subagentRunId": "b"}
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "bm", "delta": " done",
+           "subagentRunId": "b"}  # fmt: skip
+    yield {"type": "TEXT_MESSAGE_END", "messageId": "bm", "subagentRunId": "b"}
+    yield {"type": "STEP_FINISHED", "stepName": "search", "subagentRunId": "b"}
+    yield {"type": "SUBAGENT_STARTED", "subagentRunId": "d", "name": "late",
+           "parentSubagentRunId": "a"}  # fmt: skip
+    yield {"type": "SUBAGENT_ERROR", "subagentRunId": "d", "message": "no time"}
+    yield {"type": "SUBAGENT_FINISHED", "subagentRunId": "b"}
+    yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "p", "delta": ", answered"}
+    yield {"type": "TEXT_MESSAGE_END", "messageId": "p"}
+    yield {"type": "RUN_FINISHED", "threadId": tid, "runId": rid}
+
+
 async def asking(input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
     """Asks for a confirmation (an interrupt); answered in the next run's ``resume``."""
     tid, rid = input.thread_id, input.run_id

@@ -412,3 +412,147 @@ def misordered_cases(draw: st.DrawFn) -> dict[str, Any]:
         else:
             events.insert(draw(st.integers(0, len(events))), dict(events[i]))
     return {**case, "events": events}
+
+
+@st.composite
+def nested_subagent_run(draw: st.DrawFn) -> list[Event]:
+    """One valid run in which subagents start (some under others, some ending before their
+    children) and interleave their own steps, text messages, tool calls and results and
+    reasoning with the parent agent's, every event of an item tagged by its owner or untagged
+    (an absent tag never disagrees). Everything is closed before ``RUN_FINISHED``, so the
+    official verifier accepts it whole."""
+    b = _Builder(draw, [])
+    events: list[Event] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "STATE_SNAPSHOT", "snapshot": {}},
+    ]
+    count = 0
+
+    def fresh(prefix: str) -> str:
+        nonlocal count
+        count += 1
+        return f"{prefix}{count}"
+
+    active: list[str] = []  # subagents
+    started: list[str] = []
+    messages: dict[str, str | None] = {}  # assistant messages (for tool calls): their owner
+    text: dict[str, str | None] = {}  # open items: their owner
+    calls: dict[str, str | None] = {}
+    ended_calls: list[str] = []
+    reasoning: dict[str, str | None] = {}
+    spans: dict[str, str | None] = {}
+    steps: dict[tuple[str | None, str], None] = {}
+
+    def tag(event: Event, owner: str | None, *, always: bool = False) -> Event:
+        """Tagged by ``owner`` (continuations only sometimes), with metadata sometimes."""
+        if owner is not None and (always or draw(st.booleans())):
+            event["subagentRunId"] = owner
+        return b.meta(event)
+
+    def pick(table: dict[Any, Any]) -> Any:
+        return draw(st.sampled_from(sorted(table, key=str)))
+
+    ops = ["subagent", "subagent", "end-subagent", "text", "text", "content", "content",
+           "end-text", "call", "args", "end-call", "result", "reasoning", "reasoning-content",
+           "end-reasoning", "span", "end-span", "step", "end-step", "state"]  # fmt: skip
+    for _ in range(draw(st.integers(4, 30))):
+        op = draw(st.sampled_from(ops))
+        owner = draw(st.sampled_from([None, *active]))
+        if op == "subagent":
+            sid = f"s{len(started) + 1}"
+            start: Event = {"type": "SUBAGENT_STARTED", "subagentRunId": sid, "name": f"n{sid}"}
+            if started and draw(st.integers(0, 2)):
+                start["parentSubagentRunId"] = draw(st.sampled_from(started))
+            if draw(st.booleans()):
+                start["description"] = draw(_WORDS)
+            if ended_calls and draw(st.booleans()):
+                start["parentToolCallId"] = draw(st.sampled_from(ended_calls))
+            if messages and draw(st.booleans()):
+                start["parentMessageId"] = pick(messages)
+            events.append(b.meta(start))
+            active.append(sid)
+            started.append(sid)
+        elif op == "end-subagent" and active:
+            sid = draw(st.sampled_from(active))
+            active.remove(sid)
+            if draw(st.booleans()):
+                end: Event = {"type": "SUBAGENT_FINISHED", "subagentRunId": sid}
+                if draw(st.booleans()):
+                    end["result"] = draw(json_values(3).filter(lambda v: v is not None))
+            else:
+                end = {"type": "SUBAGENT_ERROR", "subagentRunId": sid, "message": "failed"}
+            events.append(b.meta(end))
+        elif op == "text":
+            mid = fresh("m")
+            start = {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"}
+            events.append(tag(start, owner, always=True))
+            text[mid] = messages[mid] = owner
+        elif op in ("content", "end-text") and text:
+            mid = pick(text)
+            if op == "content":
+                delta = {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": draw(_WORDS)}
+                events.append(tag(delta, text[mid]))
+            else:
+                events.append(tag({"type": "TEXT_MESSAGE_END", "messageId": mid}, text.pop(mid)))
+        elif op == "call" and messages:
+            parent = pick(messages)
+            cid = fresh("c")
+            start = {"type": "TOOL_CALL_START", "toolCallId": cid, "toolCallName": "f",
+                     "parentMessageId": parent}  # fmt: skip
+            events.append(tag(start, messages[parent]))
+            calls[cid] = messages[parent]
+        elif op in ("args", "end-call") and calls:
+            cid = pick(calls)
+            if op == "args":
+                args = {"type": "TOOL_CALL_ARGS", "toolCallId": cid, "delta": draw(_WORDS)}
+                events.append(tag(args, calls[cid]))
+            else:
+                events.append(tag({"type": "TOOL_CALL_END", "toolCallId": cid}, calls.pop(cid)))
+                ended_calls.append(cid)
+        elif op == "result" and ended_calls:
+            result = {"type": "TOOL_CALL_RESULT", "messageId": fresh("t"),
+                      "toolCallId": draw(st.sampled_from(ended_calls)), "content": draw(_WORDS)}  # fmt: skip
+            events.append(tag(result, owner, always=True))
+        elif op == "reasoning":
+            mid = fresh("r")
+            start = {"type": "REASONING_MESSAGE_START", "messageId": mid, "role": "reasoning"}
+            events.append(tag(start, owner, always=True))
+            reasoning[mid] = owner
+        elif op in ("reasoning-content", "end-reasoning") and reasoning:
+            mid = pick(reasoning)
+            if op == "reasoning-content":
+                delta = {"type": "REASONING_MESSAGE_CONTENT", "messageId": mid,
+                         "delta": draw(_WORDS)}  # fmt: skip
+                events.append(tag(delta, reasoning[mid]))
+            else:
+                end = {"type": "REASONING_MESSAGE_END", "messageId": mid}
+                events.append(tag(end, reasoning.pop(mid)))
+        elif op == "span":
+            mid = fresh("rs")
+            events.append(tag({"type": "REASONING_START", "messageId": mid}, owner, always=True))
+            spans[mid] = owner
+        elif op == "end-span" and spans:
+            mid = pick(spans)
+            events.append(tag({"type": "REASONING_END", "messageId": mid}, spans.pop(mid)))
+        elif op == "step":
+            name = draw(st.sampled_from(["plan", "act"]))
+            if (owner, name) not in steps:
+                events.append(tag({"type": "STEP_STARTED", "stepName": name}, owner, always=True))
+                steps[owner, name] = None
+        elif op == "end-step" and steps:
+            owner, name = pick(steps)
+            del steps[owner, name]
+            events.append(tag({"type": "STEP_FINISHED", "stepName": name}, owner, always=True))
+        elif op == "state":
+            events.append({"type": "STATE_DELTA", "delta": [
+                {"op": "add", "path": f"/k{len(events)}", "value": draw(json_values(3))}]})  # fmt: skip
+    for cid in calls:
+        events.append({"type": "TOOL_CALL_END", "toolCallId": cid})
+    events += [{"type": "TEXT_MESSAGE_END", "messageId": m} for m in text]
+    events += [{"type": "REASONING_MESSAGE_END", "messageId": m} for m in reasoning]
+    events += [{"type": "REASONING_END", "messageId": m} for m in spans]
+    for owner, name in steps:
+        events.append(tag({"type": "STEP_FINISHED", "stepName": name}, owner, always=True))
+    events += [{"type": "SUBAGENT_FINISHED", "subagentRunId": s} for s in active]
+    events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+    return events

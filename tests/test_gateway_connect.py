@@ -25,6 +25,7 @@ from tests.gateway_agents import (
     await_until,
     everything_open,
     frames,
+    nested,
     release,
     run_body,
     scripted,
@@ -45,7 +46,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def gateway() -> Gateway:
-    return Gateway({"scripted": scripted, "open": everything_open})
+    return Gateway({"scripted": scripted, "open": everything_open, "nested": nested})
 
 
 @pytest.fixture
@@ -227,3 +228,43 @@ async def test_the_official_client_joins_a_run_with_steps_and_reasoning_open(
     thread = stored(url, "t")
     assert line["messages"] == thread["messages"] == first.messages_wire()
     assert line["state"] == thread["state"] == {"done": True}
+
+
+async def test_clients_joining_a_run_with_nested_subagents_open_end_with_the_same_thread(
+    gateway: Gateway, url: str, tmp_path: Path
+) -> None:
+    # Subagent "b" (under "a", which has ended) holds a step, a message and a tool call open,
+    # "c" (under "b") a reasoning message: both are started again in the prelude, with their
+    # items under them, so their later tagged events (and "d", a new child of the ended "a")
+    # pass the official verifier.
+    first = agui_meta.HttpAgent(f"{url}/agents/nested/run", thread_id="t", messages=[USER])
+    joined = agui_meta.HttpAgent(f"{url}/agents/nested/run", thread_id="t")
+    official: list[dict[str, Any]] = []
+
+    async def run_official() -> None:
+        spec = {"threadId": "t", "runs": [{}]}
+        official.extend(
+            await anyio.to_thread.run_sync(
+                official_http_agent, f"{url}/agents/nested/connect", spec, tmp_path
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: first.run_agent(run_id="r1", forwarded_props={"hold": "nested"}))
+        await areached("nested")
+        tg.start_soon(run_official)
+        tg.start_soon(joined.connect_agent)
+
+        def readers() -> int:
+            run = gateway.registry.active_run("t")
+            return run.readers if isinstance(run, Run) else -1
+
+        await await_until(lambda: readers() == 3, "both joining clients to be reading")
+        release("nested")
+    [line] = official
+    assert "error" not in line, line
+    thread = stored(url, "t")
+    assert line["messages"] == thread["messages"] == first.messages_wire()
+    assert joined.messages_wire() == thread["messages"]
+    assert [m["id"] for m in thread["messages"]] == ["u1", "p", "bm", "cr"]
+    assert [m.get("subagentRunId") for m in thread["messages"]] == [None, None, "b", "c"]

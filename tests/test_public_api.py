@@ -204,7 +204,16 @@ def test_introspection_sees_the_wire_names_and_types() -> None:
 # their absent members are UNSET, as agui_meta.events documents. Nothing else from the wire
 # model reaches a result: what agui-meta builds says None for absent. AgentCapabilities is the
 # agent's answer to HttpAgent.capabilities(), as it sent it (an absent member is undeclared).
-WIRE_CARRIED = {"AgentCapabilities", "Event", "Interrupt"}
+# The SUBAGENT_* events are those of Verify.subagents(), as the run sent them (a gateway's
+# connect prelude sends them again).
+WIRE_CARRIED = {
+    "AgentCapabilities",
+    "Event",
+    "Interrupt",
+    "SubagentStartedEvent",
+    "SubagentFinishedEvent",
+    "SubagentErrorEvent",
+}
 
 
 def _reached(hint: Any, seen: set[object], names: dict[str, Any]) -> set[object]:

@@ -940,3 +940,52 @@ def test_random_streams_match_the_reference(oracle: Any, events: list[Wire]) -> 
         )  # fmt: skip
         assert "error" not in before, (rule, message, before)
         assert "error" in through, (rule, message)
+
+
+def test_owners_and_subagents_of_the_run() -> None:
+    # What a gateway's connect prelude reads: the recorded owners, and the run's subagents in
+    # the order they started with the event that ended each (None while active).
+    stage = Verify(max_closed_ids=2)
+    reports: list[Report] = []
+    stage.connect(lambda event: None, Context("default", reports.append))
+    events = decode(
+        [
+            rs(),
+            {"type": "SUBAGENT_STARTED", "subagentRunId": "a", "name": "A"},
+            {
+                "type": "SUBAGENT_STARTED",
+                "subagentRunId": "b",
+                "name": "B",
+                "parentSubagentRunId": "a",
+                "metadata": {"k": 1},
+            },
+            {"type": "SUBAGENT_FINISHED", "subagentRunId": "a", "result": 1},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "subagentRunId": "b"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "p"},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": "t",
+                "toolCallName": "f",
+                "parentMessageId": "m",
+            },
+            {"type": "REASONING_START", "messageId": "r", "subagentRunId": "b"},
+            {"type": "SUBAGENT_STARTED", "subagentRunId": "c", "name": "C"},
+            {"type": "SUBAGENT_ERROR", "subagentRunId": "c", "message": "x"},
+        ]
+    )
+    for event in events:
+        stage.feed(event)
+    assert stage.owner("message", "m") == "b"
+    assert stage.owner("tool-call", "t") == "b"  # inherited from its message
+    assert stage.owner("reasoning", "r") == "b"
+    assert stage.owner("message", "p") is None  # the parent agent
+    assert stage.owner("activity", "m") is None  # nothing recorded
+    assert stage.subagents() == [(events[1], events[3]), (events[2], None), (events[8], events[9])]
+    for sid in ("d", "e"):  # past max_closed_ids=2 the oldest ended one is forgotten
+        stage.feed(decode([{"type": "SUBAGENT_STARTED", "subagentRunId": sid, "name": sid}])[0])
+        stage.feed(decode([{"type": "SUBAGENT_FINISHED", "subagentRunId": sid}])[0])
+    assert [start.subagent_run_id for start, _ in stage.subagents()] == ["b", "d", "e"]
+    assert [r.code for r in reports] == ["verify-forgot-ids"]
+    stage.feed(decode([rerr()])[0])
+    stage.feed(decode([rs("r2")])[0])
+    assert stage.subagents() == [] and stage.owner("message", "m") is None
