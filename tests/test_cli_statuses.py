@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -41,6 +42,7 @@ from tests.test_cli_hostile import HOSTILE as ESCAPES
 TRAVEL = str(STREAMS / "travel.sse")
 BROKEN = str(STREAMS / "broken.jsonl")
 DEEP = "[" * 50_000 + "]" * 50_000
+HEADER = "argument -H/--header: not a header 'NAME: VALUE': "
 #: A Redis URL where nothing listens.
 NO_REDIS = "redis://127.0.0.1:1/0"
 
@@ -60,12 +62,13 @@ _AGENT_ARGUMENTS: list[tuple[list[str], str]] = [
     (["http:///agent"], "no host in the URL"),
     (["http://a b/agent"], "a space or a control character"),
     (["http://h/\x1b[2J"], "a space or a control character"),
-    (["http://h/", "-H", "no-colon"], "must be NAME:VALUE"),
-    (["http://h/", "-H", ":value"], "must be NAME:VALUE"),
-    (["http://h/", "-H", "X A: v"], "not a header name"),
-    (["http://h/", "-H", "X-A: caf\u00e9"], "must be printable ASCII"),
-    (["http://h/", "-H", "X-A: a\r\nInjected: 1"], "must be printable ASCII"),
-    (["http://h/", "-H", "X-A: \x00"], "must be printable ASCII"),
+    # One message for a bad header, whatever the command (cli/_args.add_header_argument):
+    (["http://h/", "-H", "no-colon"], f"{HEADER}'no-colon' has no ':'"),
+    (["http://h/", "-H", ":value"], f"{HEADER}':value' has no NAME before a ':'"),
+    (["http://h/", "-H", "X A: v"], f"{HEADER}'X A' is not a header name"),
+    (["http://h/", "-H", "X-A: caf\u00e9"], f"{HEADER}the value of X-A must be printable ASCII"),
+    (["http://h/", "-H", "X-A: a\r\nInjected: 1"], f"{HEADER}the value of X-A must be printable"),
+    (["http://h/", "-H", "X-A: \x00"], f"{HEADER}the value of X-A must be printable ASCII"),
     (["http://h/", "--state", DEEP], "argument --state: not JSON: nested too deeply"),
     (["http://h/", "--state", "{nope"], "argument --state: not JSON"),
     (["http://h/", "--state", "NaN"], "NaN is not JSON"),
@@ -139,8 +142,8 @@ HOSTILE: list[tuple[list[str], str]] = [
     (["validate", "--max-errors", "-3", TRAVEL], "argument --max-errors: not a count"),
     (["validate", "http://127.0.0.1:99999/agent"], "Port out of range"),
     (["validate", "http://[::1"], "Invalid IPv6 URL"),
-    (["validate", "http://127.0.0.1:1/", "-H", "X-A: caf\u00e9"], "must be printable ASCII"),
-    (["validate", "http://127.0.0.1:1/", "-H", "nocolon"], "not a header 'NAME: VALUE'"),
+    (["validate", "http://127.0.0.1:1/", "-H", "X-A: caf\u00e9"], f"{HEADER}the value of X-A"),
+    (["validate", "http://127.0.0.1:1/", "-H", "nocolon"], f"{HEADER}'nocolon' has no ':'"),
     (["validate", "http://127.0.0.1:1/", "--timeout", "nan"], "argument --timeout: not a"),
     (["validate", "http://127.0.0.1:1/", "--input", "/nonexistent"], "cannot read /nonexist"),
     (["validate", "--rule", "x=loud", TRAVEL], "argument --rule: not CODE=SEVERITY"),
@@ -162,8 +165,8 @@ HOSTILE: list[tuple[list[str], str]] = [
         for args, says in [
             (["http://127.0.0.1:99999/agents/x"], "Port out of range"),
             (["notaurl"], "not an http:// or https:// URL"),
-            (["http://127.0.0.1:1/agents/x", "-H", "X: caf\u00e9"], "must be printable ASCII"),
-            (["http://127.0.0.1:1/agents/x", "-H", "nocolon"], "must be NAME:VALUE"),
+            (["http://127.0.0.1:1/agents/x", "-H", "X: caf\u00e9"], f"{HEADER}the value of X"),
+            (["http://127.0.0.1:1/agents/x", "-H", "nocolon"], f"{HEADER}'nocolon' has no ':'"),
             (["http://127.0.0.1:1/agents/x"], "cannot reach http://127.0.0.1:1/agents/x"),
         ]
     ],
@@ -220,6 +223,29 @@ def test_the_table_covers_every_command() -> None:
     covered = {argv[0] for argv, _ in HOSTILE if argv and not argv[0].startswith("-")}
     missing = sorted(set(commands()) - covered)
     assert not missing, f"add hostile-argument rows to HOSTILE for: {', '.join(missing)}"
+
+
+def test_every_header_option_is_the_shared_one() -> None:
+    # One -H/--header (cli/_args.add_header_argument): checked when parsed, one message.
+    from agui_meta.cli._args import header
+
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    found = {}
+    for name, parser in subparsers.choices.items():
+        for action in parser._actions:
+            if "-H" in action.option_strings or "--header" in action.option_strings:
+                found[name] = (
+                    tuple(action.option_strings),
+                    action.type,
+                    action.metavar,
+                    action.help,
+                )
+    assert set(found) >= {"run", "record", "attach", "stop", "validate"}
+    assert set(found.values()) == {
+        (("-H", "--header"), header, "'NAME: VALUE'", "a request header (repeat for several)")
+    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -208,7 +208,7 @@ def test_bad_gateway_arguments_exit_2_with_the_reason(
         (("ftp://127.0.0.1:1/agents/demo",), "argument URL: not an http:// or https:// URL"),
         (
             ("http://127.0.0.1:1/agents/demo", "--header", "no-colon"),
-            "argument -H/--header: must be NAME:VALUE",
+            "argument -H/--header: not a header 'NAME: VALUE': 'no-colon' has no ':'",
         ),
     ],
 )

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
+    "add_header_argument",
     "count",
     "duration",
     "header",
@@ -92,18 +93,33 @@ def tool(text: str) -> dict[str, Any]:
 
 
 def header(text: str) -> tuple[str, str]:
-    """``NAME:VALUE``: a header name (an HTTP token) and a value of printable ASCII."""
+    """``NAME: VALUE`` (spaces around either optional): a header name (an HTTP token) and a
+    value of printable ASCII. Every refusal says ``not a header 'NAME: VALUE'``, then why."""
     name, sep, value = text.partition(":")
     name, value = name.strip(), value.strip()
     if not sep or not name:
-        raise argparse.ArgumentTypeError(f"must be NAME:VALUE, got {text!r}")
-    if not _TOKEN.fullmatch(name):
-        raise argparse.ArgumentTypeError(f"not a header name: {name!r}")
-    if not _HEADER_VALUE.fullmatch(value):
-        raise argparse.ArgumentTypeError(
-            f"the value of {name} must be printable ASCII (HTTP headers are), got {value!r}"
-        )
-    return name, value
+        why = f"{text!r} has no NAME before a ':'" if sep else f"{text!r} has no ':'"
+    elif not _TOKEN.fullmatch(name):
+        why = f"{name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)"
+    elif not _HEADER_VALUE.fullmatch(value):
+        why = f"the value of {name} must be printable ASCII (HTTP headers are), got {value!r}"
+    else:
+        return name, value
+    raise argparse.ArgumentTypeError(f"not a header 'NAME: VALUE': {why}")
+
+
+def add_header_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``-H/--header 'NAME: VALUE'``, repeatable, checked when parsed (:func:`header`):
+    ``args.header`` is the list of ``(name, value)`` pairs given."""
+    parser.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        type=header,
+        help="a request header (repeat for several)",
+    )
 
 
 def http_url(text: str) -> str:

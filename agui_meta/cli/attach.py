@@ -16,7 +16,7 @@ import anyio
 
 from .._events import MessagesSnapshotEvent
 from .._exceptions import AguiMetaError, Report, UsageError
-from ._args import header, http_url
+from ._args import add_header_argument, http_url
 from ._command import Commands
 from ._render import Style
 from ._stream import add_color_argument, isatty, use_color, use_escapes
@@ -57,22 +57,14 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
         "url", metavar="URL", type=http_url, help="the agent on the gateway: .../agents/NAME"
     )
     parser.add_argument("--thread", required=True, metavar="ID", help="the thread's id")
-    parser.add_argument(
-        "-H",
-        "--header",
-        action="append",
-        default=[],
-        metavar="NAME:VALUE",
-        type=header,
-        help="a request header (repeat for several)",
-    )
+    add_header_argument(parser)
 
 
 def gateway_agent(args: argparse.Namespace, **options: Any) -> Any:
     """The :class:`~agui_meta.HttpAgent` of ``args.url`` (its run route) and ``--thread``."""
     from .._client import HttpAgent
 
-    headers = dict(args.header)  # (name, value) pairs, checked when parsed (_args.header)
+    headers = dict(args.header)  # (name, value) pairs, checked when parsed
     url = args.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"URL must start with http:// or https://, got {args.url!r}")

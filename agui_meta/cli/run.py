@@ -16,7 +16,7 @@ import anyio
 import msgspec
 
 from .._exceptions import AguiMetaError, DataError, Report
-from ._args import header, http_url, json_value, seconds, tool
+from ._args import add_header_argument, http_url, json_value, seconds, tool
 from ._command import Commands
 from ._render import Style, format_report, pretty_json, render_ledger
 from ._stream import add_color_argument, isatty, use_color, use_escapes, write_json
@@ -83,15 +83,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         type=tool,
         help='a tool offered to the agent, as JSON ({"name", "description", "parameters"})',
     )
-    parser.add_argument(
-        "-H",
-        "--header",
-        action="append",
-        default=[],
-        metavar="NAME:VALUE",
-        type=header,
-        help="a request header (repeat for several)",
-    )
+    add_header_argument(parser)
     parser.add_argument(
         "--accept",
         choices=("sse", "jsonl"),

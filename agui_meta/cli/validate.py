@@ -21,7 +21,7 @@ from .._exceptions import Report
 from .._lint import RULES, Lint
 from .._validate import TRANSPORT_RULES, Findings
 from .._version import __version__
-from ._args import header, http_url, limit, seconds
+from ._args import add_header_argument, http_url, limit, seconds
 from ._command import Commands
 from ._findings import FileFindings, json_document, junit_document, sarif_document
 from ._render import Style, escape_controls, format_report
@@ -114,14 +114,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         metavar="RUN_INPUT.json",
         help="the run input to POST (a JSON object; default: one user message 'Hello')",
     )
-    agent.add_argument(
-        "-H",
-        "--header",
-        action="append",
-        default=[],
-        metavar="'NAME: VALUE'",
-        help="a request header (repeatable)",
-    )
+    add_header_argument(agent)
     agent.add_argument(
         "--timeout",
         type=seconds,
@@ -175,7 +168,6 @@ def run(args: argparse.Namespace) -> int:
     overrides: dict[str, str] = dict(args.rule)
     try:
         args.run_input = _run_input(args.input)
-        args.headers = _headers(args.header)
     except InputError as exc:
         print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
@@ -217,17 +209,6 @@ def _run_input(path: str | None) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise InputError(f"{path} must hold a JSON object (a run input)")
     return data
-
-
-def _headers(lines: list[str]) -> dict[str, str]:
-    headers = {}
-    for line in lines:
-        try:
-            name, value = header(line)  # a token name, a printable-ASCII value
-        except argparse.ArgumentTypeError as exc:
-            raise InputError(f"not a header 'NAME: VALUE': {line!r} ({exc})") from None
-        headers[name] = value
-    return headers
 
 
 def _check(
@@ -324,7 +305,7 @@ def _check_agent(
             await validate_stream(
                 url,
                 run_input=args.run_input,
-                headers=args.headers,
+                headers=dict(args.header),
                 http_timeout=args.timeout,
                 keepalive_window=args.keepalive_window,
                 buffered_after=args.buffered_after,
