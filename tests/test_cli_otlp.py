@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,78 @@ def test_timestamps_outside_what_otlp_carries_are_clamped(tmp_path: Path) -> Non
     run, tool = spans["invoke_agent"], spans["execute_tool f"]
     assert (run["start"], run["end"]) == (0, 2**64 - 1)
     assert (tool["start"], tool["end"]) == (7 * MS, 2**64 - 1)
+
+
+CONTENT = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments")
+
+
+def _python_stage_spans(name: str, **options: Any) -> list[dict[str, Any]]:
+    """The spans ``agui_meta.otel(**options)`` makes of a bundled stream, in Python."""
+    import anyio
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import agui_meta
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    stage = agui_meta.otel(tracer_provider=provider, metrics=False, **options)
+
+    async def main() -> None:
+        async with agui_meta.wrap(STREAMS / name, *agui_meta.DefaultStages(), stage) as stream:
+            await stream.drain()
+
+    anyio.run(main)
+    return [
+        {"name": s.name, "attributes": dict(s.attributes or {})}
+        for s in exporter.get_finished_spans()
+    ]
+
+
+@pytest.mark.parametrize("name", ["travel.sse", "support.jsonl"])
+def test_replay_exports_content_and_the_agent_name_when_asked(name: str) -> None:
+    # --otlp-agent-name and --otlp-capture-content are otel(agent_name=, capture_content=):
+    # the receiver gets what the Python stage makes of the same stream.
+    with OtlpReceiver() as receiver:
+        done = cli("replay", "--otlp", receiver.url, "--otlp-signals", "traces",
+                   "--otlp-agent-name", "support desk", "--otlp-capture-content",
+                   str(STREAMS / name))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    spans = receiver.spans()
+    expected = _python_stage_spans(name, agent_name="support desk", capture_content=True)
+    content = {
+        (s["name"], key, s["attributes"][key])
+        for s in spans
+        for key in CONTENT
+        if key in s["attributes"]
+    }
+    assert {key for _, key, _ in content} == set(CONTENT)
+    assert content == {
+        (s["name"], key, s["attributes"][key])
+        for s in expected
+        for key in CONTENT
+        if key in s["attributes"]
+    }
+    runs = [s for s in spans if "agui.run.id" in s["attributes"]]
+    started = [e for e in events(name) if e["type"] == "RUN_STARTED"]
+    assert [s["name"] for s in runs] == ["invoke_agent support desk"] * len(started)
+    assert {s["attributes"]["gen_ai.agent.name"] for s in runs} == {"support desk"}
+    for run, event in zip(runs, started, strict=True):  # the run's input, as the stream sent it
+        sent = json.loads(run["attributes"]["gen_ai.input.messages"])
+        said = [p.get("content") for m in sent for p in m["parts"] if p["type"] == "text"]
+        assert said == [m["content"] for m in event["input"]["messages"]]
+        assert json.loads(run["attributes"]["gen_ai.output.messages"])
+
+
+def test_replay_exports_no_content_and_no_agent_name_by_default() -> None:
+    with OtlpReceiver() as receiver:
+        done = cli("replay", "--otlp", receiver.url, str(STREAMS / "support.jsonl"))
+    assert done.returncode == 0, done.stderr
+    spans = receiver.spans()
+    assert spans
+    assert not [s for s in spans for key in CONTENT if key in s["attributes"]]
+    runs = [s for s in spans if "agui.run.id" in s["attributes"]]
+    assert {s["name"] for s in runs} == {"invoke_agent"}
+    assert not [s for s in runs if "gen_ai.agent.name" in s["attributes"]]

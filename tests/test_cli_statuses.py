@@ -137,6 +137,8 @@ HOSTILE: list[tuple[list[str], str]] = [
     (["replay", "--max-errors", "-1", TRAVEL], "argument --max-errors: not a count"),
     (["replay", "--max-errors", "many", TRAVEL], "argument --max-errors: not a count"),
     (["replay", "--otlp", "http://[::1", TRAVEL], "argument --otlp: not a URL"),
+    (["replay", "--otlp-agent-name", "", TRAVEL], "argument --otlp-agent-name: not a name"),
+    (["replay", "--otlp-agent-name", "a\x1b[2Jb", TRAVEL], "argument --otlp-agent-name: not a"),
     (["replay", "--keep-going", "--strict", TRAVEL], "not allowed with argument"),
     (["validate", "/nonexistent/x.sse"], "cannot read /nonexistent/x.sse"),
     (["validate", "--max-errors", "-3", TRAVEL], "argument --max-errors: not a count"),

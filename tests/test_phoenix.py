@@ -4,7 +4,8 @@ times that never go backwards.
 
 Phoenix runs from a venv of its own: ``.phoenix/venv`` (``.ci/run`` installs it there), or the
 ``phoenix`` executable named by ``AGUI_PHOENIX``. Outside CI a missing Phoenix skips the test
-(loudly, in the run's summary); in CI it fails. Expectations come from the streams' own usage.
+(loudly, in the run's summary); in CI it fails. Expectations come from the streams' own usage
+and content.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def test_phoenix_counts_the_tokens_models_and_cost_of_the_bundled_streams(phoeni
     usage = [u for e in wire if e["type"] == "RUN_FINISHED" for u in e.get("usage", [])]
     deadline = time.monotonic() + TIMEOUT
     while True:  # Phoenix stores what it receives a moment later
-        (project,) = [p["node"] for p in _graphql(phoenix, PROJECT)["projects"]["edges"]]
+        projects = [p["node"] for p in _graphql(phoenix, PROJECT)["projects"]["edges"]]
+        (project,) = [p for p in projects if p["name"] == "default"]
         if project["traceCount"] == len(runs) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -139,3 +141,67 @@ def test_phoenix_counts_the_tokens_models_and_cost_of_the_bundled_streams(phoeni
         assert end >= start, json.dumps(span)[:300]
     (lookup,) = [s for s in spans if s["name"] == "execute_tool lookup_order"]
     assert datetime.fromisoformat(lookup["start_time"]) < datetime.fromisoformat(lookup["end_time"])
+
+
+def _spans(phoenix: str, project: str, done: Any) -> list[dict[str, Any]]:
+    """The spans of ``project`` once ``done(spans)`` (Phoenix stores what it receives a moment
+    later), or when the wait is over."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        answer = httpx.get(
+            f"{phoenix}/v1/projects/{project}/spans", params={"limit": 1000}, timeout=30
+        )
+        spans: list[dict[str, Any]] = answer.json()["data"] if answer.status_code == 200 else []
+        if done(spans) or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.5)
+
+
+def test_phoenix_shows_the_runs_content_and_agent_name_when_replay_captures_them(
+    phoenix: str,
+) -> None:
+    # replay --otlp-capture-content --otlp-agent-name, into a project of its own (Phoenix reads
+    # openinference.project.name from the resource, which OTEL_RESOURCE_ATTRIBUTES sets).
+    name = "support.jsonl"
+    env = {**os.environ, "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=content"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_meta", "replay", "--otlp", f"{phoenix}/v1/traces",
+         "--otlp-signals", "traces", "--otlp-agent-name", "support-desk",
+         "--otlp-capture-content", str(STREAMS / name)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    wire = events(name)
+    runs = [e for e in wire if e["type"] == "RUN_STARTED"]
+    results = {e["toolCallId"]: e["content"] for e in wire if e["type"] == "TOOL_CALL_RESULT"}
+
+    def tools_of(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [s for s in spans if s["name"].startswith("execute_tool ")]
+
+    spans = _spans(
+        phoenix,
+        "content",
+        lambda spans: (
+            sum("agui.run.id" in s["attributes"] for s in spans) == len(runs)
+            and len(tools_of(spans)) == len(results)
+        ),
+    )
+    by_run = {
+        s["attributes"].get("agui.run.id"): s for s in spans if "agui.run.id" in s["attributes"]
+    }
+    assert sorted(by_run) == sorted(e["runId"] for e in runs)
+    for event in runs:  # Phoenix reads each run's input and output messages
+        attributes = by_run[event["runId"]]["attributes"]
+        assert by_run[event["runId"]]["name"] == "invoke_agent support-desk"
+        assert attributes["gen_ai.agent.name"] == "support-desk"
+        said = [m["content"] for m in event["input"]["messages"]]
+        assert [
+            attributes[f"llm.input_messages.{i}.message.content"] for i in range(len(said))
+        ] == said
+        assert attributes["llm.output_messages.0.message.role"] == "assistant"
+    # Each tool span shows its arguments and its result as Phoenix's output.
+    tools = tools_of(spans)
+    assert {
+        s["attributes"]["gen_ai.tool.call.id"]: s["attributes"]["output.value"] for s in tools
+    } == results
+    assert all(s["attributes"]["gen_ai.tool.call.arguments"] for s in tools)

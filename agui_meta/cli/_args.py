@@ -23,6 +23,7 @@ __all__ = [
     "http_url",
     "json_value",
     "limit",
+    "name",
     "port",
     "seconds",
     "shards",
@@ -120,6 +121,16 @@ def add_header_argument(parser: argparse.ArgumentParser | argparse._ArgumentGrou
         type=header,
         help="a request header (repeat for several)",
     )
+
+
+def name(text: str) -> str:
+    """A name shown to people (an agent's, say): not empty, no control character, at most
+    256 characters."""
+    if not text.strip() or len(text) > 256 or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"not a name (1 to 256 printable characters, not only spaces): {text!r}"
+        )
+    return text
 
 
 def http_url(text: str) -> str:

@@ -5,8 +5,10 @@ Spans and metrics of the :func:`agui_meta.otel` stage go to ``URL/v1/traces`` an
 ``otlp``); a URL that already ends in ``/v1/traces`` or ``/v1/metrics`` (what backends such as
 Phoenix advertise) is understood as the endpoint's base. ``--otlp-signals traces`` (or
 ``metrics``) sends one signal only, for a backend without a receiver for the other;
-``--otlp-traces URL`` and ``--otlp-metrics URL`` name each endpoint on its own. Everything is
-flushed when the stream ends; a failed export is said, not hidden.
+``--otlp-traces URL`` and ``--otlp-metrics URL`` name each endpoint on its own.
+``--otlp-agent-name NAME`` and ``--otlp-capture-content`` are the stage's ``agent_name`` and
+``capture_content`` (``gen_ai.agent.name`` and the run span's name; the opt-in content
+attributes). Everything is flushed when the stream ends; a failed export is said, not hidden.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._args import http_url
+from ._args import http_url, name
 
 if TYPE_CHECKING:
     from .._prices import PriceTable
@@ -38,7 +40,8 @@ def endpoint(url: str, signal: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--otlp URL``, ``--otlp-signals``, ``--otlp-traces URL``, ``--otlp-metrics URL``."""
+    """``--otlp URL``, ``--otlp-signals``, ``--otlp-traces URL``, ``--otlp-metrics URL``,
+    ``--otlp-legacy-names``, ``--otlp-agent-name NAME``, ``--otlp-capture-content``."""
     parser.add_argument(
         "--otlp",
         metavar="URL",
@@ -73,6 +76,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(gen_ai.usage.cache_creation.input_tokens, gen_ai.client.token.usage), for backends "
         "that still read them",
     )
+    parser.add_argument(
+        "--otlp-agent-name",
+        metavar="NAME",
+        type=name,
+        help="the agent's name: gen_ai.agent.name, and the run spans' name invoke_agent NAME",
+    )
+    parser.add_argument(
+        "--otlp-capture-content",
+        action="store_true",
+        help="also export content, opt-in in the GenAI conventions: the runs' input and output "
+        "messages (gen_ai.input.messages, gen_ai.output.messages), tool-call arguments and "
+        "results, interrupt messages",
+    )
 
 
 def from_args(args: argparse.Namespace, prices: PriceTable | None = None) -> OtlpExport | None:
@@ -90,15 +106,22 @@ def from_args(args: argparse.Namespace, prices: PriceTable | None = None) -> Otl
         metrics = endpoint(args.otlp_metrics, "metrics")
     if traces is None and metrics is None:
         return None
-    legacy = bool(getattr(args, "otlp_legacy_names", False))
-    return OtlpExport(traces=traces, metrics=metrics, prices=prices, legacy=legacy)
+    return OtlpExport(
+        traces=traces,
+        metrics=metrics,
+        prices=prices,
+        legacy=args.otlp_legacy_names,
+        agent_name=args.otlp_agent_name,
+        capture_content=args.otlp_capture_content,
+    )
 
 
 class OtlpExport:
     """Private SDK providers exporting to OTLP/HTTP endpoints; :meth:`close` flushes them.
 
     ``traces`` and ``metrics`` are the full endpoint URLs (``…/v1/traces``, ``…/v1/metrics``);
-    a signal without one is not recorded at all.
+    a signal without one is not recorded at all. ``agent_name`` and ``capture_content`` go to
+    the :func:`~agui_meta.otel` stage as they are.
     """
 
     def __init__(
@@ -109,6 +132,8 @@ class OtlpExport:
         timeout: float = TIMEOUT,
         prices: PriceTable | None = None,
         legacy: bool = False,
+        agent_name: str | None = None,
+        capture_content: bool = False,
     ) -> None:
         try:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -130,6 +155,8 @@ class OtlpExport:
         self.metrics = metrics
         self.prices = prices
         self.legacy = legacy
+        self.agent_name = agent_name
+        self.capture_content = capture_content
         self.failures: list[str] = []
         failures = self.failures
 
@@ -177,6 +204,8 @@ class OtlpExport:
             metrics=self.metrics is not None,
             prices=self.prices,
             legacy_usage_names=self.legacy,
+            agent_name=self.agent_name,
+            capture_content=self.capture_content,
         )
 
     def close(self) -> None:
