@@ -145,6 +145,11 @@ RULES: Final[dict[str, Rule]] = {
             "the stream ends inside a run, with what is still open (messages, calls, steps)",
         ),
         Rule(
+            "stream-ended-empty",
+            "warning",
+            "the stream ends without any event (no run was verified)",
+        ),
+        Rule(
             "metadata.reserved-key",
             "warning",
             f"a producer wrote the {AGUI_METADATA_KEY!r} metadata key, reserved for the protocol",

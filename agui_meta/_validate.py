@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
 import anyio
+import msgspec
 
 from ._defaults import DefaultStages
 from ._exceptions import DataError, Report, Severity, UsageError
@@ -27,7 +28,7 @@ from ._lint import Lint, Rule
 from ._pipeline import wrap
 from ._verify import Verify
 
-__all__ = ["DEFAULT_RUN_INPUT", "TRANSPORT_RULES", "Findings", "validate_stream"]
+__all__ = ["DEFAULT_RUN_INPUT", "TRANSPORT_RULES", "Findings", "at_start", "validate_stream"]
 
 #: The run input posted to an agent when none is given.
 DEFAULT_RUN_INPUT: Final[Mapping[str, Any]] = {
@@ -116,6 +117,16 @@ class Findings:
         return f"<Findings {self.summary()}>"
 
 
+def at_start(report: Report) -> Report:
+    """``report``, placed at the start of its byte stream (line 1, byte 0) when it is the
+    ``stream-ended-empty`` finding: a stream with no event has no event to point at, so the
+    place where its first event was expected stands for the end (SARIF's ``region`` and the
+    ``FILE:LINE:BYTE`` of the text report need one, as every other finding has)."""
+    if report.code == "stream-ended-empty" and report.line is None and report.offset is None:
+        return msgspec.structs.replace(report, line=1, offset=0)
+    return report
+
+
 def _check_rules(rules: Mapping[str, str] | None) -> dict[str, str]:
     checked = dict(rules or {})
     for code, severity in checked.items():
@@ -155,9 +166,11 @@ async def validate_stream(
     """
     overrides = _check_rules(rules)
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return await _lint(_once(bytes(source)), "recorded bytes", overrides, max_findings, format)
+        return await _lint(
+            _once(bytes(source)), "recorded bytes", overrides, max_findings, format, framed=True
+        )
     if isinstance(source, os.PathLike):
-        return await _lint(source, os.fspath(source), overrides, max_findings, format)
+        return await _lint(source, os.fspath(source), overrides, max_findings, format, framed=True)
     if isinstance(source, str):
         if not source.startswith(("http://", "https://")):
             raise UsageError(
@@ -190,7 +203,7 @@ async def validate_stream(
             buffered_after,
         )
     if isinstance(source, Iterable) and not isinstance(source, Mapping):
-        return await _lint(source, "events", overrides, max_findings, format)
+        return await _lint(source, "events", overrides, max_findings, format, framed=False)
     raise UsageError(
         "source must be bytes, a Path, an iterable of events, an http(s) URL or an ASGI app, "
         f"not {type(source).__name__}"
@@ -208,13 +221,16 @@ async def _lint(
     max_findings: int | None,
     format: Literal["auto", "sse", "jsonl", "json-array"],
     found: Findings | None = None,
+    *,
+    framed: bool,
 ) -> Findings:
+    """Lint ``source``; ``framed``: a byte stream (its findings have lines and offsets)."""
     found = found if found is not None else Findings(name, max_findings)
 
     def collect(report: Report) -> None:
         severity = overrides.get(report.code, report.severity)
         if severity != "off":
-            found.add(report, severity)  # type: ignore[arg-type]
+            found.add(at_start(report) if framed else report, severity)  # type: ignore[arg-type]
 
     lint = Lint()
     stages = DefaultStages(verify=Verify(report_unfinished=True))
@@ -320,7 +336,9 @@ async def _agent(
         if format == "auto" and media_format(media) == "sse":
             format = "sse"
         watch = _Watch(response, keepalive_window)
-        await _lint(watch.body(started), found.source, overrides, max_findings, format, found)
+        await _lint(
+            watch.body(started), found.source, overrides, max_findings, format, found, framed=True
+        )
     if watch.dropped is not None:
         report(
             "http.dropped",

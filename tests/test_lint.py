@@ -449,6 +449,56 @@ def test_end_of_stream_findings_are_located_at_the_last_event_in_every_format(
     assert f"event 2, line {line}, byte {offset}: warning: [stream-ended-open]" in out.text
 
 
+@pytest.mark.parametrize("data", [b"", b"\n\n"], ids=["empty", "blank-lines"])
+def test_an_empty_stream_is_located_at_its_start_in_every_format(
+    tmp_path: Path, data: bytes
+) -> None:
+    # No event to point at: stream-ended-empty sits where the first event was expected,
+    # line 1, byte 0, with no event index, in every format (SARIF gets its region).
+    path = tmp_path / "empty.sse"
+    path.write_bytes(data)
+    _, report = findings(str(path))
+    (end,) = report["files"][0]["findings"]
+    assert (end["code"], end.get("index"), end["line"], end["offset"]) == (
+        "stream-ended-empty", None, 1, 0,
+    )  # fmt: skip
+
+    text = cli("validate", str(path)).stdout.splitlines()
+    assert text[0].startswith(f"{path}:1:0: warning: [stream-ended-empty]")
+
+    sarif = json.loads(cli("validate", "--format", "sarif", str(path)).stdout)
+    (result,) = sarif["runs"][0]["results"]
+    assert result["ruleId"] == "stream-ended-empty" and "properties" not in result
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["byteOffset"]) == (1, 0)
+    (rule,) = sarif["runs"][0]["tool"]["driver"]["rules"]
+    assert rule["shortDescription"]["text"] == RULES["stream-ended-empty"].summary
+
+    junit = ET.fromstring(cli("validate", "--format", "junit", str(path)).stdout)
+    out = junit.find("testsuite/testcase/system-out")
+    assert out is not None and out.text is not None
+    assert "end of stream, line 1, byte 0: warning: [stream-ended-empty]" in out.text
+
+
+def test_an_empty_stream_of_bytes_is_located_and_one_of_events_is_not() -> None:
+    import anyio
+
+    from agui_meta._validate import validate_stream
+
+    async def both() -> tuple[Any, Any]:
+        return await validate_stream(b""), await validate_stream([])
+
+    of_bytes, of_events = anyio.run(both)
+    [(report, _)] = of_bytes.findings
+    assert (report.code, report.index, report.line, report.offset) == (
+        "stream-ended-empty", None, 1, 0,
+    )  # fmt: skip
+    [(report, _)] = of_events.findings  # dicts have no lines: nothing to name
+    assert (report.code, report.index, report.line, report.offset) == (
+        "stream-ended-empty", None, None, None,
+    )  # fmt: skip
+
+
 def test_a_stream_cut_inside_its_last_frame_is_located_there_twice(tmp_path: Path) -> None:
     # The framing error and the end-of-stream finding name the same place: the cut frame.
     whole = sse([{"type": "RUN_STARTED", **RUN}])

@@ -19,7 +19,7 @@ import msgspec
 
 from .._exceptions import Report
 from .._lint import RULES, Lint
-from .._validate import TRANSPORT_RULES, Findings
+from .._validate import TRANSPORT_RULES, Findings, at_start
 from .._version import __version__
 from ._args import add_header_argument, http_url, limit, seconds
 from ._command import Commands
@@ -227,6 +227,7 @@ def _check(
         severity = overrides.get(report.code, report.severity)
         if severity == "off":
             return
+        report = at_start(report)  # a file or a body: an empty one is placed at its start
         counts[severity] += 1
         if limit and shown >= limit:
             found.hidden += 1
