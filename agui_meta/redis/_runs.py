@@ -506,8 +506,7 @@ class RedisRuns(MemoryRuns):
         if taken:
             code = "executor_lost"
             message = (
-                f"the run was lost: the replica executing it stopped renewing its lease "
-                f"({self.lease:g} s)"
+                f"the run was lost: its executor stopped renewing its lease ({self.lease:g} s)"
             )
         else:
             code = "no_executor"
