@@ -56,12 +56,15 @@ def anyio_backend() -> str:
 def executor_process(
     redis_url: str, namespace: str, log: Path, *args: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``agui-meta executor`` for ``namespace``, its standard error into ``log``; started
+    """``agui-meta executor`` for ``namespace`` (with the agent ``slow`` unless ``args`` name
+    agents), its standard error into ``log``; started
     (its first line written), stopped with SIGTERM after the block (or killed by the test)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     command = [sys.executable, "-m", "agui_meta", "executor", "--redis", redis_url]
-    command += ["--namespace", namespace, "--agent", AGENT, *args]
+    command += ["--namespace", namespace, *args]
+    if "--agent" not in args:
+        command += ["--agent", AGENT]
     with open(log, "wb") as errors:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=errors)
     try:
@@ -289,4 +292,87 @@ async def test_a_malformed_dispatch_entry_is_reported_and_parked_and_runs_go_on(
     said = log.read_text()
     for entry_id in bad:
         assert f"dispatch entry {entry_id.decode()} of stream {stream_name}" in said
+    assert await dispatch_left(redis_url, namespace) == (0, 0)
+
+
+async def test_a_dispatched_run_the_executor_cannot_start_ends_with_dispatch_error(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from agui_meta.redis import GatewayKeys
+
+    namespace = fresh()
+    keys = GatewayKeys(namespace)
+    check = await redis_check(redis_url)
+    try:
+        with serve(replica(redis_url, namespace, execute=False), lifespan="on") as front:
+            async with httpx.AsyncClient(timeout=GUARD) as client:
+                answers: dict[str, list[Any]] = {}
+
+                async def post(thread_id: str) -> None:
+                    url = f"{front}/agents/slow/run"
+                    answers[thread_id] = (await stream(client, url, body(thread_id)))[1]
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(post, "bent")
+                    await until_active(client, front, "bent", "r1")
+                    # Its entry rewritten with an input that is not one, before any executor.
+                    name = keys.dispatch(keys.of("bent"))
+                    [(entry_id, fields)] = await check.xrange(name)
+                    await check.xdel(name, entry_id)
+                    fields[b"input"] = b'{"threadId": 1}'
+                    bent = await check.xadd(name, fields)
+                    await check.hset(keys.run(fields[b"key"].decode()), "entry", bent)
+                    tg.start_soon(post, "other")
+                    await until_active(client, front, "other", "r1")
+                    # An executor that has none of the front's agents.
+                    log = tmp_path / "x.log"
+                    with executor_process(
+                        redis_url, namespace, log, "--agent", "else=tests.redis_gateway_app:slow"
+                    ):
+                        with anyio.fail_after(GUARD):
+                            while len(answers) < 2:  # noqa: ASYNC110 - other tasks
+                                await anyio.sleep(0.02)
+        parked = await check.xrange(f"{name}:parked")
+    finally:
+        await check.aclose()
+    malformed, missing = events_of(answers["bent"]), events_of(answers["other"])
+    assert [e["type"] for e in malformed] == ["RUN_STARTED", "RUN_ERROR"]
+    assert malformed[-1]["code"] == "dispatch_error"
+    assert f"dispatch entry {bent.decode()} of {name} is malformed" in malformed[-1]["message"]
+    assert [entry[1][b"entry"] for entry in parked] == [bent]
+    assert [e["type"] for e in missing] == ["RUN_STARTED", "RUN_ERROR"]
+    assert "has no agent named 'slow'" in missing[-1]["message"]
+    assert await dispatch_left(redis_url, namespace) == (0, 0)
+
+
+async def test_an_executor_takes_no_more_runs_than_its_max_runs_and_loses_none(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from agui_meta.redis import GatewayKeys
+
+    namespace = fresh()
+    keys = GatewayKeys(namespace)
+    threads = ["a", "b", "c", "d"]
+    assert len({keys.of(name) for name in threads}) > 1  # on several dispatch streams
+    with serve(replica(redis_url, namespace, execute=False), lifespan="on") as front:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            answers: dict[str, list[Any]] = {}
+
+            async def post(thread_id: str) -> None:
+                url = f"{front}/agents/slow/run"
+                run = body(thread_id, deltas=3, pause=0.05)
+                answers[thread_id] = (await stream(client, url, run))[1]
+
+            async with anyio.create_task_group() as tg:
+                for name in threads:  # all waiting before the executor starts
+                    tg.start_soon(post, name)
+                    await until_active(client, front, name, "r1")
+                with executor_process(redis_url, namespace, tmp_path / "x.log", "--max-runs", "1"):
+                    with anyio.fail_after(GUARD):
+                        while len(answers) < len(threads):  # noqa: ASYNC110 - other tasks
+                            await anyio.sleep(0.02)
+            saved = [await thread(client, front, name) for name in threads]
+    for name in threads:
+        assert events_of(answers[name])[-1]["type"] == "RUN_FINISHED", name
+    assert [s["version"] for s in saved] == [1] * len(threads)
     assert await dispatch_left(redis_url, namespace) == (0, 0)

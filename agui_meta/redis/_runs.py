@@ -828,12 +828,14 @@ class RedisRuns(MemoryRuns):
                     reply = await self.client.xreadgroup(
                         GROUP, self.name, dict.fromkeys(batch, ">"), count=free, block=block
                     )
-                    for stream, entry_id, raw in _read_entries(reply):
-                        found += 1
-                        if len(self._active) < self.max_runs:
-                            await self._take(stream, text(entry_id), raw)
-                        else:
-                            await self._hand_back(stream, text(entry_id), raw)
+                    # Entries read are ours: taken (or handed back) even while shutting down.
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(self.lease):
+                        for stream, entry_id, raw in _read_entries(reply):
+                            found += 1
+                            if len(self._active) < self.max_runs:
+                                await self._take(stream, text(entry_id), raw)
+                            else:
+                                await self._hand_back(stream, text(entry_id), raw)
                 if cluster and not found:
                     await anyio.sleep(idle)
                     idle = min(idle * 2, 0.5)
