@@ -526,6 +526,8 @@ def test_the_gateway_benchmark_runs_on_redis(redis_url: str) -> None:
     for row in ("Redis, 1 replica (run)", "Redis, 2 replicas (run on A, read on B)"):
         assert f"| {row} |" in done.stdout
     assert "| Redis, 2 replicas (on B, run on A) |" in done.stdout
+    assert "| Redis, front + executor (run on the front) |" in done.stdout
+    assert "| Redis, front + executor (on the front) |" in done.stdout
 
 
 async def test_a_thread_is_deleted_on_b_only_when_no_run_is_active(redis_url: str) -> None:
