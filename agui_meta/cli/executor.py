@@ -95,8 +95,10 @@ def run(args: argparse.Namespace) -> int:
         import anyio
 
         from ..redis._executor import executor
+        from ..redis._runs import consumer_name
 
         await until_loaded(client)
+        name = args.name or consumer_name()
         options: dict[str, Any] = {"max_runs": args.max_runs, "linger": args.linger}
         if budget is not None:
             options["budget"] = budget
@@ -106,12 +108,12 @@ def run(args: argparse.Namespace) -> int:
                 agents,
                 namespace=args.namespace,
                 lease=args.lease,
-                name=args.name,
+                name=name,
                 **options,
-            ) as runs:
+            ):
                 names = ", ".join(sorted(agents))
                 print(
-                    f"agui-meta executor {escape_controls(runs.name)} on namespace "  # type: ignore[attr-defined]
+                    f"agui-meta executor {escape_controls(name)} on namespace "
                     f"{escape_controls(args.namespace)} ({names})",
                     file=sys.stderr,
                     flush=True,

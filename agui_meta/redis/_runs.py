@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from .._registry import RunHandle, RunRegistry
     from .._replay import ReplayReader
 
-__all__ = ["RedisRuns"]
+__all__ = ["RedisRuns", "consumer_name"]
 
 logger = logging.getLogger("agui_meta.gateway")
 
@@ -100,6 +100,11 @@ def _read_entries(reply: Any) -> list[tuple[str, Any, Any]]:
             entries = entries[0]  # RESP3 in some redis-py versions: one more level
         found += [(text(name), entry[0], entry[1]) for entry in entries]
     return found
+
+
+def consumer_name() -> str:
+    """A consumer name for an executor: host, process id and a random part."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 class _Malformed(Exception):
@@ -417,7 +422,7 @@ class RedisRuns(MemoryRuns):
         self.poll = poll
         self.execute = execute
         self.dispatch_timeout = dispatch_timeout
-        self.name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.name = name or consumer_name()
         #: The agents this replica executes dispatched runs with (by name); ``None``: it takes
         #: no dispatched run.
         self.agents: Mapping[str, GatewayAgent] | None = None
@@ -780,15 +785,21 @@ class RedisRuns(MemoryRuns):
 
     async def _groups(self) -> None:
         """The executors' consumer group on every dispatch stream (from its first entry: runs
-        dispatched before any executor started are read too)."""
+        dispatched before any executor started are read too), without the consumers of dead
+        executors: nothing pending and idle for long (a live one reads every second, and
+        would be made again by its next read)."""
+        idle = _ms(max(600.0, 10 * self.lease))
         for shard in range(self.keys.shards):
+            stream = self.keys.dispatch(self.keys.tag(shard))
             try:
-                await self.client.xgroup_create(
-                    self.keys.dispatch(self.keys.tag(shard)), GROUP, id="0", mkstream=True
-                )
+                await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
             except redis.exceptions.ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
+            for consumer in await self.client.xinfo_consumers(stream, GROUP):
+                found = {text(k): v for k, v in consumer.items()}
+                if int(found.get("pending", 1)) == 0 and int(found.get("idle", 0)) > idle:
+                    await self.client.xgroup_delconsumer(stream, GROUP, found["name"])
 
     async def _leave_groups(self) -> None:
         """Remove this executor from the groups (its runs have ended: nothing is pending)."""
