@@ -276,6 +276,7 @@ async def test_a_malformed_dispatch_entry_is_reported_and_parked_and_runs_go_on(
         bad = [
             await check.xadd(stream_name, {"nonsense": "\x1b[2J"}),
             await check.xadd(stream_name, {"key": "s99-x", "holder": "1 s99-x"}),
+            await check.xadd(stream_name, {"key": "s3-x", "holder": "1 s3-x"}),  # no such run
         ]
         log = tmp_path / "x.log"
         with (

@@ -897,6 +897,9 @@ class RedisRuns(MemoryRuns):
             await self._park(stream, entry_id, fields, f"no run key and holder: {exc}")
             return
         meta = await self._meta(key)
+        if not meta:
+            await self._park(stream, entry_id, fields, f"it names run {key!r}, which is not held")
+            return
         thread_id, run_id = meta.get("thread", ""), meta.get("run", "")
         got = await self.script(
             "TAKE",
