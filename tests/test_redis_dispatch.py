@@ -377,3 +377,28 @@ async def test_an_executor_takes_no_more_runs_than_its_max_runs_and_loses_none(
         assert events_of(answers[name])[-1]["type"] == "RUN_FINISHED", name
     assert [s["version"] for s in saved] == [1] * len(threads)
     assert await dispatch_left(redis_url, namespace) == (0, 0)
+
+
+def test_the_command_line_runs_a_front_and_an_executor(redis_url: str, tmp_path: Path) -> None:
+    from tests.test_gateway_cli import DEMO, cli, gateway
+
+    namespace = fresh()
+    front = ("--threads", "redis", "--redis", redis_url, "--namespace", namespace, "--no-execute")
+    with (
+        gateway(*DEMO) as (embedded, _),
+        gateway(*DEMO, *front) as (url, _f),
+        executor_process(redis_url, namespace, tmp_path / "x.log", *DEMO, "--name", "cli-ex"),
+    ):
+        want = cli("run", f"{embedded}/agents/demo/run", "-m", "hello", "--thread-id", "t1")
+        ran = cli("run", f"{url}/agents/demo/run", "-m", "hello", "--thread-id", "t1")
+        stored = httpx.get(f"{embedded}/threads/t1", timeout=GUARD).json()
+        saved = httpx.get(f"{url}/threads/t1", timeout=GUARD).json()
+    assert ran.returncode == want.returncode == 0, ran.stderr
+
+    # The same thread but for ids (the command line and the demo make them up).
+    def shape(found: dict[str, Any]) -> Any:
+        return [(m["role"], m.get("content")) for m in found["messages"]], found["state"]
+
+    assert shape(saved) == shape(stored)
+    assert saved["ledger"]["statuses"] == stored["ledger"]["statuses"] == {"finished": 1}
+    assert saved["version"] == 1
