@@ -160,7 +160,8 @@ async def test_an_executor_killed_mid_run_ends_it_with_an_error_and_another_serv
 ) -> None:
     namespace = fresh()
     budget = ["--budget-tokens", "100000"]
-    with serve(replica(redis_url, namespace, execute=False, lease=0.6), lifespan="on") as front:
+    fronts = [replica(redis_url, namespace, execute=False, lease=0.6) for _ in range(2)]
+    with serve(fronts[0], lifespan="on") as front, serve(fronts[1], lifespan="on") as other:
         async with httpx.AsyncClient(timeout=GUARD) as client:
             slow_run = body("t", deltas=1000, pause=0.05, tokens=7)
             with executor_process(
@@ -169,8 +170,9 @@ async def test_an_executor_killed_mid_run_ends_it_with_an_error_and_another_serv
                 _, head = await stream(client, f"{front}/agents/slow/run", slow_run, upto=4)
                 process.kill()  # SIGKILL: the executor dies mid-run
                 process.wait(GUARD)
+            # The client resumes on the other front (Last-Event-ID): every event once.
             status, rest = await stream(
-                client, f"{front}/agents/slow/run", slow_run, last_id=head[-1].id
+                client, f"{other}/agents/slow/run", slow_run, last_id=head[-1].id
             )
             lost = await thread(client, front, "t")
             with executor_process(redis_url, namespace, tmp_path / "b.log", *budget):
