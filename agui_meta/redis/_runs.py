@@ -843,10 +843,7 @@ class RedisRuns(MemoryRuns):
                     with anyio.CancelScope(shield=True), anyio.move_on_after(self.lease):
                         for stream, entry_id, raw in _read_entries(reply):
                             found += 1
-                            if len(self._active) < self.max_runs:
-                                await self._take(stream, text(entry_id), raw)
-                            else:
-                                await self._hand_back(stream, text(entry_id), raw)
+                            await self._entry(stream, text(entry_id), raw)
                 if cluster and not found:
                     await anyio.sleep(idle)
                     idle = min(idle * 2, 0.5)
@@ -864,6 +861,19 @@ class RedisRuns(MemoryRuns):
             except Exception:
                 logger.exception("executor %s: taking a dispatched run failed", self.name)
                 await anyio.sleep(self.lease / 3)
+
+    async def _entry(self, stream: str, entry_id: str, raw: Any) -> None:
+        """Take the entry's run, or hand the entry back when there is no room; a failure is
+        logged and the next entry read (the run's lease, or its dispatch timeout, ends it)."""
+        try:
+            if len(self._active) < self.max_runs:
+                await self._take(stream, entry_id, raw)
+            else:
+                await self._hand_back(stream, entry_id, raw)
+        except Exception:
+            logger.exception(
+                "executor %s: dispatch entry %s of stream %s failed", self.name, entry_id, stream
+            )
 
     async def _hand_back(self, stream: str, entry_id: str, raw: Any) -> None:
         fields = entry_fields(raw)
