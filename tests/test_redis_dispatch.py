@@ -404,3 +404,29 @@ def test_the_command_line_runs_a_front_and_an_executor(redis_url: str, tmp_path:
     assert shape(saved) == shape(stored)
     assert saved["ledger"]["statuses"] == stored["ledger"]["statuses"] == {"finished": 1}
     assert saved["version"] == 1
+
+
+async def test_sigterm_ends_the_executors_runs_saved_and_exits_0(
+    redis_url: str, tmp_path: Path
+) -> None:
+    namespace = fresh()
+    with serve(replica(redis_url, namespace, execute=False), lifespan="on") as front:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            long = body("t", deltas=1000, pause=0.05)
+            with executor_process(redis_url, namespace, tmp_path / "x.log") as process:
+                _, head = await stream(client, f"{front}/agents/slow/run", long, upto=3)
+                process.send_signal(signal.SIGTERM)
+                _, rest = await stream(
+                    client, f"{front}/agents/slow/run", long, last_id=head[-1].id
+                )
+                status = process.wait(GUARD)
+            saved = await thread(client, front, "t")
+    assert status == 0
+    ids_follow(head + rest)
+    assert events_of(rest)[-1]["code"] == "gateway_shutdown"
+    said = "".join(
+        e["delta"] for e in events_of(head + rest) if e["type"] == "TEXT_MESSAGE_CONTENT"
+    )
+    assert saved["version"] == 1 and saved["ledger"]["lastStatus"] == "error"
+    assert saved["messages"][-1] == {"id": "r1-m", "role": "assistant", "content": said}
+    assert await dispatch_left(redis_url, namespace) == (0, 0)
