@@ -52,9 +52,8 @@ from ._join import thread_prelude
 from ._ledger import RunRecord
 from ._registry import RunRegistry
 from ._replay import ReplayReader, parse_event_id
-from ._runs import MemoryRuns
+from ._runs import MemoryRuns, thread_store
 from ._server import EventStreamResponse
-from ._store import MessageItem
 from ._threads import MemoryThreadStore, ThreadSnapshot, ThreadStore
 
 __all__ = ["Gateway", "ScopeResolver"]
@@ -457,11 +456,9 @@ class Gateway:
         base = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
         if base.ledger.last_run_id == input.run_id:
             _refuse(409, f"run {input.run_id!r} of thread {thread_id!r} has ended already")
-        store = base.to_store()
         sent = [msgspec.to_builtins(m) for m in input.messages]
         new = _new_messages(thread_id, base.messages, sent)
-        for message in new:
-            store.append(MessageItem.from_wire(message))
+        store = thread_store(base, new)
         new_ids = {message.get("id") for message in new}
         if input.state is not UNSET and input.state != {}:
             store.state = input.state

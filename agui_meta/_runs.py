@@ -38,7 +38,7 @@ import contextlib
 import logging
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -73,7 +73,7 @@ from ._pipeline import wrap
 from ._registry import StopReason
 from ._runlog import MemoryRunLog, RunLog
 from ._stage import Transducer
-from ._store import Store
+from ._store import MessageItem, Store
 from ._threads import ThreadSnapshot, ThreadStore, VersionConflict
 from ._tracecontext import current_carrier, stamped
 
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from ._registry import RunHandle, RunRegistry
     from ._replay import ReplayReader
 
-__all__ = ["MemoryRuns", "Run"]
+__all__ = ["MemoryRuns", "Run", "thread_store"]
 
 logger = logging.getLogger("agui_meta.gateway")
 
@@ -96,6 +96,14 @@ _ERRORS: dict[str, str] = {
     "run_timeout": "the run was cancelled: it ran longer than {max_run_time:g} s",
     "gateway_shutdown": "the run was cancelled: the gateway shut down",
 }
+
+
+def thread_store(base: ThreadSnapshot, new: Iterable[Mapping[str, Any]]) -> Store:
+    """The store a run starts from: thread ``base`` with the ``new`` messages (wire dicts)."""
+    store = base.to_store()
+    for message in new:
+        store.append(MessageItem.from_wire(message))
+    return store
 
 
 class _Guard(Transducer[Event, Event]):

@@ -6,8 +6,8 @@ async callable of the run input), the catalog of threads and runs in flight
 (:class:`MemoryCatalog`, :class:`SQLiteCatalog`), and the contracts the routes use, for other
 implementations (:class:`RunRegistry` and :class:`RunHandle`, :class:`RunLog`, :class:`Catalog`;
 in this process :class:`MemoryRuns`, :class:`MemoryRunLog`). :func:`redis_gateway` makes a
-replica of a gateway spread over processes sharing Redis (extra ``redis``). See
-``docs/gateway.md``.
+replica of a gateway spread over processes sharing Redis, and :func:`executor` a process that
+executes the runs front replicas dispatch (extra ``redis``). See ``docs/gateway.md``.
 """
 
 from __future__ import annotations
@@ -40,25 +40,31 @@ __all__ = (
     "ScopeResolver",
     "ThreadBusy",
     "UpstreamAgent",
+    "executor",
     "redis_gateway",
 )
 
 if _typing.TYPE_CHECKING:
+    from .redis._executor import executor
     from .redis._gateway import redis_gateway
 
-_LAZY = ("redis_gateway",)
+_LAZY = ("executor", "redis_gateway")
 
 _public_module(__name__, globals(), [name for name in __all__ if name not in _LAZY])
 
 
 def __getattr__(name: str) -> object:
-    # redis_gateway needs redis-py: imported on first use (pip install 'agui-meta[redis]').
-    if name == "redis_gateway":
-        from .redis._gateway import redis_gateway
-
-        _public_module(__name__, {name: redis_gateway}, [name])
-        globals()[name] = redis_gateway
-        return redis_gateway
+    # redis_gateway and executor need redis-py: imported on first use (pip install
+    # 'agui-meta[redis]').
+    if name in _LAZY:
+        found: object
+        if name == "redis_gateway":
+            from .redis._gateway import redis_gateway as found
+        else:
+            from .redis._executor import executor as found
+        _public_module(__name__, {name: found}, [name])
+        globals()[name] = found
+        return found
     raise AttributeError(f"module 'agui_meta.gateway' has no attribute {name!r}")
 
 

@@ -16,8 +16,10 @@ HTTP transfer, not a client pipeline. Then, on the gateway:
 
 With ``--redis URL`` (a Redis of its own: the benchmark writes under the namespace
 ``bench-N``), the same on the gateway across replicas (:func:`agui_meta.gateway.redis_gateway`):
-one replica (run and read on it), and two replicas, two processes (the run posted to A, read
-to its end on B; connect on B to a run A executes; stop on B for it).
+one replica (run and read on it), two replicas, two processes (the run posted to A, read
+to its end on B; connect on B to a run A executes; stop on B for it), and a front replica
+(``execute=False``) with a separate executor process (:func:`agui_meta.gateway.executor`): the
+run posted to the front, dispatched through Redis, executed by the executor, read on the front.
 
 Medians over ``--rounds``; the CPU time per event of each process beside the wall time: the
 client's (``time.process_time``) and each server's (user + system time from
@@ -46,7 +48,7 @@ from starlette.routing import Route
 
 import agui_meta
 from agui_meta.events import RunAgentInput
-from agui_meta.gateway import Gateway, redis_gateway
+from agui_meta.gateway import Gateway, executor, redis_gateway
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -94,8 +96,10 @@ def cpu(processes: Sequence[int | str]) -> list[float]:
 
 
 def server(kind: str, events: int, redis_url: str | None, namespace: str | None) -> None:
-    """Serve ``kind`` (``direct``, ``gateway`` or ``redis``) on a free port of 127.0.0.1 until
-    terminated; its base URL is the first line written."""
+    """Serve ``kind`` (``direct``, ``gateway``, ``redis``, ``front``: a replica that executes
+    nothing) on a free port of 127.0.0.1 until terminated; its base URL is the first line
+    written. ``executor``: execute the runs dispatched in ``namespace`` (its first line says
+    it has started)."""
     import uvicorn
 
     agent = make_agent(events - 4)
@@ -104,12 +108,21 @@ def server(kind: str, events: int, redis_url: str | None, namespace: str | None)
         app = direct_app(agent)
     elif kind == "gateway":
         app = Gateway({"a": agent}, max_events=events + 10)
+    elif kind == "executor":
+        anyio.run(execute, agent, events, redis_url, namespace, backend="asyncio")
+        return
     else:
         import redis.asyncio
 
         assert redis_url and namespace
         client = redis.asyncio.Redis.from_url(redis_url, max_connections=1000)
-        app = redis_gateway(client, {"a": agent}, namespace=namespace, max_events=events + 10)
+        app = redis_gateway(
+            client,
+            {"a": agent},
+            namespace=namespace,
+            max_events=events + 10,
+            execute=kind != "front",
+        )
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(2048)  # a client may connect before the server has started: it waits
@@ -117,6 +130,17 @@ def server(kind: str, events: int, redis_url: str | None, namespace: str | None)
     lifespan: Literal["on", "off"] = "off" if kind == "direct" else "on"
     config = uvicorn.Config(app, lifespan=lifespan, log_level="critical", ws="none")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+async def execute(agent: Any, events: int, redis_url: str | None, namespace: str | None) -> None:
+    """An executor process (:func:`agui_meta.gateway.executor`) until terminated."""
+    import redis.asyncio
+
+    assert redis_url and namespace
+    client = redis.asyncio.Redis.from_url(redis_url, max_connections=1000)
+    async with executor(client, {"a": agent}, namespace=namespace, max_events=events + 10):
+        print("executor", flush=True)
+        await anyio.sleep_forever()
 
 
 def make_agent(deltas: int) -> Any:
@@ -268,6 +292,14 @@ def on_redis(
         rows.append(joined)
         timings.append(("Redis, 1 replica", *connect_and_stop(a, rounds)))
         timings.append(("Redis, 2 replicas (on B, run on A)", *connect_and_stop(a, rounds, b)))
+    namespace = f"bench-{time.time_ns()}"
+    with (
+        serve(deltas, "front", url, namespace) as (front, pf),
+        serve(deltas, "executor", url, namespace) as (_, pe),
+    ):
+        name = "Redis, front + executor (run on the front)"
+        rows.append(timed_runs(name, front + "/agents/a/run", [pf, pe, url], rounds))
+        timings.append(("Redis, front + executor (on the front)", *connect_and_stop(front, rounds)))
     return rows
 
 

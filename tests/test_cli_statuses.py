@@ -181,8 +181,27 @@ HOSTILE: list[tuple[list[str], str]] = [
             (["--threads", "bogus"], "--threads is memory, sqlite:PATH or redis"),
             (["--threads", "sqlite:/nonexistent/dir/x.db"], "cannot be opened"),
             (["--agent", "bogus"], "--agent is NAME=SPEC"),
+            (["--no-execute"], "--no-execute needs --threads redis"),
+            (["--dispatch-timeout", "0"], "argument --dispatch-timeout: not a positive"),
         ]
     ],
+    *[
+        (["executor", "--redis", NO_REDIS, "--agent", "x=http://127.0.0.1:1/", *args], says)
+        for args, says in [
+            (["--max-runs", "0"], "argument --max-runs: not a count"),
+            (["--lease", "nan"], "argument --lease: not a positive, finite number of seconds"),
+            (["--linger", "inf"], "argument --linger: not a finite number of seconds"),
+            (["--agent", "bogus"], "--agent is NAME=SPEC"),
+            (["--agent", "x=http://h/"], "two agents are named 'x'"),
+            (["--agent", "y=no_such_module_zz:a"], "cannot import 'no_such_module_zz'"),
+            (["--agent", "y=\x1b[2J:a"], "cannot import"),
+            (["--budget-tokens", "0"], "argument --budget-tokens: not a count"),
+            ([], "cannot reach Redis at redis://127.0.0.1:1/0"),
+        ]
+    ],
+    (["executor", "--redis", "http://x", "--agent", "x=http://h/"], "Redis URL must specify"),
+    (["executor", "--agent", "x=http://h/"], "the following arguments are required: --redis"),
+    (["executor", "--redis", NO_REDIS], "the following arguments are required: --agent"),
     (["serve", "/nonexistent/x.sse"], "cannot read /nonexistent/x.sse"),
     (["serve", TRAVEL, "--port", "70000"], "argument --port: not a port"),
     (["serve", TRAVEL, "--port", "-5"], "argument --port: not a port"),

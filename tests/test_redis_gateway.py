@@ -463,7 +463,7 @@ async def test_on_a_redis_cluster_the_threads_spread_over_the_masters(cluster_ur
 
     namespace = fresh()
     a = replica(cluster_url, namespace, cluster=True)
-    b = replica(cluster_url, namespace, cluster=True)
+    b = replica(cluster_url, namespace, cluster=True, execute=False)  # a front: it dispatches
     threads = [f"t{n}" for n in range(8)]
     with serve(a, lifespan="on") as url_a, serve(b, lifespan="on") as url_b:
         async with httpx.AsyncClient(timeout=GUARD) as client:
@@ -487,10 +487,17 @@ async def test_on_a_redis_cluster_the_threads_spread_over_the_masters(cluster_ur
                 tg.start_soon(read)
                 await until_active(client, url_b, "s", "r1")
                 stopped = await client.post(f"{url_b}/agents/slow/stop", json={"threadId": "s"})
+            # Runs posted to B are dispatched through the shards' streams and executed by A.
+            for name in ("d0", "d1", "d2"):
+                _, dispatched = await stream(
+                    client, f"{url_b}/agents/slow/run", body(name, deltas=4)
+                )
+                assert events_of(dispatched) == renamed(events_of(undisturbed), "u", name)
+                same_thread(await thread(client, url_a, name), want)
             listed = (await client.get(f"{url_b}/threads")).json()["threads"]
     assert stopped.json()["ended"] is True
     assert events_of(got)[-1]["outcome"] == {"type": "cancelled"}
-    assert sorted(t["threadId"] for t in listed) == sorted([*threads, "u", "s"])
+    assert sorted(t["threadId"] for t in listed) == sorted([*threads, "u", "s", "d0", "d1", "d2"])
     # Where the threads' keys live: on more than one master.
     check = redis.asyncio.RedisCluster.from_url(cluster_url)
     try:
@@ -498,9 +505,15 @@ async def test_on_a_redis_cluster_the_threads_spread_over_the_masters(cluster_ur
         keys = GatewayKeys(namespace)
         nodes = [check.get_node_from_key(keys.thread(name)) for name in threads]
         homes = {node.name for node in nodes if node is not None}
+        streams = [keys.dispatch(keys.tag(shard)) for shard in range(keys.shards)]
+        found = [check.get_node_from_key(name) for name in streams]
+        dispatch_homes = {node.name for node in found if node is not None}
+        left = [await check.xlen(name) for name in streams]
     finally:
         await check.aclose()
     assert len(homes) >= 2
+    assert len(dispatch_homes) >= 2  # the dispatch streams spread over the masters too
+    assert left == [0] * keys.shards  # every dispatched run acknowledged
 
 
 def test_the_gateway_benchmark_runs_on_redis(redis_url: str) -> None:
@@ -513,6 +526,8 @@ def test_the_gateway_benchmark_runs_on_redis(redis_url: str) -> None:
     for row in ("Redis, 1 replica (run)", "Redis, 2 replicas (run on A, read on B)"):
         assert f"| {row} |" in done.stdout
     assert "| Redis, 2 replicas (on B, run on A) |" in done.stdout
+    assert "| Redis, front + executor (run on the front) |" in done.stdout
+    assert "| Redis, front + executor (on the front) |" in done.stdout
 
 
 async def test_a_thread_is_deleted_on_b_only_when_no_run_is_active(redis_url: str) -> None:

@@ -8,11 +8,13 @@ status 2; a Redis error, or data in Redis that is not what agui-meta wrote, one 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-__all__ = ["add_redis_arguments", "run_with_redis"]
+__all__ = ["add_redis_arguments", "log_to_stderr", "run_with_redis", "until_loaded"]
 
 
 def add_redis_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +31,13 @@ def add_redis_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_with_redis(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]) -> int:
-    """Connect to ``args.redis``, run ``body(client)`` on asyncio, return its exit status."""
+def run_with_redis(
+    args: argparse.Namespace,
+    body: Callable[[Any], Awaitable[int]],
+    connect: Callable[[str], Any] | None = None,
+) -> int:
+    """Connect to ``args.redis`` (with ``connect(url)`` when given, else a default client), run
+    ``body(client)`` on asyncio, return its exit status."""
     try:
         import redis.asyncio
         import redis.exceptions
@@ -45,7 +52,8 @@ def run_with_redis(args: argparse.Namespace, body: Callable[[Any], Awaitable[int
     from .._exceptions import AguiMetaError
 
     try:
-        client = redis.asyncio.Redis.from_url(args.redis)  # connects at its first command
+        # connects at its first command
+        client = (connect or redis.asyncio.Redis.from_url)(args.redis)
     except ValueError as exc:  # a malformed URL
         print(f"agui-meta: --redis {args.redis}: {exc}", file=sys.stderr)
         return 2
@@ -105,3 +113,36 @@ async def _until_interrupted(body: Callable[[], Awaitable[int]]) -> int:
     if interrupted:
         raise KeyboardInterrupt
     return status
+
+
+async def until_loaded(client: Any) -> None:
+    """Wait (30 s at most) while the server answers ``LOADING`` (it reads its AOF)."""
+    import anyio
+    import redis.exceptions
+
+    with anyio.fail_after(30):
+        while True:
+            try:
+                await client.ping()
+                return
+            except redis.exceptions.BusyLoadingError:
+                await anyio.sleep(0.1)
+
+
+@contextlib.contextmanager
+def log_to_stderr(name: str, verbose: bool) -> Iterator[None]:
+    """Logger ``name``'s records (warnings and errors; with ``verbose``, information too) as
+    lines ``agui-meta: MESSAGE`` on standard error."""
+    logger = logging.getLogger(name)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("agui-meta: %(message)s"))
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]

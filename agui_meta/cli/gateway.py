@@ -6,7 +6,8 @@ run input (an async generator function) or an ASGI app serving AG-UI at ``/``. T
 kept in memory or in an SQLite file (``--threads sqlite:PATH``: they survive a restart, and a
 run in flight at a crash is recorded as ended with an error), or in Redis (``--threads redis
 --redis URL``: run it on as many hosts as you like, each replica serves every thread; see
-docs/gateway.md, "Across replicas, on Redis"). With ``--scope-header NAME``,
+docs/gateway.md, "Across replicas, on Redis"); with ``--no-execute`` a replica is a front whose
+runs are dispatched to ``agui-meta executor`` processes. With ``--scope-header NAME``,
 every thread belongs to the value of that request header (set it in a trusted proxy): a request
 without it is refused, another value's threads are not found. ``--budget-tokens N`` and/or
 ``--budget-cost X`` (with ``--prices FILE``) hold each scope to a budget per ``--budget-period``
@@ -25,7 +26,17 @@ from ._command import Commands
 from ._prices import PriceTableError, add_prices_argument, load_prices
 from ._render import escape_controls
 
-__all__ = ["add_parser", "load_agent", "redis_client", "run"]
+__all__ = [
+    "ArgumentProblem",
+    "add_agent_argument",
+    "add_budget_arguments",
+    "add_parser",
+    "budget_of",
+    "load_agent",
+    "load_agents",
+    "redis_client",
+    "run",
+]
 
 
 def add_parser(commands: Commands) -> argparse.ArgumentParser:
@@ -50,14 +61,7 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
             "--threads redis --redis redis://127.0.0.1:6379/0"
         ),
     )
-    parser.add_argument(
-        "--agent",
-        action="append",
-        default=[],
-        required=True,
-        metavar="NAME=SPEC",
-        help="an agent to serve (repeat for several)",
-    )
+    add_agent_argument(parser, "an agent to serve (repeat for several)")
     parser.add_argument("--host", default="127.0.0.1", help="the address (default: 127.0.0.1)")
     parser.add_argument("--port", type=port, default=8000, help="the port (default: 8000)")
     parser.add_argument(
@@ -76,6 +80,21 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         "--namespace",
         default="agui",
         help="the Redis key namespace of --threads redis (default: agui)",
+    )
+    parser.add_argument(
+        "--no-execute",
+        dest="execute",
+        action="store_false",
+        help="with --threads redis: a front replica, executing no run; the runs it accepts are "
+        "dispatched to the executors (agui-meta executor, or replicas without --no-execute)",
+    )
+    parser.add_argument(
+        "--dispatch-timeout",
+        type=seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --no-execute: how long a run waits for an executor before it ends with "
+        "RUN_ERROR no_executor (default: 30)",
     )
     parser.add_argument(
         "--scope-header",
@@ -98,6 +117,18 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long a run goes on with no client reading it (default: 30)",
     )
+    add_budget_arguments(parser)
+    return parser
+
+
+def add_agent_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument(
+        "--agent", action="append", default=[], required=True, metavar="NAME=SPEC", help=help
+    )
+
+
+def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--budget-tokens``, ``--budget-cost``, ``--budget-period`` and ``--prices``."""
     parser.add_argument(
         "--budget-tokens",
         type=count,
@@ -119,11 +150,41 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         help="the budget's period (default: 86400, a day)",
     )
     add_prices_argument(parser)
-    return parser
 
 
-class _Problem(Exception):
-    pass
+class ArgumentProblem(Exception):
+    """An argument that cannot be used (one line, exit status 2)."""
+
+
+def load_agents(options: list[str]) -> dict[str, Any]:
+    """The agents of the ``--agent NAME=SPEC`` options, by name."""
+    agents: dict[str, Any] = {}
+    for option in options:
+        name, sep, spec = option.partition("=")
+        if not sep or not name or "/" in name:
+            raise ArgumentProblem(f"--agent is NAME=SPEC (a name without '/'), got {option!r}")
+        if name in agents:
+            raise ArgumentProblem(f"two agents are named {name!r}")
+        agents[name] = load_agent(spec)
+    return agents
+
+
+def budget_of(args: argparse.Namespace) -> Any:
+    """The :class:`~agui_meta.Budget` of the ``--budget-*`` options (``None``: none given)."""
+    if args.budget_tokens is None and args.budget_cost is None:
+        return None
+    from .._budget import Budget
+    from .._exceptions import UsageError
+
+    try:
+        return Budget(
+            max_tokens=args.budget_tokens,
+            max_cost=args.budget_cost,
+            period=args.budget_period,
+            prices=load_prices(args),
+        )
+    except (UsageError, PriceTableError, TypeError, ValueError) as exc:
+        raise ArgumentProblem(str(exc)) from None
 
 
 def load_agent(spec: str) -> Any:
@@ -132,17 +193,17 @@ def load_agent(spec: str) -> Any:
         return spec
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise _Problem(f"an agent is an http(s) URL or module:attribute, got {spec!r}")
+        raise ArgumentProblem(f"an agent is an http(s) URL or module:attribute, got {spec!r}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise _Problem(f"cannot import {module_name!r} (agent {spec!r}): {exc}") from None
+        raise ArgumentProblem(f"cannot import {module_name!r} (agent {spec!r}): {exc}") from None
     found: Any = module
     for part in attribute.split("."):
         try:
             found = getattr(found, part)
         except AttributeError:
-            raise _Problem(f"{module_name!r} has no attribute {attribute!r}") from None
+            raise ArgumentProblem(f"{module_name!r} has no attribute {attribute!r}") from None
     return found
 
 
@@ -153,14 +214,7 @@ def _gateway(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
     from .._gateway import Gateway
     from .._threads import SQLiteThreadStore
 
-    agents: dict[str, Any] = {}
-    for option in args.agent:
-        name, sep, spec = option.partition("=")
-        if not sep or not name or "/" in name:
-            raise _Problem(f"--agent is NAME=SPEC (a name without '/'), got {option!r}")
-        if name in agents:
-            raise _Problem(f"two agents are named {name!r}")
-        agents[name] = load_agent(spec)
+    agents = load_agents(args.agent)
     closing: list[Any] = []
     options: dict[str, Any] = {}
     if args.threads.startswith("sqlite:") and args.threads[len("sqlite:") :]:
@@ -169,27 +223,23 @@ def _gateway(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
         closing += [threads, catalog]
         options.update(threads=threads, catalog=catalog)
     elif args.threads not in ("memory", "redis"):
-        raise _Problem(f"--threads is memory, sqlite:PATH or redis, got {args.threads!r}")
+        raise ArgumentProblem(f"--threads is memory, sqlite:PATH or redis, got {args.threads!r}")
     if (args.threads == "redis") != bool(args.redis):
-        raise _Problem("--threads redis and --redis URL go together")
+        raise ArgumentProblem("--threads redis and --redis URL go together")
     if args.scope_header:
         options["scope"] = _header_scope(args.scope_header)
     options.update(on_busy=args.on_busy, max_runs=args.max_runs, linger=args.linger)
+    if not args.execute and args.threads != "redis":
+        raise ArgumentProblem("--no-execute needs --threads redis (the executors read Redis)")
+    budget = budget_of(args)
+    if budget is not None:
+        options["budget"] = budget
     try:
-        if args.budget_tokens is not None or args.budget_cost is not None:
-            from .._budget import Budget
-
-            options["budget"] = Budget(
-                max_tokens=args.budget_tokens,
-                max_cost=args.budget_cost,
-                period=args.budget_period,
-                prices=load_prices(args),
-            )
         if args.threads == "redis":
             return (*_on_redis(args, agents, options), closing)
         gateway = Gateway(agents, **options)
     except (UsageError, PriceTableError, TypeError, ValueError) as exc:
-        raise _Problem(str(exc)) from None
+        raise ArgumentProblem(str(exc)) from None
     return gateway, gateway, closing
 
 
@@ -230,7 +280,7 @@ def _on_redis(
     try:
         import redis  # noqa: F401
     except ImportError:
-        raise _Problem(
+        raise ArgumentProblem(
             "--threads redis needs the redis extra: pip install 'agui-meta[redis]'"
         ) from None
     from starlette.applications import Starlette
@@ -239,7 +289,14 @@ def _on_redis(
     from ..gateway import redis_gateway
 
     client = redis_client(args.redis, args.max_runs)
-    gateway = redis_gateway(client, agents, namespace=args.namespace, **options)
+    gateway = redis_gateway(
+        client,
+        agents,
+        namespace=args.namespace,
+        execute=args.execute,
+        dispatch_timeout=args.dispatch_timeout,
+        **options,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -272,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         gateway, app, closing = _gateway(args)
-    except (_Problem, ThreadStoreError) as exc:  # a store that cannot be opened: one line
+    except (ArgumentProblem, ThreadStoreError) as exc:  # a store that cannot be opened: one line
         print(f"agui-meta: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     names = ", ".join(f"/agents/{name}/run" for name in gateway.agents)

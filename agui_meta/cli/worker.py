@@ -6,15 +6,12 @@ See :mod:`agui_meta.redis` for what a worker does and guarantees.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from ._args import count, seconds, shards
 from ._command import Commands
-from ._redis import add_redis_arguments, run_with_redis
+from ._redis import add_redis_arguments, log_to_stderr, run_with_redis, until_loaded
 
 __all__ = ["add_parser", "run"]
 
@@ -88,19 +85,11 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     # --lease, --batch, --shards, --exit-when-idle, --idle-timeout: checked when parsed (_args).
     async def body(client: Any) -> int:
-        import anyio
         import msgspec
-        import redis.exceptions
 
         from ..redis import DEFAULT_SHARDS, CommitTooLarge, Worker
 
-        with anyio.fail_after(30):  # a server still loading its AOF answers LOADING: wait
-            while True:
-                try:
-                    await client.ping()
-                    break
-                except redis.exceptions.BusyLoadingError:
-                    await anyio.sleep(0.1)
+        await until_loaded(client)  # a server still loading its AOF answers LOADING: wait
         worker = Worker(
             client,
             namespace=args.namespace,
@@ -111,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             shards=args.shards or DEFAULT_SHARDS,
         )
         try:
-            with _log_to_stderr(args.verbose):
+            with log_to_stderr("agui_meta.redis.worker", args.verbose):
                 await worker.run(exit_when_idle=args.exit_when_idle)
         except CommitTooLarge as exc:
             print(f"agui-meta: {exc}", file=sys.stderr)
@@ -123,21 +112,3 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     return run_with_redis(args, body)
-
-
-@contextlib.contextmanager
-def _log_to_stderr(verbose: bool) -> Iterator[None]:
-    """The worker's log (quarantines; with ``verbose``, each commit) as lines on stderr."""
-    logger = logging.getLogger("agui_meta.redis.worker")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("agui-meta: %(message)s"))
-    saved = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
-    logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]

@@ -25,6 +25,8 @@ def redis_gateway(
     namespace: str = "agui",
     shards: int = 16,
     lease: float = 10.0,
+    execute: bool = True,
+    dispatch_timeout: float = 30.0,
     **options: Any,
 ) -> Gateway:
     """A replica of a gateway whose runs, run logs, catalog and threads are in Redis: every
@@ -33,21 +35,39 @@ def redis_gateway(
 
     :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client (closed
         by the caller; give it a ``retry`` so that a restarted Redis is reconnected to).
-    :param agents: as :class:`Gateway`'s: each replica executes the runs it accepts, so each
-        needs every agent.
+    :param agents: as :class:`Gateway`'s: each replica that executes runs needs every agent
+        (a front, ``execute=False``, only their names: its routes are ``/agents/NAME/...``).
     :param namespace: the key namespace; keys are ``{namespace:S}:…``, ``S`` the thread's
         shard, so that a Redis Cluster spreads the threads over its masters.
     :param shards: virtual shards (the same on every replica).
     :param lease: seconds a replica holds a run without renewing it (it renews every third);
         a run whose replica died is ended with ``RUN_ERROR`` code ``executor_lost`` about one
         lease and a third after its last renewal.
+    :param execute: whether this replica executes runs (the default): the runs it accepts,
+        and runs that front replicas dispatched, as many as ``max_runs`` leaves room for.
+        ``False``: a front, which dispatches the runs it accepts to the executors (replicas
+        that execute, or :func:`~agui_meta.gateway.executor` processes) through Redis.
+    :param dispatch_timeout: seconds a run this replica dispatches may wait for an executor;
+        then it ends with ``RUN_ERROR`` code ``no_executor``.
     :param options: :class:`Gateway`'s other options (``max_runs`` counts this replica's runs).
     """
     keys = GatewayKeys(namespace, shards)
-    return Gateway(
+    runs = functools.partial(
+        RedisRuns,
+        client=client,
+        keys=keys,
+        lease=lease,
+        execute=execute,
+        dispatch_timeout=dispatch_timeout,
+    )
+    gateway = Gateway(
         agents,
         threads=RedisThreadStore(client, namespace=namespace, shards=shards),
         catalog=RedisCatalog(client, keys),
-        runs=functools.partial(RedisRuns, client=client, keys=keys, lease=lease),
+        runs=runs,
         **options,
     )
+    registry = gateway.registry
+    assert isinstance(registry, RedisRuns)
+    registry.agents = gateway.agents  # dispatched runs are executed with the same agents
+    return gateway

@@ -1,21 +1,31 @@
 """The gateway's runs across replicas: a :class:`~agui_meta.gateway.RunRegistry` on Redis.
 
-Every replica serves every route for every thread. The replica that accepts a run executes it
-(the executors are the replicas themselves); what the others need is in Redis, under the tag
-of the thread's shard (:class:`~agui_meta.redis._shards.GatewayKeys`):
+Every replica serves every route for every thread. A replica that executes runs (the default)
+executes the runs it accepts; a front replica (``execute=False``) dispatches them to the
+executors (replicas that execute, or ``agui-meta executor`` processes) through the shard's
+dispatch stream and its consumer group. What the others need is in Redis, under the tag of the
+thread's shard (:class:`~agui_meta.redis._shards.GatewayKeys`):
 
 - starting a run is one script (``BEGIN``): it refuses when the thread has a run in flight,
   else takes a fencing token, records the run and puts it in the shard's in-flight set, whose
-  score is the end of the run's lease;
+  score is the end of the run's lease; a front replica's ``BEGIN`` also adds the run's entry
+  (agent, scope, the whole input) to the shard's dispatch stream, its lease being how long it
+  may wait for an executor;
+- an executor reads the dispatch streams (``XREADGROUP``, only as many entries as it has room
+  for runs) and takes each run with ``TAKE``: a new fencing token, its own lease; an entry it
+  cannot parse is parked (``{ns:S}:dispatch:parked``) and its run ended with ``RUN_ERROR``
+  code ``dispatch_error``;
 - the run's events go to a stream (as :class:`~agui_meta.redis.RedisReplay`'s, and read by the
   same reader), each batch written by a script that checks the run is still the caller's;
 - the executor renews the lease and reads the run's control stream, where a stop from any
   replica lands; it counts readers on every replica (their marks in Redis) for ``linger``;
 - the run's end is one script (``COMMIT``): the thread saved with compare-and-set, the log's
-  end marker, the thread freed — or nothing, when the run was taken from the caller;
+  end marker, the thread freed, the dispatch entry acknowledged — or nothing, when the run was
+  taken from the caller;
 - every replica sweeps the in-flight sets: a run whose lease ran out (its executor died, or
   lost Redis for longer than the lease) is taken over with a new fencing token and ended with
-  ``RUN_ERROR`` code ``executor_lost``, its thread's ledger recording the run once;
+  ``RUN_ERROR`` code ``executor_lost`` (``no_executor`` for a dispatched run no executor
+  took in time), its thread's ledger recording the run once;
 - with a budget per period, a scope's totals are a hash in Redis that the executor adds a run's
   usage to at its end (``CHARGE``, idempotent by run key); a run starts refused when its
   scope's totals are over, and a crossing stops the scope's runs on every replica.
@@ -25,13 +35,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import msgspec
 import redis.asyncio
 import redis.exceptions
+from msgspec import UNSET
 
 from .._decode import encode_event
 from .._events import Event, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
@@ -40,12 +54,14 @@ from .._framing import encode_sse
 from .._join import thread_prelude
 from .._ledger import RunRecord
 from .._registry import StopReason
-from .._runs import MemoryRuns, Run
+from .._runs import MemoryRuns, Run, thread_store
 from .._store import Store
 from .._threads import ThreadSnapshot, ThreadStore, encode_snapshot
+from .._tracecontext import current_carrier
 from . import _runscripts
 from ._common import text
 from ._replay import RedisReplay, RedisStreamReader, entry_fields, entry_index, stream_entries
+from ._runscripts import GROUP
 from ._shards import GatewayKeys
 
 if TYPE_CHECKING:
@@ -54,7 +70,7 @@ if TYPE_CHECKING:
     from .._registry import RunHandle, RunRegistry
     from .._replay import ReplayReader
 
-__all__ = ["RedisRuns"]
+__all__ = ["RedisRuns", "consumer_name"]
 
 logger = logging.getLogger("agui_meta.gateway")
 
@@ -66,6 +82,33 @@ _STOPS: dict[str, StopReason] = {
     "superseded": "superseded",
     "budget_exceeded": "budget_exceeded",
 }
+
+
+def _read_entries(reply: Any) -> list[tuple[str, Any, Any]]:
+    """The entries of an ``XREADGROUP`` reply on several streams: (stream, id, fields)."""
+    if not reply:
+        return []
+    streams = list(reply.items()) if isinstance(reply, dict) else [(s[0], s[1]) for s in reply]
+    found = []
+    for name, entries in streams:
+        if (
+            entries
+            and isinstance(entries[0], list)
+            and entries[0]
+            and isinstance(entries[0][0], list)
+        ):
+            entries = entries[0]  # RESP3 in some redis-py versions: one more level
+        found += [(text(name), entry[0], entry[1]) for entry in entries]
+    return found
+
+
+def consumer_name() -> str:
+    """A consumer name for an executor: host, process id and a random part."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class _Malformed(Exception):
+    """A dispatch entry that cannot be read (why)."""
 
 
 def _ms(seconds: float) -> int:
@@ -345,6 +388,12 @@ class RedisRuns(MemoryRuns):
         past it, any replica ends the run with ``RUN_ERROR`` code ``executor_lost``.
     :param poll: seconds between looks at Redis where nothing can be waited on (a remote run's
         end, a later run on a followed thread).
+    :param execute: whether this replica executes runs: those it accepts, and those front
+        replicas dispatched (read from the consumer group, as many as ``max_runs`` leaves room
+        for; with :attr:`agents` set). ``False``: a front, whose runs are dispatched.
+    :param dispatch_timeout: seconds a dispatched run may wait for an executor; then it ends
+        with ``RUN_ERROR`` code ``no_executor``.
+    :param name: this executor's consumer name (default: host, process id and a random part).
     """
 
     def __init__(
@@ -356,15 +405,28 @@ class RedisRuns(MemoryRuns):
         keys: GatewayKeys,
         lease: float = 10.0,
         poll: float = 0.05,
+        execute: bool = True,
+        dispatch_timeout: float = 30.0,
+        name: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(threads, catalog, **options)
-        if not lease > 0 or not poll > 0:
-            raise UsageError(f"lease and poll must be > 0 seconds, got {lease!r}, {poll!r}")
+        if not lease > 0 or not poll > 0 or not dispatch_timeout > 0:
+            raise UsageError(
+                f"lease, poll and dispatch_timeout must be > 0 seconds, got {lease!r}, "
+                f"{poll!r}, {dispatch_timeout!r}"
+            )
         self.client = client
         self.keys = keys
         self.lease = lease
         self.poll = poll
+        self.execute = execute
+        self.dispatch_timeout = dispatch_timeout
+        self.name = name or consumer_name()
+        #: The agents this replica executes dispatched runs with (by name); ``None``: it takes
+        #: no dispatched run.
+        self.agents: Mapping[str, GatewayAgent] | None = None
+        self._room = anyio.Event()
         #: How long readers wait for a silent executor before they give up (a takeover ends
         #: the run well before: one lease and one sweep).
         self.alive = 3 * lease + 1
@@ -395,10 +457,16 @@ class RedisRuns(MemoryRuns):
     async def running(self) -> AsyncIterator[None]:
         async with super().running(), anyio.create_task_group() as tg:
             tg.start_soon(self._sweep)
+            consuming = self.execute and self.agents is not None
+            if consuming:
+                tg.start_soon(self._consume)
             try:
                 yield
             finally:
                 tg.cancel_scope.cancel()
+        if consuming:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self._leave_groups()
 
     async def _sweep(self) -> None:
         """End the runs whose lease ran out, on every shard (each replica sweeps)."""
@@ -428,20 +496,49 @@ class RedisRuns(MemoryRuns):
         thread_id, run_id = meta.get("thread", ""), meta.get("run", "")
         got = await self.script(
             "STEAL",
-            [keys.active(thread_id), keys.run_fence(tag), keys.inflight(tag), keys.replay(key)],
+            [
+                keys.active(thread_id),
+                keys.run_fence(tag),
+                keys.inflight(tag),
+                keys.replay(key),
+                keys.run(key),
+            ],
             [key, _ms(self.lease)],
         )
         if not got:
             return
-        holder, index = text(got[0]), int(got[1])
-        message = (
-            f"the run was lost: the replica executing it stopped renewing its lease "
-            f"({self.lease:g} s)"
-        )
+        holder, index, taken = text(got[0]), int(got[1]), int(got[2])
+        if taken:
+            code = "executor_lost"
+            message = (
+                f"the run was lost: its executor stopped renewing its lease ({self.lease:g} s)"
+            )
+        else:
+            code = "no_executor"
+            message = (
+                f"no executor took the run within its dispatch timeout (agent "
+                f"{meta.get('agent', '')!r}): start an `agui-meta executor`, or a replica that "
+                "executes runs"
+            )
+        await self._end_now(key, holder, thread_id, run_id, index, code, message)
+        logger.warning("run %s of thread %s: %s", run_id, thread_id, message)
+
+    async def _end_now(
+        self,
+        key: str,
+        holder: str,
+        thread_id: str,
+        run_id: str,
+        index: int,
+        code: str,
+        message: str,
+    ) -> None:
+        """End run ``key``, held as ``holder`` after ``index`` events, with ``RUN_ERROR``
+        ``code``: in its log, and in its thread's ledger (once, in the commit)."""
         events: list[Event] = []
         if index == 0:
             events.append(RunStartedEvent(thread_id=thread_id, run_id=run_id))
-        events.append(RunErrorEvent(message=message, code="executor_lost"))
+        events.append(RunErrorEvent(message=message, code=code))
         frames = [
             encode_sse(encode_event(event), id=f"{key}:{index + n}")
             for n, event in enumerate(events)
@@ -451,16 +548,15 @@ class RedisRuns(MemoryRuns):
             run_id=run_id,
             status="error",
             error_message=message,
-            error_code="executor_lost",
+            error_code=code,
         )
         snapshot: ThreadSnapshot | None = None
         try:
             stored = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
             snapshot = stored.advance(stored.to_store(), [record])
         except ThreadStoreError:  # the run still ends and frees the thread; the hash stays
-            logger.exception("run %s: its thread cannot be loaded to record the loss", run_id)
+            logger.exception("run %s: its thread cannot be loaded to record its end", run_id)
         await self.commit(key, holder, thread_id, index, snapshot, frames)
-        logger.warning("run %s of thread %s: its executor was lost", run_id, thread_id)
 
     async def commit(
         self,
@@ -493,6 +589,7 @@ class RedisRuns(MemoryRuns):
                 thread_key,
                 keys.runids(thread_id),
                 keys.ctl(key),
+                keys.dispatch(keys.of(thread_id)),
             ],
             [
                 holder,
@@ -587,9 +684,11 @@ class RedisRuns(MemoryRuns):
         store: Store,
         base: ThreadSnapshot,
         new_messages: list[Message],
-    ) -> Run:
+    ) -> RunHandle:
         if self._tg is None:
             raise UsageError("the runs are not running (enter `running()` first)")
+        if not self.execute:
+            return await self._dispatch(scope, agent_name, input, base, new_messages)
         if len(self._active) >= self.max_runs:
             raise AtCapacity(self.max_runs)
         keys = self.keys
@@ -626,6 +725,258 @@ class RedisRuns(MemoryRuns):
         self._refuse_over(run, await self._over(scope))
         self._launch(run)
         return run
+
+    # -- dispatch ----------------------------------------------------------------------------------
+
+    async def _dispatch(
+        self,
+        scope: str,
+        agent_name: str,
+        input: RunAgentInput,
+        base: ThreadSnapshot,
+        new_messages: list[Message],
+    ) -> RunHandle:
+        """Reserve the thread and dispatch the run to the executors, in one script."""
+        keys = self.keys
+        thread_id = input.thread_id
+        key = keys.run_key(thread_id, uuid.uuid4().hex)
+        tag = keys.of(thread_id)
+        fields = [
+            "agent", agent_name,
+            "scope", scope,
+            "version", base.version,
+            "input", msgspec.json.encode(input),
+            "new", msgspec.json.encode(new_messages),
+            "carrier", msgspec.json.encode(current_carrier()),
+        ]  # fmt: skip
+        wait = self.dispatch_timeout
+        began, holder = await self.script(
+            "BEGIN",
+            [
+                keys.active(thread_id),
+                keys.run_fence(tag),
+                keys.inflight(tag),
+                keys.run(key),
+                keys.runids(thread_id),
+                keys.latest(tag),
+                keys.replay_alive(key),
+                keys.dispatch(tag),
+            ],
+            [
+                key,
+                thread_id,
+                input.run_id,
+                scope,
+                agent_name,
+                _ms(wait),
+                _ms(wait + self.alive),
+                *fields,
+            ],
+        )
+        if not int(began):
+            raise await self._busy(thread_id, text(holder).partition(" ")[2], agent_name)
+        meta = {"thread": thread_id, "run": input.run_id, "scope": scope, "agent": agent_name}
+        return _RemoteRun(self, key, meta, 0)
+
+    def _ended(self, run: Run) -> None:
+        super()._ended(run)
+        self._room.set()  # room for a dispatched run
+        self._room = anyio.Event()
+
+    async def _groups(self) -> None:
+        """The executors' consumer group on every dispatch stream (from its first entry: runs
+        dispatched before any executor started are read too), without the consumers of dead
+        executors: nothing pending and idle for long (a live one reads every second, and
+        would be made again by its next read)."""
+        idle = _ms(max(600.0, 10 * self.lease))
+        for shard in range(self.keys.shards):
+            stream = self.keys.dispatch(self.keys.tag(shard))
+            try:
+                await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except redis.exceptions.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+            for consumer in await self.client.xinfo_consumers(stream, GROUP):
+                found = {text(k): v for k, v in consumer.items()}
+                if int(found.get("pending", 1)) == 0 and int(found.get("idle", 0)) > idle:
+                    await self.client.xgroup_delconsumer(stream, GROUP, found["name"])
+
+    async def _leave_groups(self) -> None:
+        """Remove this executor from the groups (its runs have ended: nothing is pending)."""
+        try:
+            for shard in range(self.keys.shards):
+                await self.client.xgroup_delconsumer(
+                    self.keys.dispatch(self.keys.tag(shard)), GROUP, self.name
+                )
+        except _REDIS_ERRORS:
+            logger.warning("executor %s could not leave the dispatch groups", self.name)
+
+    async def _consume(self) -> None:
+        """Take dispatched runs while there is room: ``XREADGROUP`` of at most the free slots;
+        an entry read beyond them (several streams answered at once) is handed back."""
+        keys = self.keys
+        streams = [keys.dispatch(keys.tag(shard)) for shard in range(keys.shards)]
+        cluster = isinstance(self.client, redis.asyncio.RedisCluster)
+        # One call over every stream, blocking; on a cluster (one slot per call), each in turn.
+        batches = [[stream] for stream in streams] if cluster else [streams]
+        block = None if cluster else _ms(min(1.0, self.lease / 3))
+        grouped = False
+        idle = self.poll
+        while True:
+            try:
+                if not grouped:
+                    await self._groups()
+                    grouped = True
+                room = self._room
+                if len(self._active) >= self.max_runs:
+                    await room.wait()
+                    continue
+                found = 0
+                for batch in batches:
+                    free = self.max_runs - len(self._active)
+                    if free <= 0:
+                        break
+                    reply = await self.client.xreadgroup(
+                        GROUP, self.name, dict.fromkeys(batch, ">"), count=free, block=block
+                    )
+                    # Entries read are ours: taken (or handed back) even while shutting down.
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(self.lease):
+                        for stream, entry_id, raw in _read_entries(reply):
+                            found += 1
+                            await self._entry(stream, text(entry_id), raw)
+                if cluster and not found:
+                    await anyio.sleep(idle)
+                    idle = min(idle * 2, 0.5)
+                elif found:
+                    idle = self.poll
+            except redis.exceptions.ResponseError as exc:
+                if "NOGROUP" in str(exc):  # a stream deleted (or Redis emptied): again
+                    grouped = False
+                    continue
+                logger.exception("executor %s: Redis refused a dispatch read", self.name)
+                await anyio.sleep(self.lease / 3)
+            except _REDIS_ERRORS:
+                logger.warning("executor %s: Redis did not answer", self.name, exc_info=True)
+                await anyio.sleep(self.lease / 3)
+            except Exception:
+                logger.exception("executor %s: taking a dispatched run failed", self.name)
+                await anyio.sleep(self.lease / 3)
+
+    async def _entry(self, stream: str, entry_id: str, raw: Any) -> None:
+        """Take the entry's run, or hand the entry back when there is no room; a failure is
+        logged and the next entry read (the run's lease, or its dispatch timeout, ends it)."""
+        try:
+            if len(self._active) < self.max_runs:
+                await self._take(stream, entry_id, raw)
+            else:
+                await self._hand_back(stream, entry_id, raw)
+        except Exception:
+            logger.exception(
+                "executor %s: dispatch entry %s of stream %s failed", self.name, entry_id, stream
+            )
+
+    async def _hand_back(self, stream: str, entry_id: str, raw: Any) -> None:
+        fields = entry_fields(raw)
+        flat: list[Any] = [item for pair in fields.items() for item in pair]
+        key = text(fields.get("key", b""))
+        run = self.keys.run(key) if self.keys.key_shard(key) is not None else stream
+        await self.script("REQUEUE", [stream, run], [entry_id, *flat])
+
+    async def _park(self, stream: str, entry_id: str, fields: Mapping[str, Any], why: str) -> None:
+        logger.error(
+            "executor %s: dispatch entry %s of stream %s is not a run: %s (parked in %s)",
+            self.name,
+            entry_id,
+            stream,
+            why,
+            f"{stream}:parked",
+        )
+        flat: list[Any] = [item for pair in fields.items() for item in pair]
+        await self.script("PARK", [stream, f"{stream}:parked"], [entry_id, why[:500], *flat])
+
+    async def _take(self, stream: str, entry_id: str, raw: Any) -> None:
+        """Take the dispatched run of entry ``entry_id`` and start it here."""
+        keys = self.keys
+        fields = entry_fields(raw) if isinstance(raw, Mapping) else {}
+        try:
+            key, holder = text(fields["key"]), text(fields["holder"])
+            tag = keys.of_key(key)
+            if stream != keys.dispatch(tag):
+                raise _Malformed(f"run key {key!r} is not of this stream's shard")
+        except (KeyError, DataError, _Malformed) as exc:
+            await self._park(stream, entry_id, fields, f"no run key and holder: {exc}")
+            return
+        meta = await self._meta(key)
+        if not meta:
+            await self._park(stream, entry_id, fields, f"it names run {key!r}, which is not held")
+            return
+        thread_id, run_id = meta.get("thread", ""), meta.get("run", "")
+        got = await self.script(
+            "TAKE",
+            [
+                keys.active(thread_id),
+                keys.run_fence(tag),
+                keys.inflight(tag),
+                keys.run(key),
+                keys.replay_alive(key),
+                stream,
+            ],
+            [holder, key, _ms(self.lease), _ms(self.alive), self.name, entry_id],
+        )
+        if not got:
+            return  # ended meanwhile (stopped, or waited past its dispatch timeout)
+        held = text(got)
+        try:
+            agent_name, scope = text(fields["agent"]), text(fields["scope"])
+            version = int(text(fields["version"]))
+            input = msgspec.json.decode(fields["input"], type=RunAgentInput)
+            new = msgspec.json.decode(fields["new"], type=list[Message])
+            carrier = msgspec.json.decode(fields.get("carrier", b"{}"), type=dict[str, str])
+            if input.thread_id != thread_id or input.run_id != run_id:
+                raise _Malformed(f"its input is for run {input.run_id!r} of {input.thread_id!r}")
+        except (KeyError, ValueError, msgspec.DecodeError, _Malformed) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            await self._park(stream, entry_id, fields, why)
+            message = f"the run's dispatch entry {entry_id} of {stream} is malformed: {why}"
+            await self._end_now(key, held, thread_id, run_id, 0, "dispatch_error", message)
+            return
+        problem = None
+        agent = (self.agents or {}).get(agent_name)
+        base = ThreadSnapshot(thread_id=thread_id)
+        if agent is None:
+            problem = f"executor {self.name} has no agent named {agent_name!r}"
+        else:
+            try:
+                base = await self.threads.load(thread_id) or base
+            except ThreadStoreError as exc:
+                problem = f"its thread cannot be loaded: {exc}"
+            else:
+                if base.version != version:
+                    problem = (
+                        f"its thread is at version {base.version}, not {version} as dispatched"
+                    )
+        if problem is not None or agent is None:
+            logger.error("run %s of thread %s: %s", run_id, thread_id, problem)
+            await self._end_now(key, held, thread_id, run_id, 0, "dispatch_error", str(problem))
+            return
+        store = thread_store(base, [msgspec.to_builtins(m) for m in new])
+        if input.state is not UNSET:
+            store.state = input.state
+        run = _RedisRun(
+            self,
+            key=key,
+            holder=held,
+            scope=scope,
+            agent_name=agent_name,
+            agent=agent,
+            input=input,
+            store=store,
+            base=base,
+            new_messages=new,
+        )
+        run.carrier = carrier
+        self._refuse_over(run, await self._over(scope))
+        self._launch(run)
 
     # -- budgets ---------------------------------------------------------------------------------
 

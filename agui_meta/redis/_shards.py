@@ -30,7 +30,10 @@ class GatewayKeys(Keys):
       ordinal of its latest run (``n:ID``) and that run's key (``ID``);
     - ``{ns:S}:log:KEY`` stream: the run's events (entry ``0-(N+1)`` is event ``N``, field
       ``d``; then ``end``), with ``:alive`` (the executor's heartbeat) and ``:reader`` (a
-      client reads it); ``{ns:S}:ctl:KEY`` stream: stop requests for the executor.
+      client reads it); ``{ns:S}:ctl:KEY`` stream: stop requests for the executor;
+    - ``{ns:S}:dispatch`` stream: the runs dispatched to executors (consumer group
+      ``executors``), one entry per run until it ends; ``{ns:S}:dispatch:parked`` stream: the
+      entries an executor could not read (malformed), with why.
 
     A run key is ``sS-HEX``: the shard is part of the SSE ids, so any replica finds the run.
     """
@@ -101,6 +104,9 @@ class GatewayKeys(Keys):
 
     def run(self, key: str) -> str:
         return f"{self.of_key(key)}:run:{key}"
+
+    def dispatch(self, tag: str) -> str:
+        return f"{tag}:dispatch"
 
     def ctl(self, key: str) -> str:
         return f"{self.of_key(key)}:ctl:{key}"
