@@ -257,6 +257,7 @@ class _Segment:
         self.runner = Runner([Enforce(), *self.stages], self.ctx, self._update)
         self.events = 0
         self.entry_ids: list[str] = []
+        self.envelopes: list[Envelope] = []
         self.where: list[tuple[str, int, int]] = []  # per event: (source, seq, frame)
         self.out: list[tuple[OutputKind, Any]] = []
 
@@ -296,6 +297,7 @@ class _Segment:
         )
 
     def take(self, envelope: Envelope) -> None:
+        self.envelopes.append(envelope)
         self.now = envelope.received
         where, source, seq = self.where, envelope.source, envelope.seq
         where += [(source, seq, n) for n in range(len(envelope.frames))]
@@ -348,16 +350,26 @@ class ThreadState:
     The thread's store stays **live** from one segment to the next while its runs finish
     cleanly (see :attr:`_Segment.clean`): the next segment goes on with it instead of
     rebuilding it from the snapshot. The snapshot a segment closes on is taken only when it is
-    read (:meth:`take`, :meth:`snapshot`) or before the store changes again, so a thread whose
-    several runs close between two commits is copied once. :meth:`unload` drops the live
-    store (the next segment rebuilds it from the snapshot), which is how a bounded set of
-    live threads evicts one.
+    read (:meth:`take`, :meth:`snapshot`), so a thread whose several runs close between two
+    reads is copied once. When it is read while a later segment is open (the store has moved
+    on), it is rebuilt: the last snapshot taken, with the entries of the segments closed since
+    processed again (at most ``MAX_REPLAY`` events: past them, the snapshot is taken before
+    the next segment starts). ``defer=False`` takes every snapshot before the next segment
+    starts instead (the way to check the rebuild). :meth:`unload` drops the live store (the
+    next segment rebuilds it from the snapshot), which is how a bounded set of live threads
+    evicts one.
     """
 
     def __init__(
-        self, snapshot: ThreadSnapshot, watermark: str | None = None, *, store: Store | None = None
+        self,
+        snapshot: ThreadSnapshot,
+        watermark: str | None = None,
+        *,
+        store: Store | None = None,
+        defer: bool = True,
     ) -> None:
         self.thread_id = snapshot.thread_id
+        self._defer = defer
         self._store = store
         #: The snapshot in the store (what the next commit's compare-and-set expects).
         self.stored = snapshot
@@ -365,6 +377,10 @@ class ThreadState:
         # A closed segment's snapshot not taken yet: its store (live, unchanged since), its
         # version and its ledger summary.
         self._unsaved: tuple[Store, int, LedgerSummary] | None = None
+        self._moved = False  # a segment has changed the unsaved snapshot's store since
+        # The entries of the segments closed since ``_latest`` (all clean), and their events.
+        self._since: list[Envelope] = []
+        self._since_events = 0
         self._version = snapshot.version
         self._ledger = snapshot.ledger
         self._watermark = entry_key(watermark) if watermark else (-1, -1)
@@ -393,11 +409,27 @@ class ThreadState:
         unsaved = self._unsaved
         if unsaved is not None:
             store, version, ledger = unsaved
-            self._latest = ThreadSnapshot.from_store(
-                self.thread_id, store, version=version, ledger=ledger
-            )
+            if self._moved:
+                self._latest = self._replayed()
+            else:
+                self._latest = ThreadSnapshot.from_store(
+                    self.thread_id, store, version=version, ledger=ledger
+                )
+            assert self._latest.version == version
             self._unsaved = None
+            self._moved = False
+            self._since = []
+            self._since_events = 0
         return self._latest
+
+    def _replayed(self) -> ThreadSnapshot:
+        """The last closed segment's snapshot, from the last one taken and the entries since
+        (the store has moved on): they are processed again on a store rebuilt from it."""
+        again = ThreadState(self._latest, defer=False)
+        for envelope in self._since:
+            again.apply("0-0", envelope)
+        assert again._segment is None  # every one of those segments closed
+        return again.snapshot()
 
     def unload(self) -> None:
         """Drop the live store (its snapshot taken first): the next segment rebuilds it.
@@ -410,7 +442,11 @@ class ThreadState:
         """Process one entry (in stream order); its changes join those of :meth:`take`."""
         segment = self._segment
         if segment is None:
-            self.snapshot()  # the store is about to change: the closed segment's copy first
+            if self._unsaved is not None:
+                if self._defer and self._since_events < MAX_REPLAY:
+                    self._moved = True  # taken later, if read, by processing _since again
+                else:
+                    self.snapshot()  # the store is about to change: its copy first
             store = self._store
             if store is None:
                 store = self._latest.to_store()
@@ -458,11 +494,16 @@ class ThreadState:
             self._version += 1
             self._ledger = self._ledger.add(runs)
             self._unsaved = (segment.store, self._version, self._ledger)
+            self._moved = False  # the store is this snapshot's again
             self._closed = True
             for name, value in usage_fields(runs).items():
                 changes.usage[name] = changes.usage.get(name, 0) + value
+        else:
+            self._moved = False  # it took no event: the store is as the last segment left it
         if segment.clean:
             self._store = segment.store  # the next segment goes on with it
+            self._since += segment.envelopes
+            self._since_events += segment.events
         else:
             self.snapshot()  # taken before the store is dropped
 
@@ -489,6 +530,9 @@ class LocalResult(msgspec.Struct, kw_only=True):
     usage: dict[str, int]
     pending: dict[str, int]
 
+
+#: The most events a thread processes again to rebuild a snapshot (see :class:`ThreadState`).
+MAX_REPLAY: Final = 4096
 
 #: How many threads :func:`run_local` (and a worker) keep live stores for, by default.
 MAX_LIVE_THREADS: Final = 1024

@@ -386,7 +386,7 @@ def _rebuilt_local(order: list[Envelope]) -> _durable.LocalResult:
     pending: dict[str, int] = {}
     for n, envelope in enumerate(order, 1):
         thread = envelope.thread
-        state = states.get(thread) or ThreadState(ThreadSnapshot(thread_id=thread))
+        state = states.get(thread) or ThreadState(ThreadSnapshot(thread_id=thread), defer=False)
         entry_id = f"0-{n}"
         state.apply(entry_id, envelope)
         changes = state.take()
@@ -399,7 +399,7 @@ def _rebuilt_local(order: list[Envelope]) -> _durable.LocalResult:
         if state.open:
             states[thread] = state
         else:  # rebuilt from what was stored, as a new owner would
-            states[thread] = ThreadState(state.stored, entry_id)
+            states[thread] = ThreadState(state.stored, entry_id, defer=False)
     return _durable.LocalResult(
         threads=snapshots,
         outputs=outputs,
@@ -415,10 +415,11 @@ def _rebuilt_local(order: list[Envelope]) -> _durable.LocalResult:
     batch=st.integers(1, 40),
     ends=st.booleans(),
     max_live=st.integers(0, 3),
+    every=st.integers(1, 6),
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_live_stores_give_what_rebuilding_from_each_snapshot_gives(
-    picks: list[tuple[int, int]], batch: int, ends: bool, max_live: int
+    picks: list[tuple[int, int]], batch: int, ends: bool, max_live: int, every: int
 ) -> None:
     # Runs of three threads interleaved, each thread's runs one source; with live stores
     # (bounded: the least recently used evicted to their snapshot) and with a rebuild from
@@ -445,3 +446,14 @@ def test_live_stores_give_what_rebuilding_from_each_snapshot_gives(
     unbounded = run_local(sequence)
     assert live == reference
     assert unbounded == reference
+    # A commit every few entries (a worker's batches): a snapshot read while a later segment
+    # is open is rebuilt from the last one taken and the entries since.
+    thread = sequence[0].thread
+    state = ThreadState(ThreadSnapshot(thread_id=thread))
+    rebuilt = ThreadState(ThreadSnapshot(thread_id=thread), defer=False)
+    for n, envelope in enumerate((e for e in sequence if e.thread == thread), 1):
+        state.apply(f"1-{n}", envelope)
+        rebuilt.apply(f"1-{n}", envelope)
+        if n % every == 0:
+            assert state.take() == rebuilt.take()
+    assert state.take() == rebuilt.take()
