@@ -448,10 +448,10 @@ def test_live_stores_give_what_rebuilding_from_each_snapshot_gives(
     assert unbounded == reference
     # A commit every few entries (a worker's batches): a snapshot read while a later segment
     # is open is rebuilt from the last one taken and the entries since.
-    first = sequence[0].first
+    first = sequence[0].thread
     state = ThreadState(ThreadSnapshot(thread_id=first))
     rebuilt = ThreadState(ThreadSnapshot(thread_id=first), defer=False)
-    for n, envelope in enumerate((e for e in sequence if e.first == first), 1):
+    for n, envelope in enumerate((e for e in sequence if e.thread == first), 1):
         state.apply(f"1-{n}", envelope)
         rebuilt.apply(f"1-{n}", envelope)
         if n % every == 0:
