@@ -801,6 +801,10 @@ async def idle_streams(w: Workload, k: int, *, prefix: int = 0) -> dict[str, Any
     }
 
 
+def _cpu_per_event(c: Contender) -> float:
+    return statistics.median(c.cpu_times) / c.events
+
+
 async def section_concurrent(w: Workload, counts: list[int], rounds: int) -> dict[str, Any]:
     """Per-event cost of ``k`` pipelines sharing one event loop, against one alone; and what
     an idle pipeline holds."""
@@ -812,7 +816,9 @@ async def section_concurrent(w: Workload, counts: list[int], rounds: int) -> dic
         "workload": w.name,
         "rows": [{"pipelines": k, **c.record()} for k, c in zip(counts, cs, strict=True)],
         "growth": ratio(cs[0], cs[-1]) if len(cs) > 1 else None,
-        "cpu_growth": [cpu_ratio(cs[0], c) for c in cs],
+        "cpu_growth": [_cpu_per_event(c) / _cpu_per_event(cs[0]) for c in cs]
+        if all(c.cpu_times for c in cs)
+        else None,
         "idle": idle,
     }
 
@@ -1001,7 +1007,7 @@ def table(record: dict[str, Any]) -> str:
             if row.get("available"):
                 lines.append(
                     f"| {row['pipelines']} | {row['events']:,} | {row['us_per_event']:.2f} | "
-                    f"{_cpu_us(row)} | {_fmt_ratio(None if g is None else 1 / g)} | "
+                    f"{_cpu_us(row)} | {_fmt_ratio(g)} | "
                     f"{row['rounds']} |"
                 )
         for idle in co.get("idle", []):
@@ -1072,7 +1078,7 @@ def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
             f"{x:.2f}x per event ({last['pipelines']} pipelines against {first['pipelines']})"
         )
         if cpu:
-            measured += f", {1 / cpu:.2f}x in CPU time"
+            measured += f", {cpu:.2f}x in CPU time"
         add(
             f"{last['pipelines']:,} concurrent pipelines in one loop within 1.2x one's cost per event",
             x,
