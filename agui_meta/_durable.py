@@ -539,14 +539,14 @@ MAX_LIVE_THREADS: Final = 1024
 
 
 class LiveThreads:
-    """The threads whose stores are kept live, least recently used first, at most ``limit``.
+    """The threads kept live between runs, least recently used first, at most ``limit``.
 
-    :meth:`touch` marks a thread used; past the limit the least recently used ones that hold
-    no open segment are given to ``evict`` (which unloads or forgets them) and dropped from
-    the set. Threads with an open segment are never evicted (their entries need their store).
+    :meth:`touch` marks a thread used, with no open segment; past the limit the least recently
+    used are given to ``evict`` (which unloads or forgets them). A thread whose segment is open
+    is not counted (:meth:`discard` it): its entries need its store whatever the bound.
     """
 
-    def __init__(self, limit: int, evict: Callable[[str], ThreadState | None]) -> None:
+    def __init__(self, limit: int, evict: Callable[[str], object]) -> None:
         if limit < 0:
             raise UsageError(f"the number of live threads must be >= 0, got {limit}")
         self.limit = limit
@@ -568,12 +568,10 @@ class LiveThreads:
 
     def _shrink(self) -> None:
         order = self._order
-        for thread_id in list(order):
-            if len(order) <= self.limit:
-                return
-            state = self._evict(thread_id)
-            if state is None or not state.open:
-                del order[thread_id]
+        while len(order) > self.limit:
+            thread_id = next(iter(order))
+            del order[thread_id]
+            self._evict(thread_id)
 
 
 def run_local(envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS) -> LocalResult:
@@ -594,10 +592,8 @@ def run_local(envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS
     """
     threads: dict[str, ThreadState] = {}
 
-    def unload(thread_id: str) -> ThreadState:
-        state = threads[thread_id]
-        state.unload()
-        return state
+    def unload(thread_id: str) -> None:
+        threads[thread_id].unload()
 
     live = LiveThreads(max_live, unload)
     taken: dict[str, list[bytes]] = {}
@@ -632,7 +628,10 @@ def run_local(envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS
                 ThreadSnapshot(thread_id=envelope.thread)
             )
         state.apply(f"0-{n}", envelope)
-        live.touch(envelope.thread)
+        if state.open:
+            live.discard(envelope.thread)
+        else:
+            live.touch(envelope.thread)
         changes = state.take(snapshot=False)  # only the last snapshot is read, at the end
         outputs.extend(changes.outputs)
         if changes.acks and state._version:

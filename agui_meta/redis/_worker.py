@@ -322,16 +322,13 @@ class Worker:
                 del self._kept_in[thread_id]
                 self._kept.discard(thread_id)
 
-    def _forget(self, thread_id: str) -> ThreadState | None:
-        """The least recently used kept thread out (unless its run is open)."""
-        shard = self._kept_in.get(thread_id)
-        state = None if shard is None else shard.threads.get(thread_id)
-        if state is not None and state.open:
-            return state
-        self._kept_in.pop(thread_id, None)
-        if shard is not None and state is not None:
-            del shard.threads[thread_id]
-        return None
+    def _forget(self, thread_id: str) -> None:
+        """The least recently used kept thread out (loaded from Redis when it comes again)."""
+        shard = self._kept_in.pop(thread_id, None)
+        if shard is not None:
+            state = shard.threads.get(thread_id)
+            if state is not None and not state.open:
+                del shard.threads[thread_id]
 
     def _drop_all(self) -> None:
         for n in list(self._held):
@@ -530,7 +527,10 @@ class Worker:
         for thread_id, state in touched.items():
             if not state.open:
                 shard.seen.pop(thread_id, None)
-            if shard.threads.get(thread_id) is state:  # kept for its next run (not quarantined)
+            if state.open or shard.threads.get(thread_id) is not state:
+                kept_in.pop(thread_id, None)  # held for its open run, or quarantined
+                kept.discard(thread_id)
+            else:  # kept for its next run
                 kept_in[thread_id] = shard
                 kept.touch(thread_id)
 
