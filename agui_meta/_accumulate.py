@@ -382,6 +382,10 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = False
+        if item._parts:
+            # The deltas joined now, once: a message kept after its end holds one string, not
+            # a list of them (which the cyclic collector would walk again on every pass).
+            item.content  # noqa: B018
         return Update(event, item, True, _current(item.metadata))
 
     def _tool_start(self, event: ToolCallStartEvent) -> Update:
@@ -463,6 +467,8 @@ class Accumulate(Transducer[Event, Update]):
         if call._open:
             call._open = False
             call.owner._open_calls -= 1
+        if call._arg_parts:
+            call.arguments  # noqa: B018  (joined once, as for a message's content)
         return Update(event, call, True, _current(call.metadata))
 
     def _tool_result(self, event: ToolCallResultEvent) -> Update:

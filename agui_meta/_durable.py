@@ -38,7 +38,7 @@ from ._ledger import Ledger, RunRecord
 from ._metadata import enc_hook
 from ._stage import Context
 from ._store import Store
-from ._threads import ThreadSnapshot
+from ._threads import LedgerSummary, ThreadSnapshot
 from ._verify import Verify
 
 __all__ = [
@@ -245,12 +245,11 @@ class _Segment:
     of the stages), one frame at a time, numbered from 0 per segment.
     """
 
-    def __init__(self, base: ThreadSnapshot, store: Store | None = None) -> None:
-        self.base = base
-        self.store = base.to_store() if store is None else store
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self.ended: dict[int, RunRecord] = {}
         self.now = 0  # the time of receipt of the entry being processed
-        ledger: Ledger[Any] = Ledger(on_run=self._run, clock=lambda: self.now)
+        ledger: Ledger[Any] = Ledger(on_run=self._run, max_runs=0, clock=lambda: self.now)
         self.stages = DefaultStages(
             self.store, verify=Verify(report_unfinished=True), ledger=ledger
         )
@@ -258,6 +257,7 @@ class _Segment:
         self.runner = Runner([Enforce(), *self.stages], self.ctx, self._update)
         self.events = 0
         self.entry_ids: list[str] = []
+        self.envelopes: list[Envelope] = []
         self.where: list[tuple[str, int, int]] = []  # per event: (source, seq, frame)
         self.out: list[tuple[OutputKind, Any]] = []
 
@@ -297,19 +297,26 @@ class _Segment:
         )
 
     def take(self, envelope: Envelope) -> None:
+        self.envelopes.append(envelope)
         self.now = envelope.received
         where, source, seq = self.where, envelope.source, envelope.seq
         where += [(source, seq, n) for n in range(len(envelope.frames))]
-        self.events += len(envelope.frames)
-        feed = self.runner.feed
-        for frame in envelope.frames:
-            feed(frame)
+        frames = envelope.frames
+        self.events += len(frames)
+        if all(type(frame) is bytes for frame in frames):
+            self.runner.feed_batch(frames)  # the fast path's loop over the whole envelope
+        else:
+            feed = self.runner.feed
+            for frame in frames:
+                feed(frame)
 
-    def close(self) -> ThreadSnapshot | None:
+    def close(self) -> bool:
+        """End the segment; whether it took any event (an end marker with nothing before it
+        closes nothing: no new version)."""
         if not self.events:
-            return None  # an end marker with nothing before it: nothing to close, no version
+            return False
         self.runner.close()
-        return self.base.advance(self.store, self.ended.values())
+        return True
 
 
 class Changes(msgspec.Struct, kw_only=True):
@@ -333,25 +340,53 @@ class Changes(msgspec.Struct, kw_only=True):
 
 
 class ThreadState:
-    """One thread between commits: its last stored snapshot, the open segment, the watermark.
+    """One thread between commits: its last snapshot, the open segment, the watermark.
 
     :param snapshot: the thread's stored snapshot (``ThreadSnapshot(thread_id=…)`` when none).
     :param watermark: the id of the last entry whose outputs were committed (``None``: none).
     :param store: a :class:`~agui_meta.Store` holding ``snapshot``'s content (built by the
         caller, say to check the snapshot), which the first segment starts from.
+
+    The thread's store stays **live** from one segment to the next while its runs finish
+    cleanly (see :attr:`_Segment.clean`): the next segment goes on with it instead of
+    rebuilding it from the snapshot. The snapshot a segment closes on is taken only when it is
+    read (:meth:`take`, :meth:`snapshot`), so a thread whose several runs close between two
+    reads is copied once. When it is read while a later segment is open (the store has moved
+    on), it is rebuilt: the last snapshot taken, with the entries of the segments closed since
+    processed again (at most ``MAX_REPLAY`` events: past them, the snapshot is taken before
+    the next segment starts). ``defer=False`` takes every snapshot before the next segment
+    starts instead (the way to check the rebuild). :meth:`unload` drops the live store (the
+    next segment rebuilds it from the snapshot), which is how a bounded set of live threads
+    evicts one.
     """
 
     def __init__(
-        self, snapshot: ThreadSnapshot, watermark: str | None = None, *, store: Store | None = None
+        self,
+        snapshot: ThreadSnapshot,
+        watermark: str | None = None,
+        *,
+        store: Store | None = None,
+        defer: bool = True,
     ) -> None:
         self.thread_id = snapshot.thread_id
+        self._defer = defer
         self._store = store
         #: The snapshot in the store (what the next commit's compare-and-set expects).
         self.stored = snapshot
         self._latest = snapshot
+        # A closed segment's snapshot not taken yet: its store (live, unchanged since), its
+        # version and its ledger summary.
+        self._unsaved: tuple[Store, int, LedgerSummary] | None = None
+        self._moved = False  # a segment has changed the unsaved snapshot's store since
+        # The entries of the segments closed since ``_latest`` (all clean), and their events.
+        self._since: list[Envelope] = []
+        self._since_events = 0
+        self._version = snapshot.version
+        self._ledger = snapshot.ledger
         self._watermark = entry_key(watermark) if watermark else (-1, -1)
         self._segment: _Segment | None = None
         self._changes = Changes()
+        self._closed = False  # a segment closed since the last take()
         self._last: tuple[str, int] | None = None
 
     @property
@@ -360,15 +395,62 @@ class ThreadState:
         return self._segment is not None
 
     @property
+    def live(self) -> bool:
+        """Whether a live store is kept for the next segment (no rebuild from the snapshot)."""
+        return self._store is not None
+
+    @property
     def held(self) -> list[str]:
         """The ids of the entries in the open segment (pending until it closes)."""
         return [] if self._segment is None else list(self._segment.entry_ids)
+
+    def snapshot(self) -> ThreadSnapshot:
+        """The thread's latest snapshot (at the last segment's close), taken now if not yet."""
+        unsaved = self._unsaved
+        if unsaved is not None:
+            store, version, ledger = unsaved
+            if self._moved:
+                self._latest = self._replayed()
+            else:
+                self._latest = ThreadSnapshot.from_store(
+                    self.thread_id, store, version=version, ledger=ledger
+                )
+            assert self._latest.version == version
+            self._unsaved = None
+            self._moved = False
+            self._since = []
+            self._since_events = 0
+        return self._latest
+
+    def _replayed(self) -> ThreadSnapshot:
+        """The last closed segment's snapshot, from the last one taken and the entries since
+        (the store has moved on): they are processed again on a store rebuilt from it."""
+        again = ThreadState(self._latest, defer=False)
+        for envelope in self._since:
+            again.apply("0-0", envelope)
+        assert again._segment is None  # every one of those segments closed
+        return again.snapshot()
+
+    def unload(self) -> None:
+        """Drop the live store (its snapshot taken first): the next segment rebuilds it.
+        Nothing happens while a segment is open (its entries need its store)."""
+        if self._segment is None:
+            self.snapshot()
+            self._store = None
 
     def apply(self, entry_id: str, envelope: Envelope) -> None:
         """Process one entry (in stream order); its changes join those of :meth:`take`."""
         segment = self._segment
         if segment is None:
-            segment = self._segment = _Segment(self._latest, self._store)
+            if self._unsaved is not None:
+                if self._defer and self._since_events < MAX_REPLAY:
+                    self._moved = True  # taken later, if read, by processing _since again
+                else:
+                    self.snapshot()  # the store is about to change: its copy first
+            store = self._store
+            if store is None:
+                store = self._latest.to_store()
+            segment = self._segment = _Segment(store)
             self._store = None
         segment.entry_ids.append(entry_id)
         fresh = entry_key(entry_id) > self._watermark
@@ -404,21 +486,39 @@ class ThreadState:
             outputs.append(Output(key=f"{prefix}/{n}", thread=thread, kind=kind, data=data))
 
     def _close(self, segment: _Segment) -> None:
-        snapshot = segment.close()
         self._segment = None
         changes = self._changes
         changes.acks.extend(segment.entry_ids)
-        if snapshot is not None:
-            self._latest = changes.snapshot = snapshot
-            for name, value in usage_fields(segment.ended.values()).items():
+        if segment.close():
+            runs = segment.ended.values()
+            self._version += 1
+            self._ledger = self._ledger.add(runs)
+            self._unsaved = (segment.store, self._version, self._ledger)
+            self._moved = False  # the store is this snapshot's again
+            self._closed = True
+            for name, value in usage_fields(runs).items():
                 changes.usage[name] = changes.usage.get(name, 0) + value
+        else:
+            self._moved = False  # it took no event: the store is as the last segment left it
         if segment.clean:
             self._store = segment.store  # the next segment goes on with it
+            self._since += segment.envelopes
+            self._since_events += segment.events
+        else:
+            self.snapshot()  # taken before the store is dropped
 
-    def take(self) -> Changes:
-        """The changes since the last call (the caller commits them, all or nothing)."""
+    def take(self, *, snapshot: bool = True) -> Changes:
+        """The changes since the last call (the caller commits them, all or nothing).
+
+        ``snapshot=False`` leaves the snapshot out of the changes (``None``) without taking
+        it: for a caller that reads only the last one, with :meth:`snapshot` (:func:`run_local`).
+        """
         changes, self._changes = self._changes, Changes()
-        self.stored = self._latest
+        if snapshot:
+            if self._closed:
+                changes.snapshot = self.snapshot()
+            self.stored = self.snapshot()
+            self._closed = False
         return changes
 
 
@@ -431,7 +531,50 @@ class LocalResult(msgspec.Struct, kw_only=True):
     pending: dict[str, int]
 
 
-def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
+#: The most events a thread processes again to rebuild a snapshot (see :class:`ThreadState`).
+MAX_REPLAY: Final = 4096
+
+#: How many threads :func:`run_local` (and a worker) keep live stores for, by default.
+MAX_LIVE_THREADS: Final = 1024
+
+
+class LiveThreads:
+    """The threads kept live between runs, least recently used first, at most ``limit``.
+
+    :meth:`touch` marks a thread used, with no open segment; past the limit the least recently
+    used are given to ``evict`` (which unloads or forgets them). A thread whose segment is open
+    is not counted (:meth:`discard` it): its entries need its store whatever the bound.
+    """
+
+    def __init__(self, limit: int, evict: Callable[[str], object]) -> None:
+        if limit < 0:
+            raise UsageError(f"the number of live threads must be >= 0, got {limit}")
+        self.limit = limit
+        self._evict = evict
+        self._order: dict[str, None] = {}
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def touch(self, thread_id: str) -> None:
+        order = self._order
+        order.pop(thread_id, None)
+        order[thread_id] = None
+        if len(order) > self.limit:
+            self._shrink()
+
+    def discard(self, thread_id: str) -> None:
+        self._order.pop(thread_id, None)
+
+    def _shrink(self) -> None:
+        order = self._order
+        while len(order) > self.limit:
+            thread_id = next(iter(order))
+            del order[thread_id]
+            self._evict(thread_id)
+
+
+def run_local(envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS) -> LocalResult:
     """Process envelopes in one process, in order: the reference the workers must equal.
 
     A source's envelope whose ``seq`` was already taken is a retry and is skipped, as ingest
@@ -439,13 +582,22 @@ def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
     refused, as ingest refuses it. ``pending`` counts, per thread, the entries of a run still
     open at the end.
 
+    At most ``max_live`` threads keep their store live between runs (the least recently used
+    beyond are unloaded to their snapshot and rebuilt from it when their next entry comes);
+    the results are the same whatever the bound.
+
     :raises SourceConflict: an envelope at a sequence number its source took with another.
     :raises SequenceGap: an envelope past its source's next number (a gap, as ingest refuses it).
     :raises DataError: an envelope numbered below 1 (as ingest refuses it).
     """
     threads: dict[str, ThreadState] = {}
+
+    def unload(thread_id: str) -> None:
+        threads[thread_id].unload()
+
+    live = LiveThreads(max_live, unload)
     taken: dict[str, list[bytes]] = {}
-    snapshots: dict[str, ThreadSnapshot] = {}
+    closed: dict[str, ThreadState] = {}  # the threads that have a snapshot, in that order
     outputs: list[Output] = []
     usage: dict[str, int] = {}
     pending: dict[str, int] = {}
@@ -476,15 +628,19 @@ def run_local(envelopes: Iterable[Envelope]) -> LocalResult:
                 ThreadSnapshot(thread_id=envelope.thread)
             )
         state.apply(f"0-{n}", envelope)
-        changes = state.take()
+        if state.open:
+            live.discard(envelope.thread)
+        else:
+            live.touch(envelope.thread)
+        changes = state.take(snapshot=False)  # only the last snapshot is read, at the end
         outputs.extend(changes.outputs)
-        if changes.snapshot is not None:
-            snapshots[envelope.thread] = changes.snapshot
+        if changes.acks and state._version:
+            closed[envelope.thread] = state
         for name, value in changes.usage.items():
             usage[name] = usage.get(name, 0) + value
         pending[envelope.thread] = pending.get(envelope.thread, 0) + 1 - len(changes.acks)
     return LocalResult(
-        threads=snapshots,
+        threads={thread_id: state.snapshot() for thread_id, state in closed.items()},
         outputs=outputs,
         usage=usage,
         pending={t: n for t, n in pending.items() if n},

@@ -194,8 +194,15 @@ class _Wire(
     rename="camel",
     omit_defaults=True,
     forbid_unknown_fields=True,
+    gc=False,
 ):
-    """Shared configuration of every protocol object."""
+    """Shared configuration of every protocol object.
+
+    ``gc=False``: the cyclic garbage collector does not track them. A protocol object holds
+    JSON values only, which cannot refer back to it, so it is never part of a cycle; the
+    collector then neither counts the events of a stream in flight nor walks those a
+    long-lived pipeline holds (thousands of concurrent streams make its passes dear).
+    """
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ Starts its own redis-server (127.0.0.1, a free port, AOF on with ``appendfsync e
 over ``--threads`` threads (each stream repeated ``--copies`` times as successive runs), and
 measures, side by side in one run:
 
+- ``streaming pipeline``: each thread's frames through ``wrap(...).drain()`` with the stages a
+  worker runs (keep-going, unfinished runs reported), no outputs, no snapshots: the cost of
+  the events themselves, which the issue's targets compare with;
 - ``one process``: :func:`agui_meta.redis.run_local` over the same envelopes (no Redis);
 - ``ingest, batch B``: :func:`agui_meta.redis.publish` of envelopes of at most B events;
 - ``1 worker`` / ``2 workers``: ``agui-meta worker`` processes, from their start until every
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import redis.asyncio
 
+import agui_meta
 from agui_meta.redis import Envelope, Keys, envelopes, publish, read_frames, run_local
 
 STREAMS = Path(__file__).parent.parent / "examples" / "streams"
@@ -84,6 +88,26 @@ def workload(threads: int, copies: int, batch: int) -> list[Envelope]:
         stream = frames[NAMES[t % len(NAMES)]] * copies
         out += envelopes(stream, thread=f"thread-{t}", source=f"s-{t}", batch=batch)
     return out
+
+
+def thread_streams(threads: int, copies: int) -> list[bytes]:
+    """Each thread's frames as one JSON-lines stream: what the workload's envelopes carry."""
+    frames = {name: read_frames(str(STREAMS / name)) for name in NAMES}
+    return [
+        b"".join(f + b"\n" for f in frames[NAMES[t % len(NAMES)]] * copies) for t in range(threads)
+    ]
+
+
+async def stream_all(streams: list[bytes]) -> None:
+    """The streaming pipeline over every thread: ``wrap(...).drain()``, one stream a thread."""
+    for data in streams:
+        stages = agui_meta.DefaultStages(verify=agui_meta.Verify(report_unfinished=True))
+        async with agui_meta.wrap([data], *stages, mode="keep_going", on_report=_ignore) as stream:
+            await stream.drain()
+
+
+def _ignore(report: object) -> None:
+    pass
 
 
 def events(order: list[Envelope]) -> int:
@@ -179,14 +203,21 @@ async def main_async(args: argparse.Namespace) -> None:
             rows: list[tuple[str, int, float]] = []
             order = workload(args.threads, args.copies, 64)
             n = events(order)
-            walls, cpus = [], []
-            for _ in range(3):  # the best of three
+            streams = thread_streams(args.threads, args.copies)
+            walls, cpus, stream_cpus = [], [], []
+            for _ in range(3):  # the best of three, interleaved
                 start, cpu = time.perf_counter(), time.process_time()
                 run_local(order)
                 walls.append(time.perf_counter() - start)
                 cpus.append(time.process_time() - cpu)
+                cpu = time.process_time()
+                await stream_all(streams)
+                stream_cpus.append(time.process_time() - cpu)
             rows.append(("one process (run_local, no Redis)", n, min(walls)))
-            cpu_rows = [("one process (run_local, no Redis)", min(cpus))]
+            cpu_rows = [
+                ("one process (run_local, no Redis)", min(cpus)),
+                ("streaming pipeline (wrap(...).drain())", min(stream_cpus)),
+            ]
             for batch in (1, 16, 64, 256):
                 cut = workload(args.threads, args.copies, batch)
                 await _flush(url)
@@ -210,10 +241,14 @@ async def main_async(args: argparse.Namespace) -> None:
         rate = count / elapsed
         print(f"{name:48} {rate:>10,.0f} {rate / base:>14.2f}x")
     local = cpu_rows[0][1] / n
+    streaming = cpu_rows[1][1] / n
     print(f"\nCPU per event (a worker's start-up: {startup * 1000:.0f} ms of CPU, taken off)")
-    print(f"{'':48} {'us/event':>10} {'vs one process':>15}")
+    print(f"{'':48} {'us/event':>10} {'vs one process':>15} {'vs streaming':>13}")
     for name, spent in cpu_rows:
-        print(f"{name:48} {spent / n * 1e6:>10.1f} {spent / n / local:>14.2f}x")
+        print(
+            f"{name:48} {spent / n * 1e6:>10.2f} {spent / n / local:>14.2f}x "
+            f"{spent / n / streaming:>12.2f}x"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -101,10 +101,13 @@ def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     concurrent = record["concurrent"]["rows"]
     assert [(row["pipelines"], row["events"]) for row in concurrent] == [(1, 300), (10, 3000)]
     assert all(row["messages"] == full["messages"] for row in concurrent)
+    idle = record["concurrent"]["idle"]
+    assert [(i["streams"], i["prefix_events"]) for i in idle] == [(10, 0), (10, 20)]
+    assert all(i["bytes_per_stream"] > 0 and i["gc_objects_per_stream"] > 0 for i in idle)
     assert {t["target"] for t in record["targets"]} >= {
         "full pipeline from SSE bytes ≥ 0.35x the floor",
         "an open binary file as fast as a `Path`",
-        "many concurrent pipelines in one loop cost no more per event than one",
+        "10 concurrent pipelines in one loop within 1.2x one's cost per event",
     }
     reference = record["main"]["contenders"][next(n for n in names if n.startswith("reference"))]
     if not reference["available"]:  # checked last: everything else above was

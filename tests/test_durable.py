@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agui_meta
 import agui_meta.events
@@ -312,3 +314,146 @@ def test_a_segment_runs_on_the_drivers_fused_fast_path() -> None:
     state.apply("1-1", next(iter(envelopes(frames[:5], thread="t", source="s", end=False))))
     segment = state._segment
     assert segment is not None and segment.runner.fused >= 3
+
+
+# -- the live store against the rebuild, over generated run sequences ----------------------------
+
+
+def _runs_of(frames: list[bytes]) -> list[list[bytes]]:
+    """A recorded stream cut into its runs (each ends with RUN_FINISHED or RUN_ERROR)."""
+    runs: list[list[bytes]] = [[]]
+    for frame in frames:
+        runs[-1].append(frame)
+        if _durable._terminal(frame):
+            runs.append([])
+    return [run for run in runs if run]
+
+
+def _ev(**fields: Any) -> bytes:
+    return json.dumps(fields).encode()
+
+
+#: Runs to draw from: the recorded streams' runs, and runs that fail, end early, reuse ids,
+#: replace the history, or break the rules (so that the next segment must rebuild).
+_RUNS: list[list[bytes]] = [
+    *(run for name in NAMES for run in _runs_of(read_frames(str(STREAMS / name)))),
+    [
+        _ev(type="RUN_STARTED", threadId="t", runId="f"),
+        _ev(type="TEXT_MESSAGE_START", messageId="m", role="assistant"),
+        _ev(type="TEXT_MESSAGE_CONTENT", messageId="m", delta="open"),
+        _ev(type="TOOL_CALL_START", toolCallId="c", toolCallName="f", parentMessageId="m"),
+        _ev(type="RUN_ERROR", message="failed"),
+    ],
+    [
+        _ev(type="RUN_STARTED", threadId="t", runId="g"),
+        _ev(type="TEXT_MESSAGE_START", messageId="m", role="assistant"),
+        _ev(type="TEXT_MESSAGE_CONTENT", messageId="m", delta="again"),
+        _ev(type="TEXT_MESSAGE_END", messageId="m"),
+        _ev(type="TOOL_CALL_START", toolCallId="c", toolCallName="f", parentMessageId="m"),
+        _ev(type="TOOL_CALL_ARGS", toolCallId="c", delta="{}"),
+        _ev(type="TOOL_CALL_END", toolCallId="c"),
+        _ev(type="RUN_FINISHED", threadId="t", runId="g"),
+    ],
+    [
+        _ev(type="RUN_STARTED", threadId="t", runId="s"),
+        _ev(type="MESSAGES_SNAPSHOT", messages=[{"id": "u", "role": "user", "content": "new"}]),
+        _ev(type="STATE_SNAPSHOT", snapshot={"n": 1}),
+        _ev(type="STATE_DELTA", delta=[{"op": "add", "path": "/k", "value": [1]}]),
+        _ev(type="RUN_FINISHED", threadId="t", runId="s"),
+    ],
+    [  # the rules broken: content of a message never started, a finish of another run
+        _ev(type="RUN_STARTED", threadId="t", runId="b"),
+        _ev(type="TEXT_MESSAGE_CONTENT", messageId="nope", delta="x"),
+        _ev(type="RUN_FINISHED", threadId="t", runId="other"),
+        _ev(type="RUN_FINISHED", threadId="t", runId="b"),
+    ],
+    [_ev(type="RUN_ERROR", message="after the end")],  # nothing open: a lone error
+    [  # cut off: the run stays open until the source ends
+        _ev(type="RUN_STARTED", threadId="t", runId="o"),
+        _ev(type="TEXT_MESSAGE_START", messageId="o-m", role="assistant"),
+        _ev(type="TEXT_MESSAGE_CONTENT", messageId="o-m", delta="cut"),
+    ],
+]
+
+
+def _rebuilt_local(order: list[Envelope]) -> _durable.LocalResult:
+    """run_local's results the way a new owner gets them: every thread's state built again from
+    its last snapshot after each entry that closed a segment (no live store, ever)."""
+    states: dict[str, ThreadState] = {}
+    snapshots: dict[str, ThreadSnapshot] = {}
+    outputs: list[Any] = []
+    usage: dict[str, int] = {}
+    pending: dict[str, int] = {}
+    for n, envelope in enumerate(order, 1):
+        thread = envelope.thread
+        state = states.get(thread) or ThreadState(ThreadSnapshot(thread_id=thread), defer=False)
+        entry_id = f"0-{n}"
+        state.apply(entry_id, envelope)
+        changes = state.take()
+        outputs += changes.outputs
+        for name, value in changes.usage.items():
+            usage[name] = usage.get(name, 0) + value
+        pending[thread] = pending.get(thread, 0) + 1 - len(changes.acks)
+        if changes.snapshot is not None:
+            snapshots[thread] = changes.snapshot
+        if state.open:
+            states[thread] = state
+        else:  # rebuilt from what was stored, as a new owner would
+            states[thread] = ThreadState(state.stored, entry_id, defer=False)
+    return _durable.LocalResult(
+        threads=snapshots,
+        outputs=outputs,
+        usage=usage,
+        pending={t: n for t, n in pending.items() if n},
+    )
+
+
+@given(
+    picks=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, len(_RUNS) - 1)), min_size=1, max_size=12
+    ),
+    batch=st.integers(1, 40),
+    ends=st.booleans(),
+    max_live=st.integers(0, 3),
+    every=st.integers(1, 6),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_live_stores_give_what_rebuilding_from_each_snapshot_gives(
+    picks: list[tuple[int, int]], batch: int, ends: bool, max_live: int, every: int
+) -> None:
+    # Runs of three threads interleaved, each thread's runs one source; with live stores
+    # (bounded: the least recently used evicted to their snapshot) and with a rebuild from
+    # the stored snapshot after every segment: the same outputs, snapshots, usage, pending.
+    seqs = {thread: 1 for thread, _ in picks}
+    sequence: list[Envelope] = []
+    for thread, run in picks:
+        cut = list(
+            envelopes(
+                _RUNS[run],
+                thread=f"t{thread}",
+                source=f"s{thread}",
+                batch=batch,
+                first_seq=seqs[thread],
+                end=False,
+            )
+        )
+        seqs[thread] += len(cut)
+        sequence += cut
+    if ends:
+        sequence += [Envelope(f"t{t}", f"s{t}", seqs[t], end=True) for t in sorted(seqs)]
+    reference = _rebuilt_local(sequence)
+    live = run_local(sequence, max_live=max_live)
+    unbounded = run_local(sequence)
+    assert live == reference
+    assert unbounded == reference
+    # A commit every few entries (a worker's batches): a snapshot read while a later segment
+    # is open is rebuilt from the last one taken and the entries since.
+    first = sequence[0].thread
+    state = ThreadState(ThreadSnapshot(thread_id=first))
+    rebuilt = ThreadState(ThreadSnapshot(thread_id=first), defer=False)
+    for n, envelope in enumerate((e for e in sequence if e.thread == first), 1):
+        state.apply(f"1-{n}", envelope)
+        rebuilt.apply(f"1-{n}", envelope)
+        if n % every == 0:
+            assert state.take() == rebuilt.take()
+    assert state.take() == rebuilt.take()

@@ -23,6 +23,7 @@ needs.module("redis", reason="the redis extra is not installed")
 import redis.asyncio
 
 import agui_meta
+from agui_meta import _durable
 from agui_meta.redis import (
     Keys,
     RedisThreadStore,
@@ -812,3 +813,55 @@ async def test_a_broken_namespace_key_stops_the_worker_before_it_writes(
     got = await committed(client, namespace)
     assert got["pending"] == 0
     assert_same(got, expected(run_local(cut)))
+
+
+async def test_a_kept_thread_moved_by_another_writer_is_loaded_again(client, namespace) -> None:
+    # The worker keeps a thread between runs (its live store and the version it committed).
+    # Another writer saves a new version meanwhile: the worker's next commit fails its
+    # compare-and-set, the kept copy is dropped, and the run is redone on the writer's snapshot.
+    first = list(envelopes(_run("t", "r1", ["a", "b"]), thread="t", source="s1"))
+    await publish(client, first, namespace=namespace, shards=1)
+    worker = Worker(client, namespace=namespace, name="keeper", lease=2)
+    await worker._leases()
+    await worker._step()
+    kept = worker._held[0].threads["t"]
+    assert kept.live and not kept.open and kept.stored.version == 1
+    threads = RedisThreadStore(client, namespace=namespace)
+    stored = await threads.load("t")
+    assert stored is not None and stored.version == 1
+    elsewhere = agui_meta.Store(
+        [{"id": "x", "role": "user", "content": "from elsewhere"}], {"by": 2}
+    )
+    moved = stored.advance(elsewhere)
+    await threads.save(moved)
+    second = list(envelopes(_run("t", "r2", ["c"]), thread="t", source="s2"))
+    await publish(client, second, namespace=namespace)
+    await worker._step()  # the commit expects version 1, the thread is at 2: the shard goes
+    assert worker.shards == [] and "t" not in worker._kept_in
+    await worker.run(exit_when_idle=0.3)
+    got = await committed(client, namespace)
+    assert got["pending"] == 0
+    rebuilt = _durable.ThreadState(moved)
+    for n, envelope in enumerate(second, 1):
+        rebuilt.apply(f"9-{n}", envelope)
+    expected_snapshot = rebuilt.take().snapshot
+    assert expected_snapshot is not None and expected_snapshot.version == 3
+    assert got["threads"]["t"] == expected_snapshot.to_builtins()
+    assert [m["id"] for m in got["threads"]["t"]["messages"]] == ["x", "r2-m"]
+
+
+async def test_a_worker_keeps_at_most_its_bound_of_threads(client, namespace) -> None:
+    sources = [
+        list(envelopes(_run(f"t{i}", f"r{i}", ["w"]), thread=f"t{i}", source=f"s{i}"))
+        for i in range(5)
+    ]
+    ordered = [e for source in sources for e in source]
+    await publish(client, ordered, namespace=namespace, shards=2)
+    worker = Worker(client, namespace=namespace, lease=2, batch=3, max_live_threads=2)
+    await worker._leases()
+    for _ in range(4):
+        await worker._step()
+    between = [s for n in worker.shards for s in worker._held[n].threads.values() if not s.open]
+    assert len(between) <= 2 and len(worker._kept) <= 2
+    await worker.run(exit_when_idle=0.3)
+    assert_same(await committed(client, namespace), expected(run_local(ordered)))

@@ -39,7 +39,7 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from .._durable import Changes, Envelope, Output, ThreadState
+from .._durable import MAX_LIVE_THREADS, Changes, Envelope, LiveThreads, Output, ThreadState
 from .._exceptions import AguiMetaError, CommitTooLarge, UsageError
 from .._threads import ThreadSnapshot
 from ._common import DEFAULT_SHARDS, Scripts, shard_count, text
@@ -99,6 +99,12 @@ class Worker:
         ``client-query-buffer-limit``, less a margin). A batch whose results weigh more is
         committed in several steps, each whole; a thread whose single entry's results or
         snapshot weigh more is quarantined.
+    :param max_live_threads: how many threads between runs the worker keeps in memory, with
+        their live store and the version it committed (the least recently used beyond are
+        forgotten and loaded again from Redis when their next entry comes). A kept thread
+        needs no load and no rebuild of its store from the snapshot; its commit still compares
+        the version, and when another writer moved it the shard is given up and every thread
+        of it loaded again.
 
     A thread whose hash the worker cannot use (a ``snap`` that is not its snapshot, a ``v``
     that is not its version, a ``wm`` that is not an entry id, a key that is not a hash) is
@@ -120,6 +126,7 @@ class Worker:
         shards: int = DEFAULT_SHARDS,
         poll: float = 0.02,
         max_commit: int | None = None,
+        max_live_threads: int = MAX_LIVE_THREADS,
     ) -> None:
         if not (_positive(lease) and _positive(poll)) or batch < 1:
             raise UsageError("lease and poll must be positive and finite, batch at least 1")
@@ -149,6 +156,9 @@ class Worker:
         self._max_commit = max_commit
         self._oversized = 0  # commits in a row whose connection closed while the server answers
         self._held: dict[int, _Shard] = {}
+        # The threads kept between runs, least recently used first, and the shard of each.
+        self._kept_in: dict[str, _Shard] = {}
+        self._kept = LiveThreads(max_live_threads, self._forget)
         self._clock: Callable[[], float] = time.monotonic
 
     @property
@@ -194,7 +204,7 @@ class Worker:
                 if worked:
                     last_work = clock()
                 elif exit_when_idle is not None and clock() - last_work >= exit_when_idle:
-                    held = sum(len(s.threads) for s in self._held.values())
+                    held = sum(st.open for s in self._held.values() for st in s.threads.values())
                     logger.info(
                         "%s: idle for %gs, stopping: %d entries processed, %d commits; "
                         "%d threads hold an open run (their entries stay pending)",
@@ -288,6 +298,7 @@ class Worker:
         shard = self._held.pop(n, None)
         if shard is not None:
             self.stats.released += 1
+            self._unkeep(shard)
             await self._scripts.call("RELEASE", [self.keys.lease(n)], [shard.holder])
 
     async def _release_all(self) -> None:
@@ -299,8 +310,25 @@ class Worker:
             self._drop_all()
 
     def _drop(self, n: int) -> None:
-        if self._held.pop(n, None) is not None:
+        shard = self._held.pop(n, None)
+        if shard is not None:
             self.stats.lost += 1
+            self._unkeep(shard)
+
+    def _unkeep(self, shard: _Shard) -> None:
+        """Forget the threads kept of a shard given up (another owner may change them)."""
+        for thread_id in shard.threads:
+            if self._kept_in.get(thread_id) is shard:
+                del self._kept_in[thread_id]
+                self._kept.discard(thread_id)
+
+    def _forget(self, thread_id: str) -> None:
+        """The least recently used kept thread out (loaded from Redis when it comes again)."""
+        shard = self._kept_in.pop(thread_id, None)
+        if shard is not None:
+            state = shard.threads.get(thread_id)
+            if state is not None and not state.open:
+                del shard.threads[thread_id]
 
     def _drop_all(self) -> None:
         for n in list(self._held):
@@ -461,6 +489,8 @@ class Worker:
             shard.quarantined.add(thread_id)
             shard.threads.pop(thread_id, None)
             shard.seen.pop(thread_id, None)
+            self._kept_in.pop(thread_id, None)
+            self._kept.discard(thread_id)
         for thread_id, problem in quarantine.items():
             first = (park.get(thread_id) or [""])[0]
             key = self.keys.thread(thread_id)
@@ -493,10 +523,16 @@ class Worker:
         for payload in _pack_units(units, budget):
             if not await self._send(shard, payload):
                 return
+        kept, kept_in = self._kept, self._kept_in
         for thread_id, state in touched.items():
             if not state.open:
-                shard.threads.pop(thread_id, None)
                 shard.seen.pop(thread_id, None)
+            if state.open or shard.threads.get(thread_id) is not state:
+                kept_in.pop(thread_id, None)  # held for its open run, or quarantined
+                kept.discard(thread_id)
+            else:  # kept for its next run
+                kept_in[thread_id] = shard
+                kept.touch(thread_id)
 
     async def _send(self, shard: _Shard, payload: _Payload) -> bool:
         """One ``COMMIT``; ``False`` when the shard was given up (fenced, or a thread moved)."""
