@@ -36,13 +36,25 @@ from ._framing import (
     PayloadRun,
     ignored_report,
 )
+from ._metadata import MergedMetadata, MetadataWrites, copy_json
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, ToolCallItem
 
 __all__ = ["Runner"]
 
 if _speedups.NATIVE is not None:
-    _speedups.NATIVE.configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
+    _speedups.NATIVE.configure(
+        Update,
+        MessageItem,
+        ToolCallItem,
+        ToolCallArgsEvent,
+        UNSET,
+        CONTENT_DELTAS,
+        Context,
+        MergedMetadata,
+        MetadataWrites,
+        copy_json,
+    )
 
 #: The content handlers of :class:`Accumulate` the C core does itself in the common case
 #: (``_native.c``'s ``content_update``), by the kind it knows them as, and the store lookup
@@ -107,7 +119,8 @@ class _FastPath:
         self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
         #: By candidate class: (the open ids, or None for any; the conversion, or None).
         self.plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
-        #: The plans as the C core takes them: (ids, convert, kind, lookup) (see _native.c).
+        #: The plans as the C core takes them: (the tuple of the open ids' containers, or None;
+        #: convert, kind, lookup) (see _native.c).
         self.native_plans: dict[type, tuple[Any, Any, int, Any]] = {}
         self.tallies: list[dict[str, int]] = []
         # The members the plans were made from: each filter's fast_passes and fast_tally.
@@ -135,6 +148,7 @@ class _FastPath:
         plans = self.plans
         plans.clear()
         converts = self.converts
+        held_by: dict[type, tuple[Container[str], ...] | None] = {}
         for cls in CONTENT_DELTAS:
             ids: list[Container[str]] = []
             for p in passes:
@@ -153,17 +167,18 @@ class _FastPath:
                     None if not ids else ids[0] if len(ids) == 1 else _AllOf(ids),
                     convert,
                 )
+                held_by[cls] = tuple(ids) if ids else None
         self.tallies[:] = [t for t in tallies if t is not None]
         native = self.native_plans
         native.clear()
-        for candidate, (held, handler) in plans.items():
+        for candidate, (_, handler) in plans.items():
             kind, lookup = 0, None
             func = getattr(handler, "__func__", None)
             owner = getattr(handler, "__self__", None)
             if func in _NATIVE_CONVERTS and type(owner) is Accumulate:
                 kind, name = _NATIVE_CONVERTS[func]
                 lookup = getattr(owner, name)
-            native[candidate] = (held, handler, kind, lookup)
+            native[candidate] = (held_by[candidate], handler, kind, lookup)
 
     def count(self, cls: type, n: int = 1) -> None:
         """Add ``n`` candidates of class ``cls`` that passed to the stages' tallies."""
@@ -534,7 +549,7 @@ class Runner:
         n = len(todo)
         try:
             while k < n:
-                k, event, raised = run(
+                k, event, raised, _ = run(
                     todo,
                     k,
                     number,

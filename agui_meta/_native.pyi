@@ -4,7 +4,17 @@ MAX_NESTING: int
 
 def scan(data: bytes, /) -> bool: ...
 def configure(
-    update: type, message_item: type, tool_call_item: type, tool_call_args: type, unset: Any, /
+    update: type,
+    message_item: type,
+    tool_call_item: type,
+    tool_call_args: type,
+    unset: Any,
+    deltas: tuple[type, ...],
+    context: type,
+    merged_metadata: type,
+    metadata_writes: type,
+    copy_json: Any,
+    /,
 ) -> None: ...
 def run_batch(
     payloads: list[bytes | None],
@@ -18,4 +28,4 @@ def run_batch(
     tail: Any,
     note: list[type] | None,
     /,
-) -> tuple[int, Any, BaseException | None]: ...
+) -> tuple[int, Any, BaseException | None, int]: ...

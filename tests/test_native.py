@@ -258,6 +258,120 @@ def test_generated_hostile_streams(data: st.DataObject, mode: str, seed: int) ->
     _compare(_random_chunks(stream, seed), "sse", mode)
 
 
+# -- the metadata merge of content deltas, in the core ------------------------------------------
+
+
+def _delta_stream(seed: int) -> bytes:
+    """A run of text, reasoning and tool-call deltas, one in two with metadata: new keys,
+    rewritten keys, nulls, containers, ``{}``; a history message with dict metadata."""
+    rng = random.Random(seed)
+    values = [1, None, "s", {"in": [1, {"x": 2}]}, [1, [2]], True, 2.5, {}]
+    keys = ["acme.a", "acme.b", "ag-ui", "k", "acme.c"]
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "REASONING_MESSAGE_START", "messageId": "z", "role": "reasoning"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f", "metadata": {"s": 1}},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "h", "delta": "on the history's"},
+    ]
+    for n in range(120):
+        kind = rng.choice(["TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TOOL_CALL_ARGS"])
+        event: dict[str, Any] = {"type": kind, "delta": f"d{n}"}
+        if kind == "TOOL_CALL_ARGS":
+            event["toolCallId"] = "c"
+        else:
+            event["messageId"] = "m" if kind == "TEXT_MESSAGE_CONTENT" else "z"
+        if rng.random() < 0.1:
+            event["messageId" if "messageId" in event else "toolCallId"] = "h"
+        if rng.random() < 0.5:
+            size = rng.choice([0, 1, 1, 2, 3])
+            event["metadata"] = {rng.choice(keys): rng.choice(values) for _ in range(size)}
+        events.append(event)
+    events += [
+        {"type": "TOOL_CALL_END", "toolCallId": "c"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m", "metadata": {"end": 1}},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _writes_of(metadata: Any) -> Any:
+    """A MergedMetadata's whole record (every key's writes, their order, the versions)."""
+    if type(metadata) is not agui_meta.MergedMetadata:
+        return metadata
+    writes = metadata._writes
+    return (len(metadata), metadata._version, writes.version, writes.keys, writes.cells)
+
+
+def _held_updates(data: bytes, chunk: int) -> dict[str, Any]:
+    """The default chain from bytes; every update held to the end, then its metadata read."""
+    store = agui_meta.Store([{"id": "h", "role": "assistant", "content": "", "metadata": {"h": 1}}])
+    ledger: Any = agui_meta.Ledger(clock=lambda: 0.0)
+    stages = [agui_meta.Enforce(), *agui_meta.DefaultStages(store), ledger]
+    runner = Runner(stages, Context("keep_going", lambda r: None), framing="sse")
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+    runner.close()
+    updates = runner.take()
+    # The events' metadata mutated after the fact must not reach what was merged.
+    for update in updates:
+        if isinstance(update.event.metadata, dict):
+            for value in update.event.metadata.values():
+                if isinstance(value, dict):
+                    value["mutated"] = True
+                elif isinstance(value, list):
+                    value.append("mutated")
+    items = [store.message("m"), store.message("z"), store.message("h"), store.tool_call("c")]
+    return {
+        "updates": [
+            (type(u.metadata).__name__, None if u.metadata is None else dict(u.metadata))
+            for u in updates
+        ],
+        "items": [_writes_of(item.metadata) for item in items if item is not None],
+        "messages": store.messages_wire(),
+        "ledger": ledger.to_builtins(),
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_metadata_merges_of_deltas_equal_the_python_merge(seed: int) -> None:
+    data = _delta_stream(seed)
+    with _must_run():
+        for chunk in (len(data), 1000, 97):
+            result = _both(_held_updates, data, chunk)
+            assert any(name == "MergedMetadata" for name, _ in result["updates"])
+
+
+def test_a_delta_merges_into_an_older_version_the_python_way() -> None:
+    # An item whose metadata is not the newest version of its record (set by hand, as a
+    # store's own code may): the merge starts a new record, in Python, on both paths.
+    def run() -> dict[str, Any]:
+        store = agui_meta.Store()
+        accumulate = agui_meta.Accumulate(store)
+        runner = Runner([agui_meta.Enforce(), accumulate], Context(), framing="jsonl")
+        runner.feed(b'{"type":"TEXT_MESSAGE_START","messageId":"m","metadata":{"a":1}}\n')
+        item = store.message("m")
+        assert item is not None
+        old = item.metadata
+        runner.feed(
+            b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","metadata":{"a":2}}\n'
+        )
+        item.metadata = old
+        runner.feed(
+            b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"y","metadata":{"b":3}}\n'
+        )
+        runner.close()
+        return {
+            "updates": [dict(u.metadata) for u in runner.take()],
+            "old": dict(old),
+            "item": _writes_of(item.metadata),
+        }
+
+    with _must_run():
+        result = _both(run)
+    assert result["updates"] == [{"a": 1}, {"a": 2}, {"a": 1, "b": 3}]
+
+
 # -- the proof the C scan gives --------------------------------------------------------------
 
 
