@@ -426,7 +426,6 @@ content_update(PyObject *event, const DeltaSlots *es, PyObject *lookup, PyObject
         }
     }
     if (incoming != unset) {
-        goto other_way; /* the merge: Python, for now */
         merged = merge_metadata(metadata, incoming, unset);
         if (merged == NULL) {
             goto fail;
