@@ -244,6 +244,13 @@ class Runner:
     ) -> None:
         self.ctx = ctx
         self.out: list[Any] = []
+        #: Whether nobody reads the outputs (a pipeline's ``drain()``): the C core then counts
+        #: the fast path's outputs in :attr:`discarded` instead of building them (the stages'
+        #: effects on the store and the ledger are the same). Set any time; read per batch.
+        self.discard = False
+        #: How many outputs were counted instead of built (see :attr:`discard`).
+        self.discarded = 0
+        self._to_out = sink is None
         sink = self.out.append if sink is None else sink
         self._head, self.chain = _connect_chain(transducers, sink, ctx)
         fast = _FastPath(self.chain, sink) if fuse and self.chain else None
@@ -547,9 +554,11 @@ class Runner:
         passed: list[type] = []
         k = 0
         n = len(todo)
+        # None: the outputs of the fast path go nowhere but :attr:`out`, which nobody reads.
+        tail = None if self.discard and self._to_out and fast.size == len(self.chain) else fast.tail
         try:
             while k < n:
-                k, event, raised, _ = run(
+                k, event, raised, skipped = run(
                     todo,
                     k,
                     number,
@@ -558,9 +567,10 @@ class Runner:
                     TYPED_DECODE,
                     decode,
                     fast.native_plans,
-                    fast.tail,
+                    tail,
                     passed if fast.tallies else None,
                 )
+                self.discarded += skipped
                 if k == n:
                     break
                 k += 1  # the event at k - 1 left the fast path (or its handler raised)

@@ -372,6 +372,74 @@ def test_a_delta_merges_into_an_older_version_the_python_way() -> None:
     assert result["updates"] == [{"a": 1}, {"a": 2}, {"a": 1, "b": 3}]
 
 
+# -- drain(): the updates nobody reads are not built ------------------------------------------
+
+
+def _drained(data: bytes, chunk: int, mode: Any, prefetch: int, iterate: bool) -> dict[str, Any]:
+    """The default stages from bytes through ``wrap()``, drained (or iterated): the count,
+    the store, the ledger and the reports."""
+    import anyio
+
+    stages: Any = agui_meta.DefaultStages(agui_meta.Store())
+    stages.ledger._clock = lambda: 0.0
+    reports: list[str] = []
+    out: dict[str, Any] = {}
+    chunks = [data[i : i + chunk] for i in range(0, len(data), chunk)]
+
+    async def main() -> None:
+        minted = (uuid.UUID(int=n) for n in itertools.count())
+        with mock.patch.object(uuid, "uuid4", minted.__next__):
+            async with agui_meta.wrap(
+                chunks,
+                *stages,
+                mode=mode,
+                on_report=lambda r: reports.append(repr(r)),
+                prefetch=prefetch,
+            ) as stream:
+                if iterate:
+                    out["count"] = len([u async for u in stream])
+                else:
+                    out["count"] = await stream.drain()
+                runner = stream._runner
+                out["built"] = runner is not None and runner.discarded == 0
+
+    error = None
+    try:
+        anyio.run(main)
+    except agui_meta.AguiMetaError as exc:
+        error = (type(exc).__name__, str(exc))
+    return {
+        "count": out.get("count"),
+        "error": error,
+        "reports": reports,
+        "messages": stages.store.messages_wire(),
+        "state": stages.store.state,
+        "ledger": stages.ledger.to_builtins(),
+        "built": out.get("built"),
+    }
+
+
+@pytest.mark.parametrize("prefetch", [0, 4])
+@pytest.mark.parametrize("mode", MODES)
+def test_drain_counts_the_updates_it_does_not_build(mode: str, prefetch: int) -> None:
+    streams = [p.read_bytes() for p in STREAMS if p.suffix == ".sse"]
+    streams.append(b"".join(b"data: " + f + b"\n\n" for f in workload.frames(2000, seed=5)))
+    streams.append(_delta_stream(3))
+    with _must_run():
+        for data in streams:
+            for chunk in (len(data), 4096, 333):
+                with _core(True):
+                    native = _drained(data, chunk, mode, prefetch, iterate=False)
+                with _core(False):
+                    python = _drained(data, chunk, mode, prefetch, iterate=False)
+                    iterated = _drained(data, chunk, mode, prefetch, iterate=True)
+                # The C core counted updates instead of building them, the Python path none.
+                built = native.pop("built"), python.pop("built"), iterated.pop("built")
+                assert native == python == iterated
+                if native["error"] is None:
+                    assert built == (False, True, True)
+
+
 # -- the proof the C scan gives --------------------------------------------------------------
 
 
