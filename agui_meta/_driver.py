@@ -535,8 +535,11 @@ class Runner:
         """:meth:`_run_batch`, its fast path in the C core (``_native.run_batch``).
 
         The C loop takes the events :meth:`_run_batch`'s loop sends down the fast path, in
-        the same way, and stops at the first other one: this loop handles that one exactly as
-        :meth:`_run_batch` does, then hands the rest back.
+        the same way. The others it gives to the stages' feeds itself, as :meth:`_run_batch`
+        does (the candidates that passed tallied first), and it stops when one raises (this
+        loop then handles the error exactly as :meth:`_run_batch` does), when a stage changed
+        its fast-path members (this loop makes the plans again), or at an event that does not
+        decode or has no data (this loop hands it to the decoding stage); then it goes on.
         """
         fast = self._fast
         native = self._native
@@ -558,7 +561,13 @@ class Runner:
         tail = None if self.discard and self._to_out and fast.size == len(self.chain) else fast.tail
         try:
             while k < n:
-                k, event, raised, skipped = run(
+                tallies = fast.tallies
+                rest = (
+                    (after_decode, fast.filters, fast._held, tallies)
+                    if all(type(t) is dict for t in tallies)
+                    else None
+                )
+                k, event, raised, skipped, replan = run(
                     todo,
                     k,
                     number,
@@ -568,9 +577,13 @@ class Runner:
                     decode,
                     fast.native_plans,
                     tail,
-                    passed if fast.tallies else None,
+                    passed if tallies else None,
+                    rest,
                 )
                 self.discarded += skipped
+                if replan:  # the events before k went through; a stage's members changed
+                    fast.refresh()
+                    continue
                 if k == n:
                     break
                 k += 1  # the event at k - 1 left the fast path (or its handler raised)

@@ -13,18 +13,26 @@
  *     strings. True means: if the typed decode of the text succeeds, fast_decode returns that
  *     event. False means only "not proven": the Python fast_decode decides.
  *
- * configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
- *     Once, at import of the driver: the classes the loop builds and compares with.
+ * configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context,
+ *           MergedMetadata, MetadataWrites, copy_json)
+ *     Once, at import of the driver: the classes the loop builds and compares with, and the
+ *     offsets of the slots it reads and writes (see _loop.h).
  *
- * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note)
- *     -> (k, event, exc)
- *     The loop of Runner._run_batch over payloads[k:], for the events that take the fast path
- *     (see _driver.Runner._run_batch): it stops at the first event that does not, and returns
- *     its position, its decoded event (None when the data is None or does not decode) and the
- *     exception its fast-path handler raised (None if none). k == len(payloads): all done.
- *     plans: by event class, (ids, convert, kind, lookup): kind 1 or 2 says convert is
- *     Accumulate's _text_content or _tool_args, which content_update does here for the common
- *     case (lookup: the store's message or tool_call lookup), handing the rest to convert.
+ * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note, rest)
+ *     -> (k, event, exc, skipped, replan)
+ *     The loop of Runner._run_batch over payloads[k:]. The events that take the fast path go
+ *     through it here; plans: by event class, (ids, convert, kind, lookup): ids the tuple of
+ *     the stages' containers of open ids (None: any id); kind 1 or 2 says convert is
+ *     Accumulate's _text_content or _tool_args, which content_update (_loop.h) does here for
+ *     the common case (lookup: the store's message or tool_call lookup), handing the rest to
+ *     convert. tail None: the outputs are not wanted, and are counted (skipped), not built.
+ *     rest None: the loop stops at the first other event and returns its position and its
+ *     decoded event (None when the data is None or does not decode). rest = (after_decode,
+ *     filters, held, tallies): the loop gives the other events to after_decode itself (the
+ *     stages' feeds), the classes in note counted into tallies first, and stops only at an
+ *     event that does not decode, when a feed or a handler raised (exc), or when a filter's
+ *     fast-path members are no longer those in held (replan True: the events before k went
+ *     through). k == len(payloads) and replan False: all done.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -46,7 +54,7 @@ native_scan(PyObject *module, PyObject *data)
     return PyBool_FromLong(clean);
 }
 
-static PyObject *str_index;
+static PyObject *str_index, *str_type, *str_fast_passes, *str_fast_tally, *one;
 /* Set once by configure(): the classes and the sentinel the loop compares with. */
 static PyObject *Update_cls, *Unset;
 
@@ -202,13 +210,14 @@ decode_one(PyObject *data, PyObject *typed_decode, PyObject *py_decode)
 }
 
 static PyObject *
-result(Py_ssize_t k, PyObject *event, PyObject *exc, Py_ssize_t skipped)
+result(Py_ssize_t k, PyObject *event, PyObject *exc, Py_ssize_t skipped, int replan)
 {
     /* steals event and exc (either may be NULL for None) */
     PyObject *pos = PyLong_FromSsize_t(k), *count = PyLong_FromSsize_t(skipped);
     PyObject *out = NULL;
     if (pos != NULL && count != NULL) {
-        out = PyTuple_Pack(4, pos, event ? event : Py_None, exc ? exc : Py_None, count);
+        out = PyTuple_Pack(5, pos, event ? event : Py_None, exc ? exc : Py_None, count,
+                           replan ? Py_True : Py_False);
     }
     Py_XDECREF(pos);
     Py_XDECREF(count);
@@ -250,11 +259,84 @@ set_index(PyObject *ctx, int by_slot, PyObject *at)
     return status;
 }
 
+/* _driver.Runner._tally: the classes of the candidates that passed (note), counted by their
+ * type into each of the stages' tallies, in order, then note cleared. 0, or -1. */
+static int
+tally(PyObject *note, PyObject *tallies)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(note); i++) {
+        PyObject *kind = PyObject_GetAttr(PyList_GET_ITEM(note, i), str_type);
+        if (kind == NULL) {
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tallies); j++) {
+            PyObject *counts = PyList_GET_ITEM(tallies, j);
+            PyObject *was = PyDict_GetItemWithError(counts, kind); /* borrowed */
+            PyObject *now = was != NULL   ? PyNumber_Add(was, one)
+                            : PyErr_Occurred() ? NULL
+                                             : (Py_INCREF(one), one);
+            if (now == NULL || PyDict_SetItem(counts, kind, now) < 0) {
+                Py_XDECREF(now);
+                Py_DECREF(kind);
+                return -1;
+            }
+            Py_DECREF(now);
+        }
+        Py_DECREF(kind);
+    }
+    return PyList_SetSlice(note, 0, PyList_GET_SIZE(note), NULL);
+}
+
+/* _driver._FastPath.refresh's test: whether a filter's fast_passes or fast_tally is no longer
+ * the one the plans were made from (held: the members in pairs). 1, 0, or -1. */
+static int
+members_changed(PyObject *filters, PyObject *held)
+{
+    if (PyList_GET_SIZE(held) != 2 * PyList_GET_SIZE(filters)) {
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(filters); i++) {
+        PyObject *f = PyList_GET_ITEM(filters, i);
+        PyObject *passes = PyObject_GetAttr(f, str_fast_passes);
+        if (passes == NULL) {
+            return -1;
+        }
+        Py_DECREF(passes); /* compared by identity only */
+        PyObject *counts = PyObject_GetAttr(f, str_fast_tally);
+        if (counts == NULL) {
+            return -1;
+        }
+        Py_DECREF(counts);
+        if (passes != PyList_GET_ITEM(held, 2 * i) || counts != PyList_GET_ITEM(held, 2 * i + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The exception being raised, normalized with its traceback (a new reference). */
+static PyObject *
+fetch_raised(void)
+{
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (exc != NULL && tb != NULL) {
+        PyException_SetTraceback(exc, tb);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    if (exc == NULL) {
+        PyErr_SetString(PyExc_SystemError, "run_batch(): a handler raised nothing");
+    }
+    return exc;
+}
+
 static PyObject *
 native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "run_batch() takes 10 arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "run_batch() takes 11 arguments");
         return NULL;
     }
     if (Update_cls == NULL) {
@@ -266,8 +348,29 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int number = PyObject_IsTrue(args[2]);
     Py_ssize_t index = PyLong_AsSsize_t(args[3]);
     PyObject *ctx = args[4], *typed_decode = args[5], *py_decode = args[6];
-    PyObject *plans = args[7], *tail = args[8], *note = args[9];
+    PyObject *plans = args[7], *tail = args[8], *note = args[9], *rest = args[10];
     PyObject *unset = Unset, *update_cls = Update_cls;
+    PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
+    if (rest != Py_None) {
+        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) != 4 ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 1)) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 2)) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "run_batch(): rest is (after_decode, filters, held, tallies)");
+            return NULL;
+        }
+        after_decode = PyTuple_GET_ITEM(rest, 0);
+        filters = PyTuple_GET_ITEM(rest, 1);
+        held = PyTuple_GET_ITEM(rest, 2);
+        tallies = PyTuple_GET_ITEM(rest, 3);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tallies); i++) {
+            if (!PyDict_CheckExact(PyList_GET_ITEM(tallies, i))) {
+                PyErr_SetString(PyExc_TypeError, "run_batch(): a tally is a dict");
+                return NULL;
+            }
+        }
+    }
     if ((k == -1 || index == -1 || number < 0) && PyErr_Occurred()) {
         return NULL;
     }
@@ -292,7 +395,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *data = PyList_GET_ITEM(payloads, k); /* borrowed */
         if (data == Py_None) {
-            return result(k, NULL, NULL, skipped);
+            return result(k, NULL, NULL, skipped, 0);
         }
         Py_INCREF(data);
         PyObject *event = decode_one(data, typed_decode, py_decode);
@@ -302,7 +405,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (event == Py_None) {
             Py_DECREF(event);
-            return result(k, NULL, NULL, skipped);
+            return result(k, NULL, NULL, skipped, 0);
         }
         PyObject *cls = (PyObject *)Py_TYPE(event);
         const DeltaSlots *es = delta_slots_of(Py_TYPE(event));
@@ -312,7 +415,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(event);
                 return NULL;
             }
-            return result(k, event, NULL, skipped); /* not a candidate: the stages' feeds */
+            goto to_stages; /* not a candidate: the stages' feeds */
         }
         if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4 ||
             !PyLong_CheckExact(PyTuple_GET_ITEM(plan, 2)) ||
@@ -323,7 +426,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *tag = slot_get(event, es->subagent_run_id), *id = slot_get(event, es->id);
         if (tag != unset || id == NULL) {
-            return result(k, event, NULL, skipped); /* tagged (or not as decoded): the feeds */
+            goto to_stages; /* tagged (or not as decoded): the feeds */
         }
         Py_INCREF(plan); /* held: the handlers run Python code */
         PyObject *ids = PyTuple_GET_ITEM(plan, 0), *convert = PyTuple_GET_ITEM(plan, 1);
@@ -335,7 +438,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                     Py_DECREF(event);
                     return NULL;
                 }
-                return result(k, event, NULL, skipped);
+                goto to_stages; /* not an open item of every stage */
             }
         }
         PyObject *out;
@@ -375,33 +478,52 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             Py_DECREF(out);
         }
+        Py_DECREF(plan);
         if (done < 0) {
             /* The fast path's handler raised: the driver handles it as its own loop does. */
-            PyObject *type, *exc, *tb;
-            PyErr_Fetch(&type, &exc, &tb);
-            PyErr_NormalizeException(&type, &exc, &tb);
-            if (exc != NULL && tb != NULL) {
-                PyException_SetTraceback(exc, tb);
-            }
-            Py_XDECREF(type);
-            Py_XDECREF(tb);
-            Py_DECREF(plan);
+            PyObject *exc = fetch_raised();
             if (exc == NULL) {
                 Py_DECREF(event);
-                PyErr_SetString(PyExc_SystemError, "run_batch(): a handler raised nothing");
                 return NULL;
             }
-            return result(k, event, exc, skipped);
+            return result(k, event, exc, skipped, 0);
         }
         if (note != Py_None && PyList_Append(note, cls) < 0) {
             Py_DECREF(event);
-            Py_DECREF(plan);
             return NULL;
         }
         Py_DECREF(event);
-        Py_DECREF(plan);
+        continue;
+    to_stages:
+        /* An event off the fast path (event held). Without rest, the driver takes it; with
+         * rest, as the driver's loop does: the candidates that passed counted into the
+         * stages' tallies first, then the event to the stages' feeds (an exception is handed
+         * back, as a handler's), then, when a stage changed its fast-path members, back to
+         * the driver to make the plans again. */
+        if (rest == Py_None) {
+            return result(k, event, NULL, skipped, 0);
+        }
+        if (note != Py_None && PyList_GET_SIZE(note) > 0 && tally(note, tallies) < 0) {
+            Py_DECREF(event);
+            return NULL;
+        }
+        PyObject *back = PyObject_CallOneArg(after_decode, event);
+        if (back == NULL) {
+            PyObject *exc = fetch_raised();
+            if (exc == NULL) {
+                Py_DECREF(event);
+                return NULL;
+            }
+            return result(k, event, exc, skipped, 0);
+        }
+        Py_DECREF(back);
+        Py_DECREF(event);
+        int changed = members_changed(filters, held);
+        if (changed != 0) {
+            return changed < 0 ? NULL : result(k + 1, NULL, NULL, skipped, 1);
+        }
     }
-    return result(k, NULL, NULL, skipped);
+    return result(k, NULL, NULL, skipped, 0);
 }
 
 static PyMethodDef native_methods[] = {
@@ -420,7 +542,11 @@ native_exec(PyObject *module)
 {
     str_index = PyUnicode_InternFromString("index");
     str_activity = PyUnicode_InternFromString("activity");
-    if (!str_index || !str_activity) {
+    str_type = PyUnicode_InternFromString("type");
+    str_fast_passes = PyUnicode_InternFromString("fast_passes");
+    str_fast_tally = PyUnicode_InternFromString("fast_tally");
+    one = PyLong_FromLong(1);
+    if (!str_index || !str_activity || !str_type || !str_fast_passes || !str_fast_tally || !one) {
         return -1;
     }
     if (PyModule_AddIntConstant(module, "MAX_NESTING", MAX_NESTING) < 0) {

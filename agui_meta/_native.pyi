@@ -27,5 +27,6 @@ def run_batch(
     plans: dict[type, tuple[Any, Any, int, Any]],
     tail: Any,
     note: list[type] | None,
+    rest: tuple[Any, list[Any], list[Any], list[dict[str, int]]] | None,
     /,
-) -> tuple[int, Any, BaseException | None, int]: ...
+) -> tuple[int, Any, BaseException | None, int, bool]: ...

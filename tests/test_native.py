@@ -37,7 +37,7 @@ import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
-from agui_meta._stage import Context, Transducer
+from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
 from tests.needs import missing
@@ -372,6 +372,83 @@ def test_a_delta_merges_into_an_older_version_the_python_way() -> None:
     assert result["updates"] == [{"a": 1}, {"a": 2}, {"a": 1, "b": 3}]
 
 
+# -- what the C loop must leave to Python: foreign tallies, a context of its own -----------------
+
+
+class _CountingTally(dict[str, int]):
+    """A tally of a class of its own: the C loop hands the events off the fast path back."""
+
+
+class _Counts(Transducer[Any, Any]):
+    """A stage that lets every untagged delta pass and counts them in its own kind of dict."""
+
+    takes_events = True
+
+    def __init__(self) -> None:
+        self.fast_passes: dict[type, None] = dict.fromkeys(CONTENT_DELTAS)
+        self.fast_tally: dict[str, int] = _CountingTally()
+        self.seen: list[str] = []
+
+    def feed(self, item: Any) -> None:
+        self.seen.append(item.type)
+        self.emit(item)
+
+
+_Counts.fast_feed = _Counts.feed
+
+
+class _IndexContext(Context):
+    """A context whose ``index`` is a property: the C loop must set it by name."""
+
+    __slots__ = ("indexes",)
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.indexes: list[int] = []
+        super().__init__(*args, **kw)
+
+    @property
+    def index(self) -> int:
+        return self.indexes[-1] if self.indexes else -1
+
+    @index.setter
+    def index(self, value: int) -> None:
+        self.indexes.append(value)
+
+
+def _foreign(data: bytes, mode: str) -> dict[str, Any]:
+    counts = _Counts()
+    store = agui_meta.Store()
+    record = test_fuse._Record()
+    ctx = _IndexContext(mode, lambda r: None)
+    stages = [agui_meta.Enforce(), agui_meta.Verify(), counts, agui_meta.Accumulate(store)]
+    runner = Runner([*stages, record], ctx, framing="sse")
+    error = None
+    try:
+        for at in range(0, len(data), 700):
+            runner.feed(data[at : at + 700])
+        runner.close()
+    except agui_meta.AguiMetaError as exc:
+        where = tuple(getattr(exc, name, None) for name in ("index", "offset", "line"))
+        error = (type(exc).__name__, str(exc), where)
+    return {
+        "counts": dict(counts.fast_tally),
+        "seen": counts.seen,
+        "indexes": ctx.indexes,
+        "outputs": record.seen,
+        "messages": store.messages_wire(),
+        "error": error,
+        "fused": runner.fused,
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_foreign_tally_and_a_context_of_its_own(mode: str) -> None:
+    data = b"".join(b"data: " + f + b"\n\n" for f in workload.frames(800, seed=3))
+    with _must_run():
+        result = _both(_foreign, data, mode)
+    assert result["fused"] == 4 and result["counts"] and result["indexes"]
+
+
 # -- drain(): the updates nobody reads are not built ------------------------------------------
 
 
@@ -518,7 +595,7 @@ import json, sys
 import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
-from agui_meta._stage import Context, Transducer
+from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 reports = []
 store = agui_meta.Store()
 ctx = Context("keep_going", reports.append)
