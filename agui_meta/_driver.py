@@ -65,6 +65,10 @@ _NATIVE_CONVERTS: Mapping[Any, tuple[int, str]] = {
 }
 
 
+#: How many sets of plans a fast path keeps (a stage switches between a few mappings).
+_PLANS_KEPT = 16
+
+
 def _connect_chain(
     transducers: Iterable[Transducer[Any, Any]], sink: Callable[[Any], None], ctx: Context
 ) -> tuple[Callable[[Any], None], list[Transducer[Any, Any]]]:
@@ -125,6 +129,8 @@ class _FastPath:
         self.tallies: list[dict[str, int]] = []
         # The members the plans were made from: each filter's fast_passes and fast_tally.
         self._held: list[Any] = []
+        # The plans made so far, by the identities of the filters' fast_passes (see _plan).
+        self._made: dict[tuple[int, ...], tuple[list[Any], dict[type, Any], dict[type, Any]]] = {}
         self.useful = bool(self.filters) or self.converts is not None
         self._plan()
 
@@ -140,13 +146,34 @@ class _FastPath:
             i += 2
 
     def _plan(self) -> None:
-        """The plans from the stages' members as they are now."""
+        """The plans from the stages' members as they are now.
+
+        A stage gives a new ``fast_passes`` mapping whenever what it lets pass changes (the
+        contract, see ``_stage``), so the plans made from the same mappings are the same: they
+        are kept, by the mappings' identities (the mappings held with them), and made once.
+        """
         filters = self.filters
         passes = [f.fast_passes for f in filters]
         tallies = [f.fast_tally for f in filters]
         self._held = [m for pair in zip(passes, tallies, strict=True) for m in pair]
-        plans = self.plans
-        plans.clear()
+        self.tallies[:] = [t for t in tallies if t is not None]
+        key = tuple(map(id, passes))
+        made = self._made.get(key)
+        if made is None:
+            if len(self._made) >= _PLANS_KEPT:
+                self._made.clear()
+            made = self._made[key] = (passes, *self._make(passes))
+        _, plans, native = made
+        self.plans.clear()
+        self.plans.update(plans)
+        self.native_plans.clear()
+        self.native_plans.update(native)
+
+    def _make(
+        self, passes: list[Mapping[type, Container[str] | None] | None]
+    ) -> tuple[dict[type, Any], dict[type, tuple[Any, Any, int, Any]]]:
+        """The plans, and the C core's, from the filters' ``fast_passes``."""
+        plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
         converts = self.converts
         held_by: dict[type, tuple[Container[str], ...] | None] = {}
         for cls in CONTENT_DELTAS:
@@ -168,9 +195,7 @@ class _FastPath:
                     convert,
                 )
                 held_by[cls] = tuple(ids) if ids else None
-        self.tallies[:] = [t for t in tallies if t is not None]
-        native = self.native_plans
-        native.clear()
+        native: dict[type, tuple[Any, Any, int, Any]] = {}
         for candidate, (_, handler) in plans.items():
             kind, lookup = 0, None
             func = getattr(handler, "__func__", None)
@@ -179,6 +204,7 @@ class _FastPath:
                 kind, name = _NATIVE_CONVERTS[func]
                 lookup = getattr(owner, name)
             native[candidate] = (held_by[candidate], handler, kind, lookup)
+        return plans, native
 
     def count(self, cls: type, n: int = 1) -> None:
         """Add ``n`` candidates of class ``cls`` that passed to the stages' tallies."""
