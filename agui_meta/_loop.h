@@ -30,10 +30,14 @@ slot_set(PyObject *o, Py_ssize_t off, PyObject *value)
     Py_XSETREF(*p, value);
 }
 
-/* The offset of cls's writable object slot name (a member descriptor), or -1 with an error. */
+/* The offset of cls's writable object slot name (a member descriptor), or -1 with an error
+ * (also, without looking, when an error is already set: configure() reads many in a row). */
 static Py_ssize_t
 slot_offset(PyObject *cls, const char *name)
 {
+    if (PyErr_Occurred()) {
+        return -1;
+    }
     PyObject *descr = PyObject_GetAttrString(cls, name);
     if (descr == NULL) {
         return -1;
@@ -281,18 +285,18 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
     if (!PyDict_CheckExact(incoming)) {
         Py_RETURN_NONE;
     }
-    PyObject *writes = NULL;
+    PyObject *writes = NULL; /* the record merged into (a strong reference), or NULL: new */
     if (existing == Py_None || existing == unset) {
         /* base = MergedMetadata(): a new record */
     }
     else if (Py_IS_TYPE(existing, Merged_type)) {
-        writes = slot_get(existing, mm_writes_off);
+        PyObject *record = slot_get(existing, mm_writes_off);
         PyObject *version = slot_get(existing, mm_version_off);
-        if (writes == NULL || version == NULL || !Py_IS_TYPE(writes, Writes_type)) {
+        if (record == NULL || version == NULL || !Py_IS_TYPE(record, Writes_type)) {
             Py_RETURN_NONE;
         }
-        PyObject *newest = slot_get(writes, w_version_off);
-        if (newest == NULL) {
+        PyObject *newest = slot_get(record, w_version_off);
+        if (newest == NULL || !PyLong_CheckExact(version) || !PyLong_CheckExact(newest)) {
             Py_RETURN_NONE;
         }
         int same = PyObject_RichCompareBool(version, newest, Py_EQ);
@@ -308,6 +312,8 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
             Py_INCREF(existing);
             return existing;
         }
+        writes = record;
+        Py_INCREF(writes); /* held: copy_json below runs Python code */
     }
     else {
         Py_RETURN_NONE; /* a history's dict, list or string: Python */
@@ -318,7 +324,8 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
     PyObject *key, *value;
     int containers = 0;
     while (PyDict_Next(incoming, &pos, &key, &value)) {
-        if (!PyUnicode_Check(key)) {
+        if (!PyUnicode_CheckExact(key)) {
+            Py_XDECREF(writes);
             Py_RETURN_NONE;
         }
         if (PyDict_Check(value) || PyList_Check(value)) {
@@ -330,6 +337,7 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
     if (containers) {
         Py_SETREF(copied, PyDict_New());
         if (copied == NULL) {
+            Py_XDECREF(writes);
             return NULL;
         }
         pos = 0;
@@ -339,6 +347,7 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
                 PyObject *copy = PyObject_CallOneArg(copy_json_func, value);
                 if (copy == NULL) {
                     Py_DECREF(copied);
+                    Py_XDECREF(writes);
                     return NULL;
                 }
                 status = PyDict_SetItem(copied, key, copy);
@@ -349,6 +358,7 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
             }
             if (status < 0) {
                 Py_DECREF(copied);
+                Py_XDECREF(writes);
                 return NULL;
             }
         }
@@ -359,9 +369,6 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
             Py_DECREF(copied);
             return NULL;
         }
-    }
-    else {
-        Py_INCREF(writes);
     }
     PyObject *merged = NULL;
     if (PyDict_GET_SIZE(copied) == 0 || writes_write(writes, copied) == 0) {

@@ -73,6 +73,9 @@ type_arg(PyObject *const *args, int i)
 static PyMethodDef *
 method_def(PyObject *obj, const char *name)
 {
+    if (obj == NULL || PyErr_Occurred()) {
+        return NULL;
+    }
     PyObject *method = PyObject_GetAttrString(obj, name);
     if (method == NULL) {
         return NULL;
@@ -135,7 +138,8 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     Py_ssize_t index_off = slot_offset((PyObject *)context, "index");
-    PyObject *index_descr = PyObject_GetAttrString((PyObject *)context, "index");
+    PyObject *index_descr =
+        index_off < 0 ? NULL : PyObject_GetAttrString((PyObject *)context, "index");
     Py_ssize_t mw = slot_offset((PyObject *)merged, "_writes");
     Py_ssize_t mv = slot_offset((PyObject *)merged, "_version");
     Py_ssize_t ms = slot_offset((PyObject *)merged, "_size");
@@ -143,8 +147,7 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t wk = slot_offset((PyObject *)writes, "keys");
     Py_ssize_t wv = slot_offset((PyObject *)writes, "version");
     PyObject *d = PyDict_New(), *l = PyList_New(0);
-    PyMethodDef *get = d ? method_def(d, "get") : NULL;
-    PyMethodDef *append = l ? method_def(l, "append") : NULL;
+    PyMethodDef *get = method_def(d, "get"), *append = method_def(l, "append");
     Py_XDECREF(d);
     Py_XDECREF(l);
     if (index_off < 0 || index_descr == NULL || mw < 0 || mv < 0 || ms < 0 || wc < 0 ||
