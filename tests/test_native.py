@@ -517,6 +517,27 @@ def test_drain_counts_the_updates_it_does_not_build(mode: str, prefetch: int) ->
                     assert built == (False, True, True)
 
 
+def test_drain_builds_what_a_stage_after_the_fast_path_reads() -> None:
+    # A stage of the caller's after the default ones reads every update: none is skipped.
+    import anyio
+
+    data = b"".join(b"data: " + f + b"\n\n" for f in workload.frames(600, seed=9))
+
+    def run() -> dict[str, Any]:
+        record = test_fuse._Record()
+
+        async def main() -> int:
+            async with agui_meta.wrap([data], *agui_meta.DefaultStages(), record) as stream:
+                return await stream.drain()
+
+        count = anyio.run(main)
+        return {"count": count, "seen": [seen[:3] for seen in record.seen]}
+
+    with _must_run():
+        result = _both(run)
+    assert result["count"] == len(result["seen"]) > 500
+
+
 # -- the proof the C scan gives --------------------------------------------------------------
 
 
