@@ -18,6 +18,10 @@
  *     Once, at import of the driver: the classes the loop builds and compares with, and the
  *     offsets of the slots it reads and writes (see _loop.h).
  *
+ * merge(existing, incoming) -> MergedMetadata | None
+ *     _accumulate._merged for the common case (see merge_metadata in _loop.h), for the
+ *     handlers that run in Python; None: the Python merge does it.
+ *
  * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note, rest)
  *     -> (k, event, exc, skipped, replan)
  *     The loop of Runner._run_batch over payloads[k:]. The events that take the fast path go
@@ -529,12 +533,30 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result(k, NULL, NULL, skipped, 0);
 }
 
+/* merge(existing, incoming) -> the merged metadata, or None: _accumulate._merged for the
+ * common case (merge_metadata in _loop.h), None for the Python merge to do (or before
+ * configure()). */
+static PyObject *
+native_merge(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "merge() takes 2 arguments");
+        return NULL;
+    }
+    if (Merged_type == NULL) {
+        Py_RETURN_NONE;
+    }
+    return merge_metadata(args[0], args[1], Unset);
+}
+
 static PyMethodDef native_methods[] = {
     {"scan", (PyCFunction)native_scan, METH_O,
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
     {"configure", (PyCFunction)(void (*)(void))native_configure, METH_FASTCALL,
      "configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context, "
      "MergedMetadata, _Writes, copy_json): once."},
+    {"merge", (PyCFunction)(void (*)(void))native_merge, METH_FASTCALL,
+     "merge(existing, incoming) -> MergedMetadata | None: accumulate's merge, or None."},
     {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,
      "run_batch(...) -> (k, event, exc, skipped): the driver's fast-path loop (see _driver)."},
     {NULL, NULL, 0, NULL},

@@ -16,6 +16,7 @@ def configure(
     copy_json: Any,
     /,
 ) -> None: ...
+def merge(existing: Any, incoming: Any, /) -> Any: ...
 def run_batch(
     payloads: list[bytes | None],
     k: int,

@@ -65,6 +65,9 @@ class _Counting:
         _Counting.calls += 1
         return NATIVE.run_batch(*args)
 
+    def merge(self, *args: Any) -> Any:
+        return NATIVE.merge(*args)
+
 
 @contextmanager
 def _must_run() -> Iterator[None]:
