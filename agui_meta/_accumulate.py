@@ -54,6 +54,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from . import _speedups
 from ._events import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
@@ -126,7 +127,16 @@ class Update(msgspec.Struct, frozen=True, gc=False):
 
 def _merged(existing: Any, incoming: dict[str, Any]) -> MergedMetadata:
     """``{...existing, ...incoming}`` with incoming's values copied: :func:`merge_metadata`
-    into the item's :class:`MergedMetadata` (made on the item's first merge)."""
+    into the item's :class:`MergedMetadata` (made on the item's first merge).
+
+    The C core, when in use, does the common case (the same record written, see
+    ``_native.c``'s ``merge``); what it leaves (``None``) is done here.
+    """
+    native = _speedups.NATIVE
+    if native is not None:
+        done = native.merge(existing, incoming)
+        if done is not None:
+            return done  # type: ignore[no-any-return]
     base: MergedMetadata
     if type(existing) is MergedMetadata:
         base = existing

@@ -36,13 +36,25 @@ from ._framing import (
     PayloadRun,
     ignored_report,
 )
+from ._metadata import MergedMetadata, MetadataWrites, copy_json
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, ToolCallItem
 
 __all__ = ["Runner"]
 
 if _speedups.NATIVE is not None:
-    _speedups.NATIVE.configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
+    _speedups.NATIVE.configure(
+        Update,
+        MessageItem,
+        ToolCallItem,
+        ToolCallArgsEvent,
+        UNSET,
+        CONTENT_DELTAS,
+        Context,
+        MergedMetadata,
+        MetadataWrites,
+        copy_json,
+    )
 
 #: The content handlers of :class:`Accumulate` the C core does itself in the common case
 #: (``_native.c``'s ``content_update``), by the kind it knows them as, and the store lookup
@@ -51,6 +63,10 @@ _NATIVE_CONVERTS: Mapping[Any, tuple[int, str]] = {
     Accumulate._text_content: (1, "_message"),
     Accumulate._tool_args: (2, "_tool_call"),
 }
+
+
+#: How many sets of plans a fast path keeps (a stage switches between a few mappings).
+_PLANS_KEPT = 16
 
 
 def _connect_chain(
@@ -107,11 +123,14 @@ class _FastPath:
         self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
         #: By candidate class: (the open ids, or None for any; the conversion, or None).
         self.plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
-        #: The plans as the C core takes them: (ids, convert, kind, lookup) (see _native.c).
+        #: The plans as the C core takes them: (the tuple of the open ids' containers, or None;
+        #: convert, kind, lookup) (see _native.c).
         self.native_plans: dict[type, tuple[Any, Any, int, Any]] = {}
         self.tallies: list[dict[str, int]] = []
         # The members the plans were made from: each filter's fast_passes and fast_tally.
         self._held: list[Any] = []
+        # The plans made so far, by the identities of the filters' fast_passes (see _plan).
+        self._made: dict[tuple[int, ...], tuple[list[Any], dict[type, Any], dict[type, Any]]] = {}
         self.useful = bool(self.filters) or self.converts is not None
         self._plan()
 
@@ -127,14 +146,36 @@ class _FastPath:
             i += 2
 
     def _plan(self) -> None:
-        """The plans from the stages' members as they are now."""
+        """The plans from the stages' members as they are now.
+
+        A stage gives a new ``fast_passes`` mapping whenever what it lets pass changes (the
+        contract, see ``_stage``), so the plans made from the same mappings are the same: they
+        are kept, by the mappings' identities (the mappings held with them), and made once.
+        """
         filters = self.filters
         passes = [f.fast_passes for f in filters]
         tallies = [f.fast_tally for f in filters]
         self._held = [m for pair in zip(passes, tallies, strict=True) for m in pair]
-        plans = self.plans
-        plans.clear()
+        self.tallies[:] = [t for t in tallies if t is not None]
+        key = tuple(map(id, passes))
+        made = self._made.get(key)
+        if made is None:
+            if len(self._made) >= _PLANS_KEPT:
+                self._made.clear()
+            made = self._made[key] = (passes, *self._make(passes))
+        _, plans, native = made
+        self.plans.clear()
+        self.plans.update(plans)
+        self.native_plans.clear()
+        self.native_plans.update(native)
+
+    def _make(
+        self, passes: list[Mapping[type, Container[str] | None] | None]
+    ) -> tuple[dict[type, Any], dict[type, tuple[Any, Any, int, Any]]]:
+        """The plans, and the C core's, from the filters' ``fast_passes``."""
+        plans: dict[type, tuple[Container[str] | None, Callable[[Any], Any] | None]] = {}
         converts = self.converts
+        held_by: dict[type, tuple[Container[str], ...] | None] = {}
         for cls in CONTENT_DELTAS:
             ids: list[Container[str]] = []
             for p in passes:
@@ -153,17 +194,17 @@ class _FastPath:
                     None if not ids else ids[0] if len(ids) == 1 else _AllOf(ids),
                     convert,
                 )
-        self.tallies[:] = [t for t in tallies if t is not None]
-        native = self.native_plans
-        native.clear()
-        for candidate, (held, handler) in plans.items():
+                held_by[cls] = tuple(ids) if ids else None
+        native: dict[type, tuple[Any, Any, int, Any]] = {}
+        for candidate, (_, handler) in plans.items():
             kind, lookup = 0, None
             func = getattr(handler, "__func__", None)
             owner = getattr(handler, "__self__", None)
             if func in _NATIVE_CONVERTS and type(owner) is Accumulate:
                 kind, name = _NATIVE_CONVERTS[func]
                 lookup = getattr(owner, name)
-            native[candidate] = (held, handler, kind, lookup)
+            native[candidate] = (held_by[candidate], handler, kind, lookup)
+        return plans, native
 
     def count(self, cls: type, n: int = 1) -> None:
         """Add ``n`` candidates of class ``cls`` that passed to the stages' tallies."""
@@ -229,6 +270,13 @@ class Runner:
     ) -> None:
         self.ctx = ctx
         self.out: list[Any] = []
+        #: Whether nobody reads the outputs (a pipeline's ``drain()``): the C core then counts
+        #: the fast path's outputs in :attr:`discarded` instead of building them (the stages'
+        #: effects on the store and the ledger are the same). Set any time; read per batch.
+        self.discard = False
+        #: How many outputs were counted instead of built (see :attr:`discard`).
+        self.discarded = 0
+        self._to_out = sink is None
         sink = self.out.append if sink is None else sink
         self._head, self.chain = _connect_chain(transducers, sink, ctx)
         fast = _FastPath(self.chain, sink) if fuse and self.chain else None
@@ -513,8 +561,11 @@ class Runner:
         """:meth:`_run_batch`, its fast path in the C core (``_native.run_batch``).
 
         The C loop takes the events :meth:`_run_batch`'s loop sends down the fast path, in
-        the same way, and stops at the first other one: this loop handles that one exactly as
-        :meth:`_run_batch` does, then hands the rest back.
+        the same way. The others it gives to the stages' feeds itself, as :meth:`_run_batch`
+        does (the candidates that passed tallied first), and it stops when one raises (this
+        loop then handles the error exactly as :meth:`_run_batch` does), when a stage changed
+        its fast-path members (this loop makes the plans again), or at an event that does not
+        decode or has no data (this loop hands it to the decoding stage); then it goes on.
         """
         fast = self._fast
         native = self._native
@@ -532,9 +583,17 @@ class Runner:
         passed: list[type] = []
         k = 0
         n = len(todo)
+        # None: the outputs of the fast path go nowhere but :attr:`out`, which nobody reads.
+        tail = None if self.discard and self._to_out and fast.size == len(self.chain) else fast.tail
         try:
             while k < n:
-                k, event, raised = run(
+                tallies = fast.tallies
+                rest = (
+                    (after_decode, fast.filters, fast._held, tallies)
+                    if all(type(t) is dict for t in tallies)
+                    else None
+                )
+                k, event, raised, skipped, replan = run(
                     todo,
                     k,
                     number,
@@ -543,9 +602,14 @@ class Runner:
                     TYPED_DECODE,
                     decode,
                     fast.native_plans,
-                    fast.tail,
-                    passed if fast.tallies else None,
+                    tail,
+                    passed if tallies else None,
+                    rest,
                 )
+                self.discarded += skipped
+                if replan:  # the events before k went through; a stage's members changed
+                    fast.refresh()
+                    continue
                 if k == n:
                     break
                 k += 1  # the event at k - 1 left the fast path (or its handler raised)

@@ -55,7 +55,7 @@ CLIENT_METADATA_KEY = "@ag-ui/client"
 _SEPARATORS = "./:"
 
 
-class _Writes:
+class MetadataWrites:
     """Every write of one lineage of merges: each key's values with the merge that wrote them.
 
     ``cells[key]`` is ``(version, value)`` for a key written once, else ``[versions, values]``
@@ -110,14 +110,14 @@ class MergedMetadata(Mapping[str, Any]):
     __slots__ = ("_size", "_version", "_writes")
 
     def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
-        writes = self._writes = _Writes()
+        writes = self._writes = MetadataWrites()
         if initial:
             writes.write(initial)
         self._version = writes.version
         self._size = len(writes.keys)
 
     @classmethod
-    def _at(cls, writes: _Writes) -> MergedMetadata:
+    def _at(cls, writes: MetadataWrites) -> MergedMetadata:
         view = cls.__new__(cls)
         view._writes = writes
         view._version = writes.version

@@ -13,18 +13,30 @@
  *     strings. True means: if the typed decode of the text succeeds, fast_decode returns that
  *     event. False means only "not proven": the Python fast_decode decides.
  *
- * configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET)
- *     Once, at import of the driver: the classes the loop builds and compares with.
+ * configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context,
+ *           MergedMetadata, MetadataWrites, copy_json)
+ *     Once, at import of the driver: the classes the loop builds and compares with, and the
+ *     offsets of the slots it reads and writes (see _loop.h).
  *
- * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note)
- *     -> (k, event, exc)
- *     The loop of Runner._run_batch over payloads[k:], for the events that take the fast path
- *     (see _driver.Runner._run_batch): it stops at the first event that does not, and returns
- *     its position, its decoded event (None when the data is None or does not decode) and the
- *     exception its fast-path handler raised (None if none). k == len(payloads): all done.
- *     plans: by event class, (ids, convert, kind, lookup): kind 1 or 2 says convert is
- *     Accumulate's _text_content or _tool_args, which content_update does here for the common
- *     case (lookup: the store's message or tool_call lookup), handing the rest to convert.
+ * merge(existing, incoming) -> MergedMetadata | None
+ *     _accumulate._merged for the common case (see merge_metadata in _loop.h), for the
+ *     handlers that run in Python; None: the Python merge does it.
+ *
+ * run_batch(payloads, k, number, index, ctx, typed_decode, py_decode, plans, tail, note, rest)
+ *     -> (k, event, exc, skipped, replan)
+ *     The loop of Runner._run_batch over payloads[k:]. The events that take the fast path go
+ *     through it here; plans: by event class, (ids, convert, kind, lookup): ids the tuple of
+ *     the stages' containers of open ids (None: any id); kind 1 or 2 says convert is
+ *     Accumulate's _text_content or _tool_args, which content_update (_loop.h) does here for
+ *     the common case (lookup: the store's message or tool_call lookup), handing the rest to
+ *     convert. tail None: the outputs are not wanted, and are counted (skipped), not built.
+ *     rest None: the loop stops at the first other event and returns its position and its
+ *     decoded event (None when the data is None or does not decode). rest = (after_decode,
+ *     filters, held, tallies): the loop gives the other events to after_decode itself (the
+ *     stages' feeds), the classes in note counted into tallies first, and stops only at an
+ *     event that does not decode, when a feed or a handler raised (exc), or when a filter's
+ *     fast-path members are no longer those in held (replan True: the events before k went
+ *     through). k == len(payloads) and replan False: all done.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -32,6 +44,7 @@
 #include <string.h>
 
 #include "_scan.h"
+#include "_loop.h"
 
 static PyObject *
 native_scan(PyObject *module, PyObject *data)
@@ -45,130 +58,139 @@ native_scan(PyObject *module, PyObject *data)
     return PyBool_FromLong(clean);
 }
 
-static PyObject *str_index, *str_subagent_run_id, *str_message_id, *str_tool_call_id;
-static PyObject *str_metadata, *str_delta, *str_role, *str_parts, *str_content, *str_activity;
-static PyObject *str_function_fields, *str_arg_parts, *str_args;
+static PyObject *str_index, *str_type, *str_fast_passes, *str_fast_tally, *one;
 /* Set once by configure(): the classes and the sentinel the loop compares with. */
-static PyObject *Update_cls, *MessageItem_cls, *ToolCallItem_cls, *ToolCallArgs_cls, *Unset;
+static PyObject *Update_cls, *Unset;
+
+/* The class in args[i], checked to be a type (a borrowed reference), or NULL with an error. */
+static PyTypeObject *
+type_arg(PyObject *const *args, int i)
+{
+    if (!PyType_Check(args[i])) {
+        PyErr_Format(PyExc_TypeError, "configure(): argument %d is not a class", i + 1);
+        return NULL;
+    }
+    return (PyTypeObject *)args[i];
+}
+
+/* The method definition of the builtin method name of obj (its address identifies it). */
+static PyMethodDef *
+method_def(PyObject *obj, const char *name)
+{
+    if (obj == NULL || PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *method = PyObject_GetAttrString(obj, name);
+    if (method == NULL) {
+        return NULL;
+    }
+    PyMethodDef *def = PyCFunction_Check(method) ? ((PyCFunctionObject *)method)->m_ml : NULL;
+    Py_DECREF(method);
+    if (def == NULL) {
+        PyErr_Format(PyExc_TypeError, "configure(): %s is not a builtin method", name);
+    }
+    return def;
+}
 
 static PyObject *
 native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "configure() takes 5 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes 10 arguments");
         return NULL;
     }
-    PyObject **slots[5] = {&Update_cls, &MessageItem_cls, &ToolCallItem_cls, &ToolCallArgs_cls,
-                           &Unset};
-    for (int i = 0; i < 5; i++) {
-        Py_INCREF(args[i]);
-        Py_XSETREF(*slots[i], args[i]);
+    PyTypeObject *message_item = type_arg(args, 1), *tool_call_item = type_arg(args, 2);
+    PyTypeObject *args_cls = type_arg(args, 3), *context = type_arg(args, 6);
+    PyTypeObject *merged = type_arg(args, 7), *writes = type_arg(args, 8);
+    if (!message_item || !tool_call_item || !args_cls || !context || !merged || !writes) {
+        return NULL;
     }
+    PyObject *deltas = args[5];
+    if (!PyTuple_CheckExact(deltas) || PyTuple_GET_SIZE(deltas) != 3) {
+        PyErr_SetString(PyExc_TypeError, "configure(): the content deltas are 3 classes");
+        return NULL;
+    }
+    /* Everything is read before anything is set: a failure leaves the core as it was. */
+    DeltaSlots ds[3];
+    for (int i = 0; i < 3; i++) {
+        PyObject *cls = PyTuple_GET_ITEM(deltas, i);
+        if (!PyType_Check(cls)) {
+            PyErr_SetString(PyExc_TypeError, "configure(): a content delta is not a class");
+            return NULL;
+        }
+        ds[i].type = (PyTypeObject *)cls;
+        ds[i].kind = cls == (PyObject *)args_cls ? 2 : 1;
+        ds[i].metadata = slot_offset(cls, "metadata");
+        ds[i].subagent_run_id = slot_offset(cls, "subagent_run_id");
+        ds[i].id = slot_offset(cls, ds[i].kind == 2 ? "tool_call_id" : "message_id");
+        ds[i].delta = slot_offset(cls, "delta");
+        if (ds[i].metadata < 0 || ds[i].subagent_run_id < 0 || ds[i].id < 0 || ds[i].delta < 0) {
+            return NULL;
+        }
+    }
+    PyObject *m = (PyObject *)message_item, *t = (PyObject *)tool_call_item;
+    ItemSlots is[3] = {
+        {NULL, 0, 0, 0, 0},
+        {message_item, slot_offset(m, "role"), slot_offset(m, "_parts"),
+         slot_offset(m, "_content"), slot_offset(m, "metadata")},
+        {tool_call_item, slot_offset(t, "function_fields"), slot_offset(t, "_arg_parts"),
+         slot_offset(t, "_args"), slot_offset(t, "metadata")},
+    };
+    for (int i = 1; i < 3; i++) {
+        if (is[i].gate < 0 || is[i].parts < 0 || is[i].text < 0 || is[i].metadata < 0) {
+            return NULL;
+        }
+    }
+    Py_ssize_t index_off = slot_offset((PyObject *)context, "index");
+    PyObject *index_descr =
+        index_off < 0 ? NULL : PyObject_GetAttrString((PyObject *)context, "index");
+    Py_ssize_t mw = slot_offset((PyObject *)merged, "_writes");
+    Py_ssize_t mv = slot_offset((PyObject *)merged, "_version");
+    Py_ssize_t ms = slot_offset((PyObject *)merged, "_size");
+    Py_ssize_t wc = slot_offset((PyObject *)writes, "cells");
+    Py_ssize_t wk = slot_offset((PyObject *)writes, "keys");
+    Py_ssize_t wv = slot_offset((PyObject *)writes, "version");
+    PyObject *d = PyDict_New(), *l = PyList_New(0);
+    PyMethodDef *get = method_def(d, "get"), *append = method_def(l, "append");
+    Py_XDECREF(d);
+    Py_XDECREF(l);
+    if (index_off < 0 || index_descr == NULL || mw < 0 || mv < 0 || ms < 0 || wc < 0 ||
+        wk < 0 || wv < 0 || get == NULL || append == NULL) {
+        Py_XDECREF(index_descr);
+        return NULL;
+    }
+    /* All read: now set, each class held. */
+    for (int i = 0; i < 3; i++) {
+        Py_INCREF(ds[i].type);
+        Py_XDECREF(delta_slots[i].type);
+        delta_slots[i] = ds[i];
+    }
+    for (int i = 1; i < 3; i++) {
+        Py_INCREF(is[i].type);
+        Py_XDECREF(item_slots[i].type);
+        item_slots[i] = is[i];
+    }
+    ctx_index_off = index_off;
+    Py_XSETREF(ctx_index_descr, index_descr);
+    Py_INCREF(merged);
+    Py_XSETREF(Merged_type, merged);
+    Py_INCREF(writes);
+    Py_XSETREF(Writes_type, writes);
+    mm_writes_off = mw;
+    mm_version_off = mv;
+    mm_size_off = ms;
+    w_cells_off = wc;
+    w_keys_off = wk;
+    w_version_off = wv;
+    dict_get_def = get;
+    list_append_def = append;
+    Py_INCREF(args[0]);
+    Py_XSETREF(Update_cls, args[0]);
+    Py_INCREF(args[4]);
+    Py_XSETREF(Unset, args[4]);
+    Py_INCREF(args[9]);
+    Py_XSETREF(copy_json_func, args[9]);
     Py_RETURN_NONE;
-}
-
-/* The content handler of Accumulate (_text_content, kind 1; _tool_args, kind 2) for the common
- * case: no metadata on the event, the item found, of the store's own class, with parts already
- * begun or text content. Returns the Update (new reference), Py_None (new reference: "not
- * this way", the Python handler runs) or NULL with an exception. */
-static PyObject *
-content_update(PyObject *event, long kind, PyObject *lookup)
-{
-    PyObject *metadata = PyObject_GetAttr(event, str_metadata);
-    if (metadata == NULL) {
-        return NULL;
-    }
-    Py_DECREF(metadata);
-    if (metadata != Unset) {
-        Py_RETURN_NONE;
-    }
-    PyObject *id = PyObject_GetAttr(event, kind == 1 ? str_message_id : str_tool_call_id);
-    if (id == NULL) {
-        return NULL;
-    }
-    PyObject *item = PyObject_CallOneArg(lookup, id);
-    Py_DECREF(id);
-    if (item == NULL) {
-        return NULL;
-    }
-    PyObject *parts = NULL, *update = NULL;
-    if ((PyObject *)Py_TYPE(item) != (kind == 1 ? MessageItem_cls : ToolCallItem_cls)) {
-        goto other_way; /* None (missing), or a store's own item class */
-    }
-    if (kind == 1) {
-        PyObject *role = PyObject_GetAttr(item, str_role);
-        if (role == NULL) {
-            goto fail;
-        }
-        int activity = PyObject_RichCompareBool(role, str_activity, Py_EQ);
-        Py_DECREF(role);
-        if (activity != 0) {
-            if (activity < 0) {
-                goto fail;
-            }
-            goto other_way;
-        }
-    }
-    else {
-        PyObject *fields = PyObject_GetAttr(item, str_function_fields);
-        if (fields == NULL) {
-            goto fail;
-        }
-        Py_DECREF(fields);
-        if (fields == Py_None) {
-            goto other_way;
-        }
-    }
-    parts = PyObject_GetAttr(item, kind == 1 ? str_parts : str_arg_parts);
-    if (parts == NULL) {
-        goto fail;
-    }
-    if (!PyList_CheckExact(parts)) {
-        goto other_way;
-    }
-    if (PyList_GET_SIZE(parts) == 0) {
-        PyObject *content = PyObject_GetAttr(item, kind == 1 ? str_content : str_args);
-        if (content == NULL) {
-            goto fail;
-        }
-        int text = PyUnicode_CheckExact(content);
-        Py_DECREF(content);
-        if (!text) {
-            goto other_way;
-        }
-    }
-    PyObject *delta = PyObject_GetAttr(event, str_delta);
-    if (delta == NULL) {
-        goto fail;
-    }
-    int appended = PyList_Append(parts, delta);
-    Py_DECREF(delta);
-    if (appended < 0) {
-        goto fail;
-    }
-    metadata = PyObject_GetAttr(item, str_metadata);
-    if (metadata == NULL) {
-        goto fail;
-    }
-    if (metadata == Unset) {
-        Py_DECREF(metadata);
-        metadata = Py_None;
-        Py_INCREF(metadata);
-    }
-    PyObject *fields[4] = {event, item, Py_False, metadata};
-    update = PyObject_Vectorcall(Update_cls, fields, 4, NULL);
-    Py_DECREF(metadata);
-    Py_DECREF(parts);
-    Py_DECREF(item);
-    return update;
-other_way:
-    Py_XDECREF(parts);
-    Py_DECREF(item);
-    Py_RETURN_NONE;
-fail:
-    Py_XDECREF(parts);
-    Py_DECREF(item);
-    return NULL;
 }
 
 /* The decoded event of bytes data, or Py_None (new references); NULL only with an exception
@@ -195,27 +217,133 @@ decode_one(PyObject *data, PyObject *typed_decode, PyObject *py_decode)
 }
 
 static PyObject *
-result(Py_ssize_t k, PyObject *event, PyObject *exc)
+result(Py_ssize_t k, PyObject *event, PyObject *exc, Py_ssize_t skipped, int replan)
 {
     /* steals event and exc (either may be NULL for None) */
-    PyObject *pos = PyLong_FromSsize_t(k);
-    if (pos == NULL) {
-        Py_XDECREF(event);
-        Py_XDECREF(exc);
-        return NULL;
+    PyObject *pos = PyLong_FromSsize_t(k), *count = PyLong_FromSsize_t(skipped);
+    PyObject *out = NULL;
+    if (pos != NULL && count != NULL) {
+        out = PyTuple_Pack(5, pos, event ? event : Py_None, exc ? exc : Py_None, count,
+                           replan ? Py_True : Py_False);
     }
-    PyObject *out = PyTuple_Pack(3, pos, event ? event : Py_None, exc ? exc : Py_None);
-    Py_DECREF(pos);
+    Py_XDECREF(pos);
+    Py_XDECREF(count);
     Py_XDECREF(event);
     Py_XDECREF(exc);
     return out;
 }
 
+/* Whether the candidate id is in every container of ids (a tuple; dicts looked up directly).
+ * 1, 0, or -1 with an exception. */
+static int
+held_by_all(PyObject *ids, PyObject *id)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ids); i++) {
+        PyObject *held = PyTuple_GET_ITEM(ids, i);
+        int in = PyDict_CheckExact(held) && PyUnicode_CheckExact(id)
+                     ? PyDict_Contains(held, id)
+                     : PySequence_Contains(held, id);
+        if (in <= 0) {
+            return in;
+        }
+    }
+    return 1;
+}
+
+/* ctx.index = at (at stolen): by its slot when ctx's class keeps Context's. 0, or -1. */
+static int
+set_index(PyObject *ctx, int by_slot, PyObject *at)
+{
+    if (at == NULL) {
+        return -1;
+    }
+    if (by_slot) {
+        slot_set(ctx, ctx_index_off, at);
+        return 0;
+    }
+    int status = PyObject_SetAttr(ctx, str_index, at);
+    Py_DECREF(at);
+    return status;
+}
+
+/* _driver.Runner._tally: the classes of the candidates that passed (note), counted by their
+ * type into each of the stages' tallies, in order, then note cleared. 0, or -1. */
+static int
+tally(PyObject *note, PyObject *tallies)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(note); i++) {
+        PyObject *kind = PyObject_GetAttr(PyList_GET_ITEM(note, i), str_type);
+        if (kind == NULL) {
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tallies); j++) {
+            PyObject *counts = PyList_GET_ITEM(tallies, j);
+            PyObject *was = PyDict_GetItemWithError(counts, kind); /* borrowed */
+            PyObject *now = was != NULL   ? PyNumber_Add(was, one)
+                            : PyErr_Occurred() ? NULL
+                                             : (Py_INCREF(one), one);
+            if (now == NULL || PyDict_SetItem(counts, kind, now) < 0) {
+                Py_XDECREF(now);
+                Py_DECREF(kind);
+                return -1;
+            }
+            Py_DECREF(now);
+        }
+        Py_DECREF(kind);
+    }
+    return PyList_SetSlice(note, 0, PyList_GET_SIZE(note), NULL);
+}
+
+/* _driver._FastPath.refresh's test: whether a filter's fast_passes or fast_tally is no longer
+ * the one the plans were made from (held: the members in pairs). 1, 0, or -1. */
+static int
+members_changed(PyObject *filters, PyObject *held)
+{
+    if (PyList_GET_SIZE(held) != 2 * PyList_GET_SIZE(filters)) {
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(filters); i++) {
+        PyObject *f = PyList_GET_ITEM(filters, i);
+        PyObject *passes = PyObject_GetAttr(f, str_fast_passes);
+        if (passes == NULL) {
+            return -1;
+        }
+        Py_DECREF(passes); /* compared by identity only */
+        PyObject *counts = PyObject_GetAttr(f, str_fast_tally);
+        if (counts == NULL) {
+            return -1;
+        }
+        Py_DECREF(counts);
+        if (passes != PyList_GET_ITEM(held, 2 * i) || counts != PyList_GET_ITEM(held, 2 * i + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The exception being raised, normalized with its traceback (a new reference). */
+static PyObject *
+fetch_raised(void)
+{
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (exc != NULL && tb != NULL) {
+        PyException_SetTraceback(exc, tb);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    if (exc == NULL) {
+        PyErr_SetString(PyExc_SystemError, "run_batch(): a handler raised nothing");
+    }
+    return exc;
+}
+
 static PyObject *
 native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "run_batch() takes 10 arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "run_batch() takes 11 arguments");
         return NULL;
     }
     if (Update_cls == NULL) {
@@ -227,8 +355,29 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int number = PyObject_IsTrue(args[2]);
     Py_ssize_t index = PyLong_AsSsize_t(args[3]);
     PyObject *ctx = args[4], *typed_decode = args[5], *py_decode = args[6];
-    PyObject *plans = args[7], *tail = args[8], *note = args[9];
-    PyObject *args_cls = ToolCallArgs_cls, *unset = Unset;
+    PyObject *plans = args[7], *tail = args[8], *note = args[9], *rest = args[10];
+    PyObject *unset = Unset, *update_cls = Update_cls;
+    PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
+    if (rest != Py_None) {
+        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) != 4 ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 1)) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 2)) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "run_batch(): rest is (after_decode, filters, held, tallies)");
+            return NULL;
+        }
+        after_decode = PyTuple_GET_ITEM(rest, 0);
+        filters = PyTuple_GET_ITEM(rest, 1);
+        held = PyTuple_GET_ITEM(rest, 2);
+        tallies = PyTuple_GET_ITEM(rest, 3);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tallies); i++) {
+            if (!PyDict_CheckExact(PyList_GET_ITEM(tallies, i))) {
+                PyErr_SetString(PyExc_TypeError, "run_batch(): a tally is a dict");
+                return NULL;
+            }
+        }
+    }
     if ((k == -1 || index == -1 || number < 0) && PyErr_Occurred()) {
         return NULL;
     }
@@ -237,18 +386,23 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "run_batch(): payloads and note lists, plans a dict");
         return NULL;
     }
+    /* ctx.index by its slot, when ctx's class keeps Context's slot and plain setattr. */
+    PyTypeObject *ctx_type = Py_TYPE(ctx);
+    int index_slot = ctx_type->tp_setattro == PyObject_GenericSetAttr &&
+                     _PyType_Lookup(ctx_type, str_index) == ctx_index_descr;
+    /* tail None: the outputs are not wanted (drain()); they are counted, not built. */
+    int build = tail != Py_None;
+    PyObject *out_list = build && bound_builtin(tail, list_append_def, &PyList_Type)
+                             ? PyCFunction_GET_SELF(tail)
+                             : NULL;
+    Py_ssize_t skipped = 0;
     for (; k < PyList_GET_SIZE(payloads); k++) {
-        if (number) {
-            PyObject *at = PyLong_FromSsize_t(index + k);
-            if (at == NULL || PyObject_SetAttr(ctx, str_index, at) < 0) {
-                Py_XDECREF(at);
-                return NULL;
-            }
-            Py_DECREF(at);
+        if (number && set_index(ctx, index_slot, PyLong_FromSsize_t(index + k)) < 0) {
+            return NULL;
         }
         PyObject *data = PyList_GET_ITEM(payloads, k); /* borrowed */
         if (data == Py_None) {
-            return result(k, NULL, NULL);
+            return result(k, NULL, NULL, skipped, 0);
         }
         Py_INCREF(data);
         PyObject *event = decode_one(data, typed_decode, py_decode);
@@ -258,53 +412,40 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (event == Py_None) {
             Py_DECREF(event);
-            return result(k, NULL, NULL);
+            return result(k, NULL, NULL, skipped, 0);
         }
         PyObject *cls = (PyObject *)Py_TYPE(event);
-        PyObject *plan = PyDict_GetItemWithError(plans, cls); /* borrowed */
+        const DeltaSlots *es = delta_slots_of(Py_TYPE(event));
+        PyObject *plan = es ? PyDict_GetItemWithError(plans, cls) : NULL; /* borrowed */
         if (plan == NULL) {
             if (PyErr_Occurred()) {
                 Py_DECREF(event);
                 return NULL;
             }
-            return result(k, event, NULL);
+            goto to_stages; /* not a candidate: the stages' feeds */
         }
-        if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4) {
+        if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4 ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(plan, 2)) ||
+            (PyTuple_GET_ITEM(plan, 0) != Py_None && !PyTuple_CheckExact(PyTuple_GET_ITEM(plan, 0)))) {
             Py_DECREF(event);
             PyErr_SetString(PyExc_TypeError, "run_batch(): a plan is (ids, convert, kind, lookup)");
             return NULL;
         }
+        PyObject *tag = slot_get(event, es->subagent_run_id), *id = slot_get(event, es->id);
+        if (tag != unset || id == NULL) {
+            goto to_stages; /* tagged (or not as decoded): the feeds */
+        }
         Py_INCREF(plan); /* held: the handlers run Python code */
-        PyObject *tag = PyObject_GetAttr(event, str_subagent_run_id);
-        if (tag == NULL) {
-            Py_DECREF(event);
-            Py_DECREF(plan);
-            return NULL;
-        }
-        Py_DECREF(tag);
-        if (tag != unset) {
-            Py_DECREF(plan);
-            return result(k, event, NULL);
-        }
         PyObject *ids = PyTuple_GET_ITEM(plan, 0), *convert = PyTuple_GET_ITEM(plan, 1);
         if (ids != Py_None) {
-            PyObject *id = PyObject_GetAttr(
-                event, cls == args_cls ? str_tool_call_id : str_message_id);
-            if (id == NULL) {
-                Py_DECREF(event);
+            int held = held_by_all(ids, id);
+            if (held <= 0) {
                 Py_DECREF(plan);
-                return NULL;
-            }
-            int held = PySequence_Contains(ids, id);
-            Py_DECREF(id);
-            if (held < 0) {
-                Py_DECREF(event);
-                Py_DECREF(plan);
-                return NULL;
-            }
-            if (!held) {
-                Py_DECREF(plan);
-                return result(k, event, NULL);
+                if (held < 0) {
+                    Py_DECREF(event);
+                    return NULL;
+                }
+                goto to_stages; /* not an open item of every stage */
             }
         }
         PyObject *out;
@@ -322,55 +463,102 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             out = PyObject_CallOneArg(convert, event);
         }
         else {
-            out = content_update(event, kind, PyTuple_GET_ITEM(plan, 3));
+            out = content_update(event, es, PyTuple_GET_ITEM(plan, 3), unset, update_cls, build);
             if (out == Py_None) {
                 Py_DECREF(out);
                 out = PyObject_CallOneArg(convert, event);
             }
         }
-        PyObject *done = NULL;
+        int done = -1;
         if (out != NULL) {
-            done = PyObject_CallOneArg(tail, out);
+            if (!build) {
+                skipped++;
+                done = 0;
+            }
+            else if (out_list != NULL) {
+                done = PyList_Append(out_list, out);
+            }
+            else {
+                PyObject *back = PyObject_CallOneArg(tail, out);
+                Py_XDECREF(back);
+                done = back == NULL ? -1 : 0;
+            }
             Py_DECREF(out);
         }
-        if (done == NULL) {
+        Py_DECREF(plan);
+        if (done < 0) {
             /* The fast path's handler raised: the driver handles it as its own loop does. */
-            PyObject *type, *exc, *tb;
-            PyErr_Fetch(&type, &exc, &tb);
-            PyErr_NormalizeException(&type, &exc, &tb);
-            if (exc != NULL && tb != NULL) {
-                PyException_SetTraceback(exc, tb);
-            }
-            Py_XDECREF(type);
-            Py_XDECREF(tb);
+            PyObject *exc = fetch_raised();
             if (exc == NULL) {
                 Py_DECREF(event);
-                PyErr_SetString(PyExc_SystemError, "run_batch(): a handler raised nothing");
-                Py_DECREF(plan);
                 return NULL;
             }
-            Py_DECREF(plan);
-            return result(k, event, exc);
+            return result(k, event, exc, skipped, 0);
         }
-        Py_DECREF(done);
         if (note != Py_None && PyList_Append(note, cls) < 0) {
             Py_DECREF(event);
-            Py_DECREF(plan);
             return NULL;
         }
         Py_DECREF(event);
-        Py_DECREF(plan);
+        continue;
+    to_stages:
+        /* An event off the fast path (event held). Without rest, the driver takes it; with
+         * rest, as the driver's loop does: the candidates that passed counted into the
+         * stages' tallies first, then the event to the stages' feeds (an exception is handed
+         * back, as a handler's), then, when a stage changed its fast-path members, back to
+         * the driver to make the plans again. */
+        if (rest == Py_None) {
+            return result(k, event, NULL, skipped, 0);
+        }
+        if (note != Py_None && PyList_GET_SIZE(note) > 0 && tally(note, tallies) < 0) {
+            Py_DECREF(event);
+            return NULL;
+        }
+        PyObject *back = PyObject_CallOneArg(after_decode, event);
+        if (back == NULL) {
+            PyObject *exc = fetch_raised();
+            if (exc == NULL) {
+                Py_DECREF(event);
+                return NULL;
+            }
+            return result(k, event, exc, skipped, 0);
+        }
+        Py_DECREF(back);
+        Py_DECREF(event);
+        int changed = members_changed(filters, held);
+        if (changed != 0) {
+            return changed < 0 ? NULL : result(k + 1, NULL, NULL, skipped, 1);
+        }
     }
-    return result(k, NULL, NULL);
+    return result(k, NULL, NULL, skipped, 0);
+}
+
+/* merge(existing, incoming) -> the merged metadata, or None: _accumulate._merged for the
+ * common case (merge_metadata in _loop.h), None for the Python merge to do (or before
+ * configure()). */
+static PyObject *
+native_merge(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "merge() takes 2 arguments");
+        return NULL;
+    }
+    if (Merged_type == NULL) {
+        Py_RETURN_NONE;
+    }
+    return merge_metadata(args[0], args[1], Unset);
 }
 
 static PyMethodDef native_methods[] = {
     {"scan", (PyCFunction)native_scan, METH_O,
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
     {"configure", (PyCFunction)(void (*)(void))native_configure, METH_FASTCALL,
-     "configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET): once."},
+     "configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context, "
+     "MergedMetadata, _Writes, copy_json): once."},
+    {"merge", (PyCFunction)(void (*)(void))native_merge, METH_FASTCALL,
+     "merge(existing, incoming) -> MergedMetadata | None: accumulate's merge, or None."},
     {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,
-     "run_batch(...) -> (k, event, exc): the driver's fast-path loop (see _driver)."},
+     "run_batch(...) -> (k, event, exc, skipped): the driver's fast-path loop (see _driver)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -378,21 +566,12 @@ static int
 native_exec(PyObject *module)
 {
     str_index = PyUnicode_InternFromString("index");
-    str_subagent_run_id = PyUnicode_InternFromString("subagent_run_id");
-    str_message_id = PyUnicode_InternFromString("message_id");
-    str_tool_call_id = PyUnicode_InternFromString("tool_call_id");
-    str_metadata = PyUnicode_InternFromString("metadata");
-    str_delta = PyUnicode_InternFromString("delta");
-    str_role = PyUnicode_InternFromString("role");
-    str_parts = PyUnicode_InternFromString("_parts");
-    str_content = PyUnicode_InternFromString("_content");
     str_activity = PyUnicode_InternFromString("activity");
-    str_function_fields = PyUnicode_InternFromString("function_fields");
-    str_arg_parts = PyUnicode_InternFromString("_arg_parts");
-    str_args = PyUnicode_InternFromString("_args");
-    if (!str_index || !str_subagent_run_id || !str_message_id || !str_tool_call_id ||
-        !str_metadata || !str_delta || !str_role || !str_parts || !str_content ||
-        !str_activity || !str_function_fields || !str_arg_parts || !str_args) {
+    str_type = PyUnicode_InternFromString("type");
+    str_fast_passes = PyUnicode_InternFromString("fast_passes");
+    str_fast_tally = PyUnicode_InternFromString("fast_tally");
+    one = PyLong_FromLong(1);
+    if (!str_index || !str_activity || !str_type || !str_fast_passes || !str_fast_tally || !one) {
         return -1;
     }
     if (PyModule_AddIntConstant(module, "MAX_NESTING", MAX_NESTING) < 0) {

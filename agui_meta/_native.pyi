@@ -4,8 +4,19 @@ MAX_NESTING: int
 
 def scan(data: bytes, /) -> bool: ...
 def configure(
-    update: type, message_item: type, tool_call_item: type, tool_call_args: type, unset: Any, /
+    update: type,
+    message_item: type,
+    tool_call_item: type,
+    tool_call_args: type,
+    unset: Any,
+    deltas: tuple[type, ...],
+    context: type,
+    merged_metadata: type,
+    metadata_writes: type,
+    copy_json: Any,
+    /,
 ) -> None: ...
+def merge(existing: Any, incoming: Any, /) -> Any: ...
 def run_batch(
     payloads: list[bytes | None],
     k: int,
@@ -17,5 +28,6 @@ def run_batch(
     plans: dict[type, tuple[Any, Any, int, Any]],
     tail: Any,
     note: list[type] | None,
+    rest: tuple[Any, list[Any], list[Any], list[dict[str, int]]] | None,
     /,
-) -> tuple[int, Any, BaseException | None]: ...
+) -> tuple[int, Any, BaseException | None, int, bool]: ...

@@ -156,6 +156,9 @@ class Pipeline(Generic[T]):
         self._output: AsyncIterator[list[Any]] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._send: MemoryObjectSendStream[Any] | None = None
+        # The source segment's runner, and whether its outputs go to drain() alone.
+        self._runner: Runner | None = None
+        self._discard = False
 
     @property
     def reports(self) -> list[Any]:
@@ -278,11 +281,20 @@ class Pipeline(Generic[T]):
         return cast(AsyncIterator[list[T]], self._claim())  # tracked already
 
     async def drain(self) -> int:
-        """Run the pipeline to the end, discarding outputs; returns how many there were."""
+        """Run the pipeline to the end, discarding outputs; returns how many there were.
+
+        Outputs nobody reads are not built where the C core can avoid it (the fast path's
+        updates, when no stage follows the source's chain): they are counted instead.
+        """
+        batches = self._claim()
+        if len(self._segments) == 1:
+            self._discard = True
+            if self._runner is not None:
+                self._runner.discard = True
         count = 0
-        async for batch in self._claim():
+        async for batch in batches:
             count += len(batch)
-        return count
+        return count + (0 if self._runner is None else self._runner.discarded)
 
     # -- segments ----------------------------------------------------------------------------
 
@@ -299,6 +311,8 @@ class Pipeline(Generic[T]):
             max_frame_size=self._max_frame_size,
             close_errors="raise",
         )
+        runner.discard = self._discard
+        self._runner = runner
         out = runner.out
         feed = runner.feed
         # A chunk longer than one slice is framed a slice per step: its outputs taken, and

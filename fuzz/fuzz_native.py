@@ -5,7 +5,8 @@
 Each input is used twice: as JSON text (a clean scan must mean that ``fast_decode`` gives what
 the typed decode gives) and as the body of an SSE stream after an open message, run through the
 default chain from bytes with the C core and without; every update, report, error, message and
-ledger entry must be equal. ``tests/test_fuzz.py`` runs it for a bounded time.
+ledger entry must be equal, and with the updates counted instead of built (``drain()``'s way)
+the count, reports, error, messages and ledger too. ``tests/test_fuzz.py`` runs it for a bounded time.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ PREFIX = (
 )
 
 
-def _run(chunks: list[bytes], native: bool) -> Any:
+def _run(chunks: list[bytes], native: bool, discard: bool = False) -> Any:
     minted = (uuid.UUID(int=n) for n in itertools.count())
     reports: list[str] = []
     store = agui_meta.Store()
@@ -56,6 +57,7 @@ def _run(chunks: list[bytes], native: bool) -> Any:
             ctx,
             framing="sse",
         )
+        runner.discard = discard  # drain()'s way: the fast path's updates counted, not built
         error = None
         try:
             for chunk in chunks:
@@ -63,6 +65,9 @@ def _run(chunks: list[bytes], native: bool) -> Any:
             updates = runner.feed_all([])
         except agui_meta.AguiMetaError as exc:
             updates, error = runner.take(), (type(exc).__name__, str(exc))
+    if discard:
+        count = len(updates) + runner.discarded
+        return count, reports, error, store.messages_wire(), store.state, ledger.to_builtins()
     wire = [
         (
             msgspec.json.encode(u.event),
@@ -85,7 +90,9 @@ def test_one(data: bytes) -> None:
     body = PREFIX + b"data: " + data + b"\n\n" + data
     cut = len(body) // 2
     for chunks in ([body], [body[:cut], body[cut:]]):
-        assert _run(chunks, True) == _run(chunks, False), data
+        python = _run(chunks, False)
+        assert _run(chunks, True) == python, data
+        assert _run(chunks, True, discard=True) == (len(python[0]), *python[1:]), data
 
 
 if __name__ == "__main__":

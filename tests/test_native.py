@@ -37,7 +37,7 @@ import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
-from agui_meta._stage import Context, Transducer
+from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
 from tests.needs import missing
@@ -64,6 +64,9 @@ class _Counting:
     def run_batch(self, *args: Any) -> Any:
         _Counting.calls += 1
         return NATIVE.run_batch(*args)
+
+    def merge(self, *args: Any) -> Any:
+        return NATIVE.merge(*args)
 
 
 @contextmanager
@@ -258,6 +261,286 @@ def test_generated_hostile_streams(data: st.DataObject, mode: str, seed: int) ->
     _compare(_random_chunks(stream, seed), "sse", mode)
 
 
+# -- the metadata merge of content deltas, in the core ------------------------------------------
+
+
+def _delta_stream(seed: int) -> bytes:
+    """A run of text, reasoning and tool-call deltas, one in two with metadata: new keys,
+    rewritten keys, nulls, containers, ``{}``; a history message with dict metadata."""
+    rng = random.Random(seed)
+    values = [1, None, "s", {"in": [1, {"x": 2}]}, [1, [2]], True, 2.5, {}]
+    keys = ["acme.a", "acme.b", "ag-ui", "k", "acme.c"]
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "REASONING_MESSAGE_START", "messageId": "z", "role": "reasoning"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f", "metadata": {"s": 1}},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "h", "delta": "on the history's"},
+    ]
+    for n in range(120):
+        kind = rng.choice(["TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TOOL_CALL_ARGS"])
+        event: dict[str, Any] = {"type": kind, "delta": f"d{n}"}
+        if kind == "TOOL_CALL_ARGS":
+            event["toolCallId"] = "c"
+        else:
+            event["messageId"] = "m" if kind == "TEXT_MESSAGE_CONTENT" else "z"
+        if rng.random() < 0.1:
+            event["messageId" if "messageId" in event else "toolCallId"] = "h"
+        if rng.random() < 0.5:
+            size = rng.choice([0, 1, 1, 2, 3])
+            event["metadata"] = {rng.choice(keys): rng.choice(values) for _ in range(size)}
+        events.append(event)
+    events += [
+        {"type": "TOOL_CALL_END", "toolCallId": "c"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m", "metadata": {"end": 1}},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _writes_of(metadata: Any) -> Any:
+    """A MergedMetadata's whole record (every key's writes, their order, the versions)."""
+    if type(metadata) is not agui_meta.MergedMetadata:
+        return metadata
+    writes = metadata._writes
+    return (len(metadata), metadata._version, writes.version, writes.keys, writes.cells)
+
+
+def _held_updates(data: bytes, chunk: int) -> dict[str, Any]:
+    """The default chain from bytes; every update held to the end, then its metadata read."""
+    store = agui_meta.Store([{"id": "h", "role": "assistant", "content": "", "metadata": {"h": 1}}])
+    ledger: Any = agui_meta.Ledger(clock=lambda: 0.0)
+    stages = [agui_meta.Enforce(), *agui_meta.DefaultStages(store), ledger]
+    runner = Runner(stages, Context("keep_going", lambda r: None), framing="sse")
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+    runner.close()
+    updates = runner.take()
+    # The events' metadata mutated after the fact must not reach what was merged.
+    for update in updates:
+        if isinstance(update.event.metadata, dict):
+            for value in update.event.metadata.values():
+                if isinstance(value, dict):
+                    value["mutated"] = True
+                elif isinstance(value, list):
+                    value.append("mutated")
+    items = [store.message("m"), store.message("z"), store.message("h"), store.tool_call("c")]
+    return {
+        "updates": [
+            (type(u.metadata).__name__, None if u.metadata is None else dict(u.metadata))
+            for u in updates
+        ],
+        "items": [_writes_of(item.metadata) for item in items if item is not None],
+        "messages": store.messages_wire(),
+        "ledger": ledger.to_builtins(),
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_metadata_merges_of_deltas_equal_the_python_merge(seed: int) -> None:
+    data = _delta_stream(seed)
+    with _must_run():
+        for chunk in (len(data), 1000, 97):
+            result = _both(_held_updates, data, chunk)
+            assert any(name == "MergedMetadata" for name, _ in result["updates"])
+
+
+def test_a_delta_merges_into_an_older_version_the_python_way() -> None:
+    # An item whose metadata is not the newest version of its record (set by hand, as a
+    # store's own code may): the merge starts a new record, in Python, on both paths.
+    def run() -> dict[str, Any]:
+        store = agui_meta.Store()
+        accumulate = agui_meta.Accumulate(store)
+        runner = Runner([agui_meta.Enforce(), accumulate], Context(), framing="jsonl")
+        runner.feed(b'{"type":"TEXT_MESSAGE_START","messageId":"m","metadata":{"a":1}}\n')
+        item = store.message("m")
+        assert item is not None
+        old = item.metadata
+        runner.feed(
+            b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","metadata":{"a":2}}\n'
+        )
+        item.metadata = old
+        runner.feed(
+            b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"y","metadata":{"b":3}}\n'
+        )
+        runner.close()
+        return {
+            "updates": [dict(u.metadata) for u in runner.take()],
+            "old": dict(old),
+            "item": _writes_of(item.metadata),
+        }
+
+    with _must_run():
+        result = _both(run)
+    assert result["updates"] == [{"a": 1}, {"a": 2}, {"a": 1, "b": 3}]
+
+
+# -- what the C loop must leave to Python: foreign tallies, a context of its own -----------------
+
+
+class _CountingTally(dict[str, int]):
+    """A tally of a class of its own: the C loop hands the events off the fast path back."""
+
+
+class _Counts(Transducer[Any, Any]):
+    """A stage that lets every untagged delta pass and counts them in its own kind of dict."""
+
+    takes_events = True
+
+    def __init__(self) -> None:
+        self.fast_passes: dict[type, None] = dict.fromkeys(CONTENT_DELTAS)
+        self.fast_tally: dict[str, int] = _CountingTally()
+        self.seen: list[str] = []
+
+    def feed(self, item: Any) -> None:
+        self.seen.append(item.type)
+        self.emit(item)
+
+
+_Counts.fast_feed = _Counts.feed
+
+
+class _IndexContext(Context):
+    """A context whose ``index`` is a property: the C loop must set it by name."""
+
+    __slots__ = ("indexes",)
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.indexes: list[int] = []
+        super().__init__(*args, **kw)
+
+    @property
+    def index(self) -> int:
+        return self.indexes[-1] if self.indexes else -1
+
+    @index.setter
+    def index(self, value: int) -> None:
+        self.indexes.append(value)
+
+
+def _foreign(data: bytes, mode: str) -> dict[str, Any]:
+    counts = _Counts()
+    store = agui_meta.Store()
+    record = test_fuse._Record()
+    ctx = _IndexContext(mode, lambda r: None)
+    stages = [agui_meta.Enforce(), agui_meta.Verify(), counts, agui_meta.Accumulate(store)]
+    runner = Runner([*stages, record], ctx, framing="sse")
+    error = None
+    try:
+        for at in range(0, len(data), 700):
+            runner.feed(data[at : at + 700])
+        runner.close()
+    except agui_meta.AguiMetaError as exc:
+        where = tuple(getattr(exc, name, None) for name in ("index", "offset", "line"))
+        error = (type(exc).__name__, str(exc), where)
+    return {
+        "counts": dict(counts.fast_tally),
+        "seen": counts.seen,
+        "indexes": ctx.indexes,
+        "outputs": record.seen,
+        "messages": store.messages_wire(),
+        "error": error,
+        "fused": runner.fused,
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_foreign_tally_and_a_context_of_its_own(mode: str) -> None:
+    data = b"".join(b"data: " + f + b"\n\n" for f in workload.frames(800, seed=3))
+    with _must_run():
+        result = _both(_foreign, data, mode)
+    assert result["fused"] == 4 and result["counts"] and result["indexes"]
+
+
+# -- drain(): the updates nobody reads are not built ------------------------------------------
+
+
+def _drained(data: bytes, chunk: int, mode: Any, prefetch: int, iterate: bool) -> dict[str, Any]:
+    """The default stages from bytes through ``wrap()``, drained (or iterated): the count,
+    the store, the ledger and the reports."""
+    import anyio
+
+    stages: Any = agui_meta.DefaultStages(agui_meta.Store())
+    stages.ledger._clock = lambda: 0.0
+    reports: list[str] = []
+    out: dict[str, Any] = {}
+    chunks = [data[i : i + chunk] for i in range(0, len(data), chunk)]
+
+    async def main() -> None:
+        minted = (uuid.UUID(int=n) for n in itertools.count())
+        with mock.patch.object(uuid, "uuid4", minted.__next__):
+            async with agui_meta.wrap(
+                chunks,
+                *stages,
+                mode=mode,
+                on_report=lambda r: reports.append(repr(r)),
+                prefetch=prefetch,
+            ) as stream:
+                if iterate:
+                    out["count"] = len([u async for u in stream])
+                else:
+                    out["count"] = await stream.drain()
+                runner = stream._runner
+                out["built"] = runner is not None and runner.discarded == 0
+
+    error = None
+    try:
+        anyio.run(main)
+    except agui_meta.AguiMetaError as exc:
+        error = (type(exc).__name__, str(exc))
+    return {
+        "count": out.get("count"),
+        "error": error,
+        "reports": reports,
+        "messages": stages.store.messages_wire(),
+        "state": stages.store.state,
+        "ledger": stages.ledger.to_builtins(),
+        "built": out.get("built"),
+    }
+
+
+@pytest.mark.parametrize("prefetch", [0, 4])
+@pytest.mark.parametrize("mode", MODES)
+def test_drain_counts_the_updates_it_does_not_build(mode: str, prefetch: int) -> None:
+    streams = [p.read_bytes() for p in STREAMS if p.suffix == ".sse"]
+    streams.append(b"".join(b"data: " + f + b"\n\n" for f in workload.frames(2000, seed=5)))
+    streams.append(_delta_stream(3))
+    with _must_run():
+        for data in streams:
+            for chunk in (len(data), 4096, 333):
+                with _core(True):
+                    native = _drained(data, chunk, mode, prefetch, iterate=False)
+                with _core(False):
+                    python = _drained(data, chunk, mode, prefetch, iterate=False)
+                    iterated = _drained(data, chunk, mode, prefetch, iterate=True)
+                # The C core counted updates instead of building them, the Python path none.
+                built = native.pop("built"), python.pop("built"), iterated.pop("built")
+                assert native == python == iterated
+                if native["error"] is None:
+                    assert built == (False, True, True)
+
+
+def test_drain_builds_what_a_stage_after_the_fast_path_reads() -> None:
+    # A stage of the caller's after the default ones reads every update: none is skipped.
+    import anyio
+
+    data = b"".join(b"data: " + f + b"\n\n" for f in workload.frames(600, seed=9))
+
+    def run() -> dict[str, Any]:
+        record = test_fuse._Record()
+
+        async def main() -> int:
+            async with agui_meta.wrap([data], *agui_meta.DefaultStages(), record) as stream:
+                return await stream.drain()
+
+        count = anyio.run(main)
+        return {"count": count, "seen": [seen[:3] for seen in record.seen]}
+
+    with _must_run():
+        result = _both(run)
+    assert result["count"] == len(result["seen"]) > 500
+
+
 # -- the proof the C scan gives --------------------------------------------------------------
 
 
@@ -336,7 +619,7 @@ import json, sys
 import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
-from agui_meta._stage import Context, Transducer
+from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 reports = []
 store = agui_meta.Store()
 ctx = Context("keep_going", reports.append)

@@ -1,0 +1,477 @@
+/* The C core's per-event work on the fast path: fields read by slot offset, accumulate's
+ * content handlers and the metadata merge (included once, by _native.c).
+ *
+ * Every object this file reads or writes by offset is of a class whose member descriptors were
+ * read once by configure() (msgspec Structs and the store's __slots__ classes), and is checked
+ * to be of exactly that class first; anything else goes the Python way. The Python code these
+ * functions stand for is named above each: it is their specification.
+ */
+
+#ifndef AGUI_META_LOOP_H
+#define AGUI_META_LOOP_H
+
+#include <Python.h>
+#include <structmember.h> /* T_OBJECT, T_OBJECT_EX, READONLY */
+
+/* -- slots ------------------------------------------------------------------------------- */
+
+/* The object in the slot at offset off of o (borrowed; NULL when the slot is empty). */
+static inline PyObject *
+slot_get(PyObject *o, Py_ssize_t off)
+{
+    return *(PyObject **)((char *)o + off);
+}
+
+/* Store value (a new reference, stolen) in the slot at offset off of o. */
+static inline void
+slot_set(PyObject *o, Py_ssize_t off, PyObject *value)
+{
+    PyObject **p = (PyObject **)((char *)o + off);
+    Py_XSETREF(*p, value);
+}
+
+/* The offset of cls's writable object slot name (a member descriptor), or -1 with an error
+ * (also, without looking, when an error is already set: configure() reads many in a row). */
+static Py_ssize_t
+slot_offset(PyObject *cls, const char *name)
+{
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *descr = PyObject_GetAttrString(cls, name);
+    if (descr == NULL) {
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if ((member->type == T_OBJECT_EX || member->type == T_OBJECT) &&
+            !(member->flags & READONLY)) {
+            offset = member->offset;
+        }
+    }
+    Py_DECREF(descr);
+    if (offset < 0) {
+        PyErr_Format(PyExc_TypeError, "configure(): %R.%s is not an object slot", cls, name);
+    }
+    return offset;
+}
+
+/* The content deltas the fast path takes, each with its fields' offsets. */
+typedef struct {
+    PyTypeObject *type;
+    long kind; /* 1: a text or reasoning delta (of a message), 2: TOOL_CALL_ARGS (of a call) */
+    Py_ssize_t metadata, subagent_run_id, id, delta;
+} DeltaSlots;
+
+/* A store item class: MessageItem (kind 1) or ToolCallItem (kind 2). gate is the slot that
+ * says whether the fast path may append (role of a message: not "activity"; function_fields of
+ * a call: not None); parts and text the streamed deltas and the text they follow. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t gate, parts, text, metadata;
+} ItemSlots;
+
+static DeltaSlots delta_slots[3];
+static ItemSlots item_slots[3]; /* by kind; [0] unused */
+
+/* Context.index, and its member descriptor (a subclass of Context that keeps it qualifies). */
+static Py_ssize_t ctx_index_off = -1;
+static PyObject *ctx_index_descr;
+
+/* MergedMetadata (_writes, _version, _size) and _Writes (cells, keys, version). */
+static PyTypeObject *Merged_type, *Writes_type;
+static Py_ssize_t mm_writes_off, mm_version_off, mm_size_off;
+static Py_ssize_t w_cells_off, w_keys_off, w_version_off;
+/* _metadata.copy_json, for the containers a merged event's metadata holds. */
+static PyObject *copy_json_func;
+
+/* dict.get and list.append, known by their method definitions (a bound one is called
+ * directly on its dict or list). */
+static PyMethodDef *dict_get_def, *list_append_def;
+
+static PyObject *str_activity;
+
+static const DeltaSlots *
+delta_slots_of(PyTypeObject *type)
+{
+    for (int i = 0; i < 3; i++) {
+        if (delta_slots[i].type == type) {
+            return &delta_slots[i];
+        }
+    }
+    return NULL;
+}
+
+/* Whether f is the builtin method def bound to an object of exactly the type check says. */
+static inline int
+bound_builtin(PyObject *f, PyMethodDef *def, PyTypeObject *self_type)
+{
+    return PyCFunction_Check(f) && ((PyCFunctionObject *)f)->m_ml == def &&
+           Py_IS_TYPE(PyCFunction_GET_SELF(f), self_type);
+}
+
+/* lookup(key) for a store lookup (new reference), a dict's get called directly. */
+static PyObject *
+call_lookup(PyObject *lookup, PyObject *key)
+{
+    if (bound_builtin(lookup, dict_get_def, &PyDict_Type) && PyUnicode_CheckExact(key)) {
+        PyObject *found = PyDict_GetItemWithError(PyCFunction_GET_SELF(lookup), key);
+        if (found == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            found = Py_None;
+        }
+        Py_INCREF(found);
+        return found;
+    }
+    return PyObject_CallOneArg(lookup, key);
+}
+
+/* -- the metadata merge ------------------------------------------------------------------ */
+
+/* A new _Writes() (cells {}, keys [], version 0), or NULL with an exception. */
+static PyObject *
+new_writes(void)
+{
+    PyObject *writes = Writes_type->tp_alloc(Writes_type, 0);
+    if (writes == NULL) {
+        return NULL;
+    }
+    PyObject *cells = PyDict_New(), *keys = PyList_New(0), *version = PyLong_FromLong(0);
+    if (cells == NULL || keys == NULL || version == NULL) {
+        Py_XDECREF(cells);
+        Py_XDECREF(keys);
+        Py_XDECREF(version);
+        Py_DECREF(writes);
+        return NULL;
+    }
+    slot_set(writes, w_cells_off, cells);
+    slot_set(writes, w_keys_off, keys);
+    slot_set(writes, w_version_off, version);
+    return writes;
+}
+
+/* MergedMetadata._at(writes): the view of writes as of its newest merge (new reference). */
+static PyObject *
+merged_at(PyObject *writes)
+{
+    PyObject *keys = slot_get(writes, w_keys_off), *version = slot_get(writes, w_version_off);
+    if (keys == NULL || version == NULL || !PyList_CheckExact(keys)) {
+        PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
+        return NULL;
+    }
+    PyObject *size = PyLong_FromSsize_t(PyList_GET_SIZE(keys));
+    if (size == NULL) {
+        return NULL;
+    }
+    PyObject *view = Merged_type->tp_alloc(Merged_type, 0);
+    if (view == NULL) {
+        Py_DECREF(size);
+        return NULL;
+    }
+    Py_INCREF(writes);
+    slot_set(view, mm_writes_off, writes);
+    Py_INCREF(version);
+    slot_set(view, mm_version_off, version);
+    slot_set(view, mm_size_off, size);
+    return view;
+}
+
+/* _Writes.write(incoming): one more merge of incoming (an exact dict of str keys) into
+ * writes. Returns 0, or -1 with an exception. */
+static int
+writes_write(PyObject *writes, PyObject *incoming)
+{
+    PyObject *cells = slot_get(writes, w_cells_off), *keys = slot_get(writes, w_keys_off);
+    PyObject *last = slot_get(writes, w_version_off);
+    if (cells == NULL || keys == NULL || last == NULL || !PyDict_CheckExact(cells) ||
+        !PyList_CheckExact(keys)) {
+        PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
+        return -1;
+    }
+    PyObject *one = PyLong_FromLong(1);
+    if (one == NULL) {
+        return -1;
+    }
+    PyObject *version = PyNumber_Add(last, one);
+    Py_DECREF(one);
+    if (version == NULL) {
+        return -1;
+    }
+    Py_INCREF(version);
+    slot_set(writes, w_version_off, version); /* the slot's reference; ours is released below */
+    Py_INCREF(cells);
+    Py_INCREF(keys);
+    int status = -1;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(incoming, &pos, &key, &value)) {
+        PyObject *cell = PyDict_GetItemWithError(cells, key); /* borrowed */
+        PyObject *made = NULL;
+        if (cell == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            /* cells[key] = (version, value); keys.append(key) */
+            made = PyTuple_Pack(2, version, value);
+            if (made == NULL || PyDict_SetItem(cells, key, made) < 0 ||
+                PyList_Append(keys, key) < 0) {
+                Py_XDECREF(made);
+                goto done;
+            }
+        }
+        else if (PyTuple_CheckExact(cell) && PyTuple_GET_SIZE(cell) == 2) {
+            /* cells[key] = [[cell[0], version], [cell[1], value]] */
+            PyObject *versions = PyList_New(2), *values = PyList_New(2);
+            if (versions == NULL || values == NULL) {
+                Py_XDECREF(versions);
+                Py_XDECREF(values);
+                goto done;
+            }
+            PyObject *first = PyTuple_GET_ITEM(cell, 0), *was = PyTuple_GET_ITEM(cell, 1);
+            Py_INCREF(first);
+            PyList_SET_ITEM(versions, 0, first);
+            Py_INCREF(version);
+            PyList_SET_ITEM(versions, 1, version);
+            Py_INCREF(was);
+            PyList_SET_ITEM(values, 0, was);
+            Py_INCREF(value);
+            PyList_SET_ITEM(values, 1, value);
+            made = PyList_New(2);
+            if (made == NULL) {
+                Py_DECREF(versions);
+                Py_DECREF(values);
+                goto done;
+            }
+            PyList_SET_ITEM(made, 0, versions);
+            PyList_SET_ITEM(made, 1, values);
+            if (PyDict_SetItem(cells, key, made) < 0) {
+                Py_DECREF(made);
+                goto done;
+            }
+        }
+        else if (PyList_CheckExact(cell) && PyList_GET_SIZE(cell) == 2 &&
+                 PyList_CheckExact(PyList_GET_ITEM(cell, 0)) &&
+                 PyList_CheckExact(PyList_GET_ITEM(cell, 1))) {
+            /* cell[0].append(version); cell[1].append(value) */
+            if (PyList_Append(PyList_GET_ITEM(cell, 0), version) < 0 ||
+                PyList_Append(PyList_GET_ITEM(cell, 1), value) < 0) {
+                goto done;
+            }
+        }
+        else {
+            PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
+            goto done;
+        }
+        Py_XDECREF(made);
+    }
+    status = 0;
+done:
+    Py_DECREF(version);
+    Py_DECREF(cells);
+    Py_DECREF(keys);
+    return status;
+}
+
+/* _accumulate._merged(existing, incoming) for the common case: existing absent (None or
+ * UNSET) or the newest version of a MergedMetadata, incoming an exact dict of str keys.
+ * Returns the merged metadata (new reference), Py_None (new reference: not this case, the
+ * Python merge runs; nothing was changed) or NULL with an exception. */
+static PyObject *
+merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
+{
+    if (!PyDict_CheckExact(incoming)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *writes = NULL; /* the record merged into (a strong reference), or NULL: new */
+    if (existing == Py_None || existing == unset) {
+        /* base = MergedMetadata(): a new record */
+    }
+    else if (Py_IS_TYPE(existing, Merged_type)) {
+        PyObject *record = slot_get(existing, mm_writes_off);
+        PyObject *version = slot_get(existing, mm_version_off);
+        if (record == NULL || version == NULL || !Py_IS_TYPE(record, Writes_type)) {
+            Py_RETURN_NONE;
+        }
+        PyObject *newest = slot_get(record, w_version_off);
+        if (newest == NULL || !PyLong_CheckExact(version) || !PyLong_CheckExact(newest)) {
+            Py_RETURN_NONE;
+        }
+        int same = PyObject_RichCompareBool(version, newest, Py_EQ);
+        if (same <= 0) {
+            /* an older version (its own record from here on: Python), or an error */
+            if (same < 0) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (PyDict_GET_SIZE(incoming) == 0) {
+            /* merge_wire: merging nothing into a MergedMetadata gives it back */
+            Py_INCREF(existing);
+            return existing;
+        }
+        writes = record;
+        Py_INCREF(writes); /* held: copy_json below runs Python code */
+    }
+    else {
+        Py_RETURN_NONE; /* a history's dict, list or string: Python */
+    }
+    /* Each str key checked, and the containers among the values copied (copy_json), as
+     * _merged copies them: a later mutation of the event cannot reach the item. */
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int containers = 0;
+    while (PyDict_Next(incoming, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            Py_XDECREF(writes);
+            Py_RETURN_NONE;
+        }
+        if (PyDict_Check(value) || PyList_Check(value)) {
+            containers = 1;
+        }
+    }
+    PyObject *copied = incoming;
+    Py_INCREF(copied);
+    if (containers) {
+        Py_SETREF(copied, PyDict_New());
+        if (copied == NULL) {
+            Py_XDECREF(writes);
+            return NULL;
+        }
+        pos = 0;
+        while (PyDict_Next(incoming, &pos, &key, &value)) {
+            int status;
+            if (PyDict_Check(value) || PyList_Check(value)) {
+                PyObject *copy = PyObject_CallOneArg(copy_json_func, value);
+                if (copy == NULL) {
+                    Py_DECREF(copied);
+                    Py_XDECREF(writes);
+                    return NULL;
+                }
+                status = PyDict_SetItem(copied, key, copy);
+                Py_DECREF(copy);
+            }
+            else {
+                status = PyDict_SetItem(copied, key, value);
+            }
+            if (status < 0) {
+                Py_DECREF(copied);
+                Py_XDECREF(writes);
+                return NULL;
+            }
+        }
+    }
+    if (writes == NULL) {
+        writes = new_writes();
+        if (writes == NULL) {
+            Py_DECREF(copied);
+            return NULL;
+        }
+    }
+    PyObject *merged = NULL;
+    if (PyDict_GET_SIZE(copied) == 0 || writes_write(writes, copied) == 0) {
+        merged = merged_at(writes);
+    }
+    Py_DECREF(writes);
+    Py_DECREF(copied);
+    return merged;
+}
+
+/* -- accumulate's content handlers -------------------------------------------------------- */
+
+/* Accumulate._text_content (kind 1) and _tool_args (kind 2) for the common case: the item
+ * found, of the store's own class, not an activity message (a call with a function object),
+ * with parts already begun or text content; the event's metadata absent or merged by
+ * merge_metadata. build: whether the Update is wanted (else Py_True stands for it).
+ * Returns the Update (new reference), Py_None (new reference: "not this way", the Python
+ * handler runs; nothing was changed) or NULL with an exception. */
+static PyObject *
+content_update(PyObject *event, const DeltaSlots *es, PyObject *lookup, PyObject *unset,
+               PyObject *update_cls, int build)
+{
+    PyObject *id = slot_get(event, es->id);
+    if (id == NULL) {
+        Py_RETURN_NONE;
+    }
+    const ItemSlots *is = &item_slots[es->kind];
+    PyObject *item = call_lookup(lookup, id);
+    if (item == NULL) {
+        return NULL;
+    }
+    PyObject *parts = NULL, *merged = NULL;
+    if (Py_TYPE(item) != is->type) {
+        goto other_way; /* None (missing), or a store's own item class */
+    }
+    /* Read after the lookup (which may have run Python code), each checked. */
+    PyObject *incoming = slot_get(event, es->metadata), *delta = slot_get(event, es->delta);
+    PyObject *gate = slot_get(item, is->gate);
+    if (incoming == NULL || delta == NULL || gate == NULL) {
+        goto other_way;
+    }
+    if (es->kind == 1) {
+        /* item.role == "activity": a role that is not a str goes the Python way */
+        if (!PyUnicode_CheckExact(gate) || PyUnicode_Compare(gate, str_activity) == 0) {
+            goto other_way;
+        }
+    }
+    else if (gate == Py_None) {
+        goto other_way; /* a call without a function object: the Python handler raises */
+    }
+    parts = slot_get(item, is->parts);
+    PyObject *metadata = slot_get(item, is->metadata);
+    if (parts == NULL || metadata == NULL || !PyList_CheckExact(parts)) {
+        parts = NULL;
+        goto other_way;
+    }
+    Py_INCREF(parts);
+    if (PyList_GET_SIZE(parts) == 0) {
+        PyObject *text = slot_get(item, is->text);
+        if (text == NULL || !PyUnicode_CheckExact(text)) {
+            goto other_way;
+        }
+    }
+    if (incoming != unset) {
+        merged = merge_metadata(metadata, incoming, unset);
+        if (merged == NULL) {
+            goto fail;
+        }
+        if (merged == Py_None) {
+            Py_CLEAR(merged);
+            goto other_way;
+        }
+    }
+    if (PyList_Append(parts, delta) < 0) {
+        goto fail;
+    }
+    if (merged != NULL) {
+        slot_set(item, is->metadata, merged); /* item.metadata = merged (the reference moves) */
+        merged = NULL;
+    }
+    PyObject *update;
+    if (build) {
+        metadata = slot_get(item, is->metadata);
+        PyObject *fields[4] = {event, item, Py_False,
+                               metadata == NULL || metadata == unset ? Py_None : metadata};
+        update = PyObject_Vectorcall(update_cls, fields, 4, NULL);
+    }
+    else {
+        update = Py_True; /* stands for the Update nobody reads */
+        Py_INCREF(update);
+    }
+    Py_DECREF(parts);
+    Py_DECREF(item);
+    return update;
+other_way:
+    Py_XDECREF(parts);
+    Py_DECREF(item);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(merged);
+    Py_XDECREF(parts);
+    Py_DECREF(item);
+    return NULL;
+}
+
+#endif /* AGUI_META_LOOP_H */
