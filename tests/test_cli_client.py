@@ -169,7 +169,7 @@ def test_bad_arguments_exit_2(urls: tuple[str, str], capsys: pytest.CaptureFixtu
     assert status == 2
     assert err.splitlines()[-1].startswith("agui-meta run: error: argument --state: not JSON: ")
     status, _, err = cli_in_process(capsys, "run", urls[0] + "/thread", "-H", "no-colon")
-    assert status == 2 and "NAME:VALUE" in err
+    assert status == 2 and "not a header 'NAME: VALUE'" in err
 
 
 def test_escape_sequences_from_the_stream_are_not_written(
