@@ -278,6 +278,13 @@ async def test_scopes_hold_across_replicas(redis_url: str) -> None:
     assert kept.status_code == 200 and kept.json()["version"] == 1
 
 
+def client_messages(sent: list[dict[str, Any]], events: list[dict[str, Any]]) -> Any:
+    """The messages a client that sent ``sent`` holds after applying ``events``."""
+    stages = agui_meta.DefaultStages(agui_meta.Store(sent))
+    agui_meta.run_sync(stages, events)
+    return stages.store.messages_wire()
+
+
 def ids_follow(frames: list[Frame]) -> None:
     """One run's ids, each once and in order: ``KEY:0``, ``KEY:1``, …"""
     key = (frames[0].id or "").split(":")[0]
@@ -326,7 +333,6 @@ async def test_a_killed_executor_ends_its_run_with_an_error_once(redis_url: str)
             # The thread is free again: the next run starts and is saved after the lost one.
             _, again = await stream(client, f"{b}/agents/slow/run", body("t", "r2"))
             after = await thread(client, b, "t")
-            _, undisturbed = await stream(client, f"{b}/agents/slow/run", body("t0", "r2"))
     assert status == 200
     ids_follow(head + rest)
     events = events_of(head + rest)
@@ -334,16 +340,21 @@ async def test_a_killed_executor_ends_its_run_with_an_error_once(redis_url: str)
     assert [e["type"] for e in events].count("RUN_ERROR") == 1
     assert all(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events[2:-1])
     assert lost["version"] == 1 and lost["activeRunId"] is None
-    assert lost["messages"] == [] and lost["state"] == {}  # what the lost run did is not kept
+    # What the client holds after these events is what the thread keeps: its message, and the
+    # partial text the lost run streamed.
+    assert lost["messages"] == client_messages([USER], events) and lost["state"] == {}
+    assert len(lost["messages"][-1]["content"]) > 0
     assert lost["ledger"] == {
         "runs": 1,
         "lastRunId": "r1",
         "lastStatus": "error",
         "statuses": {"error": 1},
     }
-    assert events_of(again) == renamed(events_of(undisturbed), "t0", "t")
+    # The next run's agent gets the thread as kept (its snapshot counts the messages it got).
+    assert events_of(again)[-1]["type"] == "RUN_FINISHED"
     assert after["version"] == 2 and after["ledger"]["runs"] == 2
-    assert after["messages"][-1]["id"] == "r2-m"
+    assert after["messages"][:-1] == lost["messages"] and after["messages"][-1]["id"] == "r2-m"
+    assert after["state"] == {"messages": len(lost["messages"])}
 
 
 async def test_a_paused_executor_past_its_lease_is_fenced_out(
@@ -385,6 +396,7 @@ async def test_a_paused_executor_past_its_lease_is_fenced_out(
     # then the end marker.
     assert len(entries) == len(head + rest) + 1 and b"end" in entries[-1][1]
     assert ended == after and after["version"] == 1 and after["ledger"]["lastStatus"] == "error"
+    assert after["messages"] == client_messages([USER], events_of(head + rest))
 
 
 async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: Path) -> None:
