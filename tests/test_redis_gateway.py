@@ -399,6 +399,97 @@ async def test_a_paused_executor_past_its_lease_is_fenced_out(
     assert after["messages"] == client_messages([USER], events_of(head + rest))
 
 
+async def lost_with_more_log(
+    redis_url: str, more: list[dict[str, Any] | bytes], **options: Any
+) -> tuple[list[dict[str, Any]], list[Frame], Any, str]:
+    """A run on replica A, killed mid-run with SIGKILL; then ``more`` entries (events, or raw
+    ``d`` fields) appended to its log as a writer of the log would; then replica B (with
+    ``options``) starts and takes the run over. The events A logged, what a client resuming on
+    B read, the thread as B saved it, the namespace."""
+    import redis.asyncio
+
+    from agui_meta.framing import encode_sse
+    from agui_meta.redis import GatewayKeys
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    keys = GatewayKeys(namespace)
+    check = redis.asyncio.Redis.from_url(redis_url)
+    slow = body("t", deltas=1000, pause=0.05)
+    try:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            with replica_process(redis_url, namespace, lease=0.6) as (a, process):
+                _, head = await stream(client, f"{a}/agents/slow/run", slow, upto=4)
+                process.kill()  # SIGKILL: no replica left to sweep until B starts
+                process.wait(GUARD)
+            key = (head[0].id or "").split(":")[0]
+            log = keys.replay(key)
+            logged = [
+                json.loads(SSEDecoder().feed(d[b"d"])[0].data) for _, d in await check.xrange(log)
+            ]
+            for n, item in enumerate(more, start=len(logged)):
+                data = (
+                    item
+                    if isinstance(item, bytes)
+                    else encode_sse(json.dumps(item).encode(), id=f"{key}:{n}")
+                )
+                await check.xadd(log, {"d": data}, id=f"0-{n + 1}")
+            with serve(replica(redis_url, namespace, lease=0.6, **options), lifespan="on") as b:
+                _, rest = await stream(client, f"{b}/agents/slow/run", slow, last_id=head[-1].id)
+                saved = await thread(client, b, "t")
+    finally:
+        await check.aclose()
+    return logged, rest, saved, namespace
+
+
+async def test_a_lost_runs_corrupt_log_entry_is_reported_and_the_thread_kept_before_it(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    more: list[dict[str, Any] | bytes] = [
+        b"data: {not json\n\n",
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "r1-m", "delta": "after the bad one"},
+    ]
+    logged, rest, saved, namespace = await lost_with_more_log(redis_url, more)
+    error = events_of(rest[-1:])[0]
+    assert error["type"] == "RUN_ERROR" and error["code"] == "executor_lost"
+    # Kept: what a client applying the log up to the bad entry holds, then the error.
+    assert saved["messages"] == client_messages([USER], [*logged, error])
+    assert "after the bad one" not in json.dumps(saved["messages"])
+    assert saved["version"] == 1 and saved["activeRunId"] is None
+    assert saved["ledger"]["lastStatus"] == "error" and saved["ledger"]["runs"] == 1
+    bad = f"0-{len(logged) + 1}"
+    [report] = [
+        r.getMessage() for r in caplog.records if f"entry {bad} of stream" in r.getMessage()
+    ]
+    assert f"{namespace}" in report and "cannot be read" in report
+
+
+async def test_a_run_lost_after_its_log_ended_it_is_saved_as_it_ended_and_charged_once(
+    redis_url: str,
+) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import GatewayKeys
+
+    usage = [{"model": "m-1", "inputTokens": 7, "outputTokens": 0}]
+    more: list[dict[str, Any] | bytes] = [  # the executor wrote its end, then died
+        {"type": "TEXT_MESSAGE_END", "messageId": "r1-m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1", "usage": usage},
+    ]
+    limits = agui_meta.Budget[Any](max_tokens=1000, period=86400)
+    logged, rest, saved, namespace = await lost_with_more_log(redis_url, more, budget=limits)
+    assert events_of(rest)[-1]["type"] == "RUN_FINISHED"  # no error after the run's own end
+    assert saved["messages"] == client_messages([USER], [*logged, *more])  # type: ignore[list-item]
+    assert saved["version"] == 1 and saved["ledger"]["lastStatus"] == "finished"
+    assert saved["ledger"]["usage"][0]["inputTokens"] == 7
+    check = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        totals = await check.hgetall(GatewayKeys(namespace).budget("", 86400, limits.window()))
+    finally:
+        await check.aclose()
+    assert totals[b"tokens"] == b"7" and len([k for k in totals if k.startswith(b"r:")]) == 1
+
+
 async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: Path) -> None:
     srv = RedisServer(tmp_path)  # appendfsync always: nothing acknowledged is lost
     srv.start()
