@@ -25,7 +25,8 @@ thread's shard (:class:`~agui_meta.redis._shards.GatewayKeys`):
 - every replica sweeps the in-flight sets: a run whose lease ran out (its executor died, or
   lost Redis for longer than the lease) is taken over with a new fencing token and ended with
   ``RUN_ERROR`` code ``executor_lost`` (``no_executor`` for a dispatched run no executor
-  took in time), its thread's ledger recording the run once;
+  took in time), its thread saved with what its log holds (:mod:`._takeover`: what a client
+  that followed the run holds) and its ledger recording the run once;
 - with a budget per period, a scope's totals are a hash in Redis that the executor adds a run's
   usage to at its end (``CHARGE``, idempotent by run key); a run starts refused when its
   scope's totals are over, and a crossing stops the scope's runs on every replica.
