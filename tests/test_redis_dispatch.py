@@ -268,11 +268,12 @@ async def test_a_lost_runs_thread_is_what_its_clients_ended_with(
                     await until_active(client, front, "t", "r1")
                     tg.start_soon(run_ours)  # joins the same run
                     # The run has streamed some of its text (a third client joins to see it).
-                    await stream(client, url, body("t", **props), upto=6)
+                    await stream(client, url, body("t", deltas=1000, pause=0.05), upto=6)
                     process.kill()  # SIGKILL: the executor dies mid-run
                     process.wait(GUARD)
             saved = await thread(client, front, "t")
-            _, replayed = await stream(client, url, body("t", **props))  # the run, from its log
+            # The run again (the same ids): its log, as any client reads it.
+            _, replayed = await stream(client, url, body("t", deltas=1000, pause=0.05))
     [line] = official
     assert line["error"] is None and line["runError"]["code"] == "executor_lost"
     events = events_of(replayed)

@@ -414,7 +414,7 @@ async def lost_with_more_log(
 
     namespace = fresh()
     keys = GatewayKeys(namespace)
-    check = redis.asyncio.Redis.from_url(redis_url)
+    check: Any = redis.asyncio.Redis.from_url(redis_url)
     slow = body("t", deltas=1000, pause=0.05)
     try:
         async with httpx.AsyncClient(timeout=GUARD) as client:
@@ -482,7 +482,7 @@ async def test_a_run_lost_after_its_log_ended_it_is_saved_as_it_ended_and_charge
     assert saved["messages"] == client_messages([USER], [*logged, *more])  # type: ignore[list-item]
     assert saved["version"] == 1 and saved["ledger"]["lastStatus"] == "finished"
     assert saved["ledger"]["usage"][0]["inputTokens"] == 7
-    check = redis.asyncio.Redis.from_url(redis_url)
+    check: Any = redis.asyncio.Redis.from_url(redis_url)
     try:
         totals = await check.hgetall(GatewayKeys(namespace).budget("", 86400, limits.window()))
     finally:
