@@ -274,6 +274,13 @@ async def test_a_lost_runs_thread_is_what_its_clients_ended_with(
             saved = await thread(client, front, "t")
             # The run again (the same ids): its log, as any client reads it.
             _, replayed = await stream(client, url, body("t", deltas=1000, pause=0.05))
+            # A later connect (the official client) agrees with the clients that followed it.
+            [connected] = await anyio.to_thread.run_sync(
+                official_http_agent,
+                f"{front}/agents/slow/connect",
+                {"threadId": "t", "runs": [{}]},
+                tmp_path,
+            )
     [line] = official
     assert line["error"] is None and line["runError"]["code"] == "executor_lost"
     events = events_of(replayed)
@@ -284,6 +291,7 @@ async def test_a_lost_runs_thread_is_what_its_clients_ended_with(
     assert saved["messages"] == [USER, {"id": "r1-m", "role": "assistant", "content": said}]
     assert line["messages"] == saved["messages"] and line["state"] == saved["state"] == {}
     assert ours == ["executor_lost", saved["messages"], saved["state"]]
+    assert "error" not in connected and connected["messages"] == saved["messages"]
     # Saved once, its end recorded once.
     assert saved["version"] == 1 and saved["activeRunId"] is None
     assert saved["ledger"] == {
