@@ -490,6 +490,41 @@ async def test_a_run_lost_after_its_log_ended_it_is_saved_as_it_ended_and_charge
     assert totals[b"tokens"] == b"7" and len([k for k in totals if k.startswith(b"r:")]) == 1
 
 
+async def test_a_lost_run_whose_log_lost_its_head_records_the_error_only(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import GatewayKeys
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    keys = GatewayKeys(namespace)
+    check: Any = redis.asyncio.Redis.from_url(redis_url)
+    fast = body("t", deltas=100_000, pause=0.002)
+    try:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            with replica_process(redis_url, namespace, lease=0.6, max_events=4) as (a, process):
+                _, head = await stream(client, f"{a}/agents/slow/run", fast, upto=1)
+                log = keys.replay((head[0].id or "").split(":")[0])
+                with anyio.fail_after(GUARD):  # until the log is past max_events, trimmed
+                    while (await check.xrange(log, count=1))[0][0] == b"0-1":  # noqa: ASYNC110 - another process
+                        await anyio.sleep(0.02)
+                process.kill()
+                process.wait(GUARD)
+            with serve(replica(redis_url, namespace, lease=0.6), lifespan="on") as b:
+                with anyio.fail_after(GUARD):  # until B took the run over and saved the thread
+                    while (await thread(client, b, "t")).get("version") != 1:  # noqa: ASYNC110 - state in Redis
+                        await anyio.sleep(0.02)
+                saved = await thread(client, b, "t")
+    finally:
+        await check.aclose()
+    assert saved["messages"] == [] and saved["activeRunId"] is None
+    assert saved["ledger"]["lastStatus"] == "error" and saved["ledger"]["runs"] == 1
+    [report] = [r.getMessage() for r in caplog.records if "were trimmed" in r.getMessage()]
+    assert f"of stream '{log}'" in report and "records its error only" in report
+
+
 async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: Path) -> None:
     srv = RedisServer(tmp_path)  # appendfsync always: nothing acknowledged is lost
     srv.start()
