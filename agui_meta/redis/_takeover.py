@@ -26,7 +26,7 @@ from .._defaults import DefaultStages
 from .._driver import Runner
 from .._events import Event, RunErrorEvent, RunStartedEvent
 from .._exceptions import AguiMetaError, DataError
-from .._framing import SSEDecoder
+from .._framing import Frame, SSEDecoder
 from .._ledger import Ledger
 from .._stage import Context
 from .._threads import ThreadSnapshot
@@ -59,7 +59,7 @@ class LostRun:
         self.usage = list(usage)
 
 
-def _frame_of(raw: Any) -> Any:
+def _frame_of(raw: Any) -> Frame:
     """The one frame of a log entry's ``d`` field, or :class:`DataError` saying why not."""
     fields = entry_fields(raw) if hasattr(raw, "items") else {}
     data = fields.get("d")
