@@ -655,7 +655,7 @@ class MemoryRuns:
             logger.warning("%s", message)
             self.budget.exceeded(message, "RUN_STARTED")
 
-    def _charge(self, run: Run, usage: list[Any]) -> None:
+    def _charge(self, run: RunHandle, usage: list[Any]) -> None:
         """Charge a run's usage to its scope (once: at its end); past a limit, stop the
         scope's other active runs."""
         budget = self.budget
@@ -663,7 +663,7 @@ class MemoryRuns:
             return
         self._crossed(run, budget.charge(run.scope, usage))
 
-    def _crossed(self, run: Run, over: str | None) -> list[Run]:
+    def _crossed(self, run: RunHandle, over: str | None) -> list[Run]:
         """Report ``run`` when it took its scope past a limit (``over``), and stop the scope's
         other active runs of this process (per period); those it stopped."""
         budget = self.budget

@@ -11,6 +11,7 @@ malformed entry. ``anyio.fail_after`` only guards against hangs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import anyio
 import httpx
 import pytest
 
+import agui_meta
 from agui_meta.gateway import Gateway
 from tests.redis_gateway_app import replica, slow
 from tests.servers import official_http_agent, serve
@@ -211,6 +213,94 @@ async def test_an_executor_killed_mid_run_ends_it_with_an_error_and_another_serv
     assert totals[b"tokens"] == b"7"
     assert len([k for k in totals if k.startswith(b"r:")]) == 1
     assert await dispatch_left(redis_url, namespace) == (0, 0)  # the lost run's entry acked
+
+
+def official_failed_run(url: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """What the official HttpAgent holds after one run, also a failed one
+    (``tests/http_agent_failed_ref.cjs``): its messages, state, the RUN_ERROR its subscriber
+    got and what ``runAgent`` threw."""
+    from tests.oracle import OracleUnavailable, oracle_missing, prepare_oracle
+
+    try:
+        directory = prepare_oracle()
+    except OracleUnavailable as exc:
+        oracle_missing(exc)
+    done = subprocess.run(
+        ["node", str(ROOT / "tests" / "http_agent_failed_ref.cjs"), str(directory), url],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    [line] = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return line  # type: ignore[no-any-return]
+
+
+async def test_a_lost_runs_thread_is_what_its_clients_ended_with(
+    redis_url: str, tmp_path: Path
+) -> None:
+    namespace = fresh()
+    props = {"deltas": 1000, "pause": 0.05}
+    spec = {"threadId": "t", "messages": [USER], "runId": "r1", "forwardedProps": props}
+    official: list[dict[str, Any]] = []
+    ours: list[Any] = []
+
+    with serve(replica(redis_url, namespace, execute=False, lease=0.6), lifespan="on") as front:
+        url = f"{front}/agents/slow/run"
+
+        async def run_official() -> None:
+            official.append(await anyio.to_thread.run_sync(official_failed_run, url, spec))
+
+        async def run_ours() -> None:
+            agent = agui_meta.HttpAgent(url, thread_id="t", messages=[USER])
+            with pytest.raises(agui_meta.RunFailed) as failed:
+                await agent.run_agent(run_id="r1", forwarded_props=props)
+            ours.extend([failed.value.code, agent.messages_wire(), agent.state])
+
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            with executor_process(
+                redis_url, namespace, tmp_path / "a.log", "--lease", "0.6"
+            ) as process:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run_official)
+                    await until_active(client, front, "t", "r1")
+                    tg.start_soon(run_ours)  # joins the same run
+                    # The run has streamed some of its text (a third client joins to see it).
+                    await stream(client, url, body("t", deltas=1000, pause=0.05), upto=6)
+                    process.kill()  # SIGKILL: the executor dies mid-run
+                    process.wait(GUARD)
+            saved = await thread(client, front, "t")
+            # The run again (the same ids): its log, as any client reads it.
+            _, replayed = await stream(client, url, body("t", deltas=1000, pause=0.05))
+            # A later connect (the official client) agrees with the clients that followed it.
+            [connected] = await anyio.to_thread.run_sync(
+                official_http_agent,
+                f"{front}/agents/slow/connect",
+                {"threadId": "t", "runs": [{}]},
+                tmp_path,
+            )
+    [line] = official
+    assert line["error"] is None and line["runError"]["code"] == "executor_lost"
+    events = events_of(replayed)
+    assert events[-1]["code"] == "executor_lost"
+    said = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert said  # it was cut part way through its text
+    # The saved thread is what both clients hold: the user's message, the partial text.
+    assert saved["messages"] == [USER, {"id": "r1-m", "role": "assistant", "content": said}]
+    assert line["messages"] == saved["messages"] and line["state"] == saved["state"] == {}
+    assert ours == ["executor_lost", saved["messages"], saved["state"]]
+    assert "error" not in connected and connected["messages"] == saved["messages"]
+    # Saved once, its end recorded once.
+    assert saved["version"] == 1 and saved["activeRunId"] is None
+    assert saved["ledger"] == {
+        "runs": 1,
+        "lastRunId": "r1",
+        "lastStatus": "error",
+        "statuses": {"error": 1},
+    }
+    assert await dispatch_left(redis_url, namespace) == (0, 0)
 
 
 async def test_stop_on_the_front_reaches_the_executor_process(

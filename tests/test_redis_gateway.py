@@ -278,6 +278,13 @@ async def test_scopes_hold_across_replicas(redis_url: str) -> None:
     assert kept.status_code == 200 and kept.json()["version"] == 1
 
 
+def client_messages(sent: list[dict[str, Any]], events: list[dict[str, Any]]) -> Any:
+    """The messages a client that sent ``sent`` holds after applying ``events``."""
+    stages = agui_meta.DefaultStages(agui_meta.Store(sent))
+    agui_meta.run_sync(stages, events)
+    return stages.store.messages_wire()
+
+
 def ids_follow(frames: list[Frame]) -> None:
     """One run's ids, each once and in order: ``KEY:0``, ``KEY:1``, …"""
     key = (frames[0].id or "").split(":")[0]
@@ -326,7 +333,6 @@ async def test_a_killed_executor_ends_its_run_with_an_error_once(redis_url: str)
             # The thread is free again: the next run starts and is saved after the lost one.
             _, again = await stream(client, f"{b}/agents/slow/run", body("t", "r2"))
             after = await thread(client, b, "t")
-            _, undisturbed = await stream(client, f"{b}/agents/slow/run", body("t0", "r2"))
     assert status == 200
     ids_follow(head + rest)
     events = events_of(head + rest)
@@ -334,16 +340,21 @@ async def test_a_killed_executor_ends_its_run_with_an_error_once(redis_url: str)
     assert [e["type"] for e in events].count("RUN_ERROR") == 1
     assert all(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events[2:-1])
     assert lost["version"] == 1 and lost["activeRunId"] is None
-    assert lost["messages"] == [] and lost["state"] == {}  # what the lost run did is not kept
+    # What the client holds after these events is what the thread keeps: its message, and the
+    # partial text the lost run streamed.
+    assert lost["messages"] == client_messages([USER], events) and lost["state"] == {}
+    assert len(lost["messages"][-1]["content"]) > 0
     assert lost["ledger"] == {
         "runs": 1,
         "lastRunId": "r1",
         "lastStatus": "error",
         "statuses": {"error": 1},
     }
-    assert events_of(again) == renamed(events_of(undisturbed), "t0", "t")
+    # The next run's agent gets the thread as kept (its snapshot counts the messages it got).
+    assert events_of(again)[-1]["type"] == "RUN_FINISHED"
     assert after["version"] == 2 and after["ledger"]["runs"] == 2
-    assert after["messages"][-1]["id"] == "r2-m"
+    assert after["messages"][:-1] == lost["messages"] and after["messages"][-1]["id"] == "r2-m"
+    assert after["state"] == {"messages": len(lost["messages"])}
 
 
 async def test_a_paused_executor_past_its_lease_is_fenced_out(
@@ -385,6 +396,133 @@ async def test_a_paused_executor_past_its_lease_is_fenced_out(
     # then the end marker.
     assert len(entries) == len(head + rest) + 1 and b"end" in entries[-1][1]
     assert ended == after and after["version"] == 1 and after["ledger"]["lastStatus"] == "error"
+    assert after["messages"] == client_messages([USER], events_of(head + rest))
+
+
+async def lost_with_more_log(
+    redis_url: str, more: list[dict[str, Any] | bytes], **options: Any
+) -> tuple[list[dict[str, Any]], list[Frame], Any, str]:
+    """A run on replica A, killed mid-run with SIGKILL; then ``more`` entries (events, or raw
+    ``d`` fields) appended to its log as a writer of the log would; then replica B (with
+    ``options``) starts and takes the run over. The events A logged, what a client resuming on
+    B read, the thread as B saved it, the namespace."""
+    import redis.asyncio
+
+    from agui_meta.framing import encode_sse
+    from agui_meta.redis import GatewayKeys
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    keys = GatewayKeys(namespace)
+    check: Any = redis.asyncio.Redis.from_url(redis_url)
+    slow = body("t", deltas=1000, pause=0.05)
+    try:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            with replica_process(redis_url, namespace, lease=0.6) as (a, process):
+                _, head = await stream(client, f"{a}/agents/slow/run", slow, upto=4)
+                process.kill()  # SIGKILL: no replica left to sweep until B starts
+                process.wait(GUARD)
+            key = (head[0].id or "").split(":")[0]
+            log = keys.replay(key)
+            logged = [
+                json.loads(SSEDecoder().feed(d[b"d"])[0].data) for _, d in await check.xrange(log)
+            ]
+            for n, item in enumerate(more, start=len(logged)):
+                data = (
+                    item
+                    if isinstance(item, bytes)
+                    else encode_sse(json.dumps(item).encode(), id=f"{key}:{n}")
+                )
+                await check.xadd(log, {"d": data}, id=f"0-{n + 1}")
+            with serve(replica(redis_url, namespace, lease=0.6, **options), lifespan="on") as b:
+                _, rest = await stream(client, f"{b}/agents/slow/run", slow, last_id=head[-1].id)
+                saved = await thread(client, b, "t")
+    finally:
+        await check.aclose()
+    return logged, rest, saved, namespace
+
+
+async def test_a_lost_runs_corrupt_log_entry_is_reported_and_the_thread_kept_before_it(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    more: list[dict[str, Any] | bytes] = [
+        b"data: {not json\n\n",
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "r1-m", "delta": "after the bad one"},
+    ]
+    logged, rest, saved, namespace = await lost_with_more_log(redis_url, more)
+    error = events_of(rest[-1:])[0]
+    assert error["type"] == "RUN_ERROR" and error["code"] == "executor_lost"
+    # Kept: what a client applying the log up to the bad entry holds, then the error.
+    assert saved["messages"] == client_messages([USER], [*logged, error])
+    assert "after the bad one" not in json.dumps(saved["messages"])
+    assert saved["version"] == 1 and saved["activeRunId"] is None
+    assert saved["ledger"]["lastStatus"] == "error" and saved["ledger"]["runs"] == 1
+    bad = f"0-{len(logged) + 1}"
+    [report] = [
+        r.getMessage() for r in caplog.records if f"entry {bad} of stream" in r.getMessage()
+    ]
+    assert f"{namespace}" in report and "cannot be read" in report
+
+
+async def test_a_run_lost_after_its_log_ended_it_is_saved_as_it_ended_and_charged_once(
+    redis_url: str,
+) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import GatewayKeys
+
+    usage = [{"model": "m-1", "inputTokens": 7, "outputTokens": 0}]
+    more: list[dict[str, Any] | bytes] = [  # the executor wrote its end, then died
+        {"type": "TEXT_MESSAGE_END", "messageId": "r1-m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1", "usage": usage},
+    ]
+    limits = agui_meta.Budget[Any](max_tokens=1000, period=86400)
+    logged, rest, saved, namespace = await lost_with_more_log(redis_url, more, budget=limits)
+    assert events_of(rest)[-1]["type"] == "RUN_FINISHED"  # no error after the run's own end
+    assert saved["messages"] == client_messages([USER], [*logged, *more])  # type: ignore[list-item]
+    assert saved["version"] == 1 and saved["ledger"]["lastStatus"] == "finished"
+    assert saved["ledger"]["usage"][0]["inputTokens"] == 7
+    check: Any = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        totals = await check.hgetall(GatewayKeys(namespace).budget("", 86400, limits.window()))
+    finally:
+        await check.aclose()
+    assert totals[b"tokens"] == b"7" and len([k for k in totals if k.startswith(b"r:")]) == 1
+
+
+async def test_a_lost_run_whose_log_lost_its_head_records_the_error_only(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis.asyncio
+
+    from agui_meta.redis import GatewayKeys
+    from tests.redis_gateway_app import replica
+
+    namespace = fresh()
+    keys = GatewayKeys(namespace)
+    check: Any = redis.asyncio.Redis.from_url(redis_url)
+    fast = body("t", deltas=100_000, pause=0.002)
+    try:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            with replica_process(redis_url, namespace, lease=0.6, max_events=4) as (a, process):
+                _, head = await stream(client, f"{a}/agents/slow/run", fast, upto=1)
+                log = keys.replay((head[0].id or "").split(":")[0])
+                with anyio.fail_after(GUARD):  # until the log is past max_events, trimmed
+                    while (await check.xrange(log, count=1))[0][0] == b"0-1":  # noqa: ASYNC110 - another process
+                        await anyio.sleep(0.02)
+                process.kill()
+                process.wait(GUARD)
+            with serve(replica(redis_url, namespace, lease=0.6), lifespan="on") as b:
+                with anyio.fail_after(GUARD):  # until B took the run over and saved the thread
+                    while (await thread(client, b, "t")).get("version") != 1:  # noqa: ASYNC110 - state in Redis
+                        await anyio.sleep(0.02)
+                saved = await thread(client, b, "t")
+    finally:
+        await check.aclose()
+    assert saved["messages"] == [] and saved["activeRunId"] is None
+    assert saved["ledger"]["lastStatus"] == "error" and saved["ledger"]["runs"] == 1
+    [report] = [r.getMessage() for r in caplog.records if "were trimmed" in r.getMessage()]
+    assert f"of stream '{log}'" in report and "records its error only" in report
 
 
 async def test_threads_and_runs_survive_a_redis_restart_from_its_aof(tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ thread's shard (:class:`~agui_meta.redis._shards.GatewayKeys`):
 - every replica sweeps the in-flight sets: a run whose lease ran out (its executor died, or
   lost Redis for longer than the lease) is taken over with a new fencing token and ended with
   ``RUN_ERROR`` code ``executor_lost`` (``no_executor`` for a dispatched run no executor
-  took in time), its thread's ledger recording the run once;
+  took in time), its thread saved with what its log holds (:mod:`._takeover`: what a client
+  that followed the run holds) and its ledger recording the run once;
 - with a budget per period, a scope's totals are a hash in Redis that the executor adds a run's
   usage to at its end (``CHARGE``, idempotent by run key); a run starts refused when its
   scope's totals are over, and a crossing stops the scope's runs on every replica.
@@ -48,11 +49,10 @@ import redis.exceptions
 from msgspec import UNSET
 
 from .._decode import encode_event
-from .._events import Event, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
+from .._events import Message, RunAgentInput
 from .._exceptions import AtCapacity, DataError, ThreadBusy, ThreadStoreError, UsageError
 from .._framing import encode_sse
 from .._join import thread_prelude
-from .._ledger import RunRecord
 from .._registry import StopReason
 from .._runs import MemoryRuns, Run, thread_store
 from .._store import Store
@@ -63,6 +63,7 @@ from ._common import text
 from ._replay import RedisReplay, RedisStreamReader, entry_fields, entry_index, stream_entries
 from ._runscripts import GROUP
 from ._shards import GatewayKeys
+from ._takeover import assemble_lost_run
 
 if TYPE_CHECKING:
     from .._agents import GatewayAgent
@@ -520,7 +521,8 @@ class RedisRuns(MemoryRuns):
                 f"{meta.get('agent', '')!r}): start an `agui-meta executor`, or a replica that "
                 "executes runs"
             )
-        await self._end_now(key, holder, thread_id, run_id, index, code, message)
+        scope = meta.get("scope", "")
+        await self._end_now(key, holder, thread_id, run_id, index, code, message, scope)
         logger.warning("run %s of thread %s: %s", run_id, thread_id, message)
 
     async def _end_now(
@@ -532,30 +534,39 @@ class RedisRuns(MemoryRuns):
         index: int,
         code: str,
         message: str,
+        scope: str = "",
     ) -> None:
         """End run ``key``, held as ``holder`` after ``index`` events, with ``RUN_ERROR``
-        ``code``: in its log, and in its thread's ledger (once, in the commit)."""
-        events: list[Event] = []
-        if index == 0:
-            events.append(RunStartedEvent(thread_id=thread_id, run_id=run_id))
-        events.append(RunErrorEvent(message=message, code=code))
-        frames = [
-            encode_sse(encode_event(event), id=f"{key}:{index + n}")
-            for n, event in enumerate(events)
-        ]
-        record = RunRecord(
-            thread_id=thread_id,
-            run_id=run_id,
-            status="error",
-            error_message=message,
-            error_code=code,
-        )
+        ``code``: its log's events assembled into its thread (what a client that followed it
+        holds), the error appended to its log and recorded in its thread's ledger, its usage
+        charged once, and all of it committed at once."""
         snapshot: ThreadSnapshot | None = None
         try:
             stored = await self.threads.load(thread_id) or ThreadSnapshot(thread_id=thread_id)
-            snapshot = stored.advance(stored.to_store(), [record])
         except ThreadStoreError:  # the run still ends and frees the thread; the hash stays
             logger.exception("run %s: its thread cannot be loaded to record its end", run_id)
+            stored = ThreadSnapshot(thread_id=thread_id)
+        else:
+            snapshot = stored
+        lost = await assemble_lost_run(
+            self.client,
+            self.keys.replay(key),
+            index,
+            stored,
+            thread_id=thread_id,
+            run_id=run_id,
+            code=code,
+            message=message,
+        )
+        if snapshot is not None:
+            snapshot = lost.snapshot
+        if lost.usage:
+            meta = {"thread": thread_id, "run": run_id, "scope": scope}
+            await self.charge(_RemoteRun(self, key, meta, index), lost.usage)
+        frames = [
+            encode_sse(encode_event(event), id=f"{key}:{index + n}")
+            for n, event in enumerate(lost.closing)
+        ]
         await self.commit(key, holder, thread_id, index, snapshot, frames)
 
     async def commit(
@@ -1002,7 +1013,7 @@ class RedisRuns(MemoryRuns):
         tokens, cost = await self.client.hmget(key, ["tokens", "cost"])
         return self.budget.reached(*self._totals(key, tokens, cost))
 
-    async def charge(self, run: Run, usage: list[Any]) -> None:
+    async def charge(self, run: RunHandle, usage: list[Any]) -> None:
         """Add ``run``'s usage to its scope's totals in Redis, once (the run's key is the
         idempotency key); past a limit, report it and stop the scope's other active runs on
         every replica. Per run (``period=None``), nothing is shared: as in one process."""
