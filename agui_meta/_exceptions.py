@@ -392,10 +392,16 @@ class ThreadBusy(AguiMetaError):
 
 
 class AtCapacity(AguiMetaError):
-    """``max_runs`` runs are active: a gateway's run registry refuses to start another."""
+    """``max_runs`` runs are active: a gateway's run registry refuses to start another.
 
-    def __init__(self, max_runs: int) -> None:
-        super().__init__(f"the gateway runs {max_runs} runs already (max_runs): retry later")
+    ``max_runs`` is the limit reached; ``message`` says which, when it is not the registry's
+    ``max_runs`` (a front replica's ``max_dispatched``, for one).
+    """
+
+    def __init__(self, max_runs: int, message: str | None = None) -> None:
+        super().__init__(
+            message or f"the gateway runs {max_runs} runs already (max_runs): retry later"
+        )
         self.max_runs = max_runs
 
 

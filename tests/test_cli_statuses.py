@@ -183,6 +183,8 @@ HOSTILE: list[tuple[list[str], str]] = [
             (["--agent", "bogus"], "--agent is NAME=SPEC"),
             (["--no-execute"], "--no-execute needs --threads redis"),
             (["--dispatch-timeout", "0"], "argument --dispatch-timeout: not a positive"),
+            (["--max-dispatched", "0"], "argument --max-dispatched: not a count"),
+            (["--max-dispatched", "1e9"], "argument --max-dispatched: not a count"),
         ]
     ],
     *[

@@ -520,3 +520,105 @@ async def test_sigterm_ends_the_executors_runs_saved_and_exits_0(
     assert saved["version"] == 1 and saved["ledger"]["lastStatus"] == "error"
     assert saved["messages"][-1] == {"id": "r1-m", "role": "assistant", "content": said}
     assert await dispatch_left(redis_url, namespace) == (0, 0)
+
+
+async def test_a_fronts_dispatched_runs_are_bounded_503_then_room_again(redis_url: str) -> None:
+    namespace = fresh()
+    options: dict[str, Any] = {"execute": False, "shards": 1, "max_dispatched": 2}
+    front = replica(redis_url, namespace, lease=0.6, dispatch_timeout=2.0, **options)
+    with serve(front, lifespan="on") as url:
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            answers: dict[str, list[Any]] = {}
+
+            async def post(thread_id: str) -> None:
+                answers[thread_id] = (
+                    await stream(client, f"{url}/agents/slow/run", body(thread_id))
+                )[1]
+
+            async with anyio.create_task_group() as tg:
+                for name in ("a", "b"):  # both waiting: no executor runs
+                    tg.start_soon(post, name)
+                    await until_active(client, url, name, "r1")
+                full = await client.post(f"{url}/agents/slow/run", json=body("c"))
+                claimed = (await client.get(f"{url}/threads/c")).status_code
+            status, again = await stream(client, f"{url}/agents/slow/run", body("c"))
+    assert full.status_code == 503 and full.headers["Retry-After"] == "1"
+    assert "max_dispatched" in full.json()["error"]
+    assert claimed == 404  # refused before the thread was claimed
+    for name in ("a", "b"):
+        assert events_of(answers[name])[-1]["code"] == "no_executor", name
+    assert status == 200 and events_of(again)[-1]["code"] == "no_executor"  # room again
+    assert await dispatch_left(redis_url, namespace) == (0, 0)
+
+
+async def test_the_start_script_and_a_fronts_max_runs_refuse_past_their_bounds(
+    redis_url: str,
+) -> None:
+    import redis.asyncio
+
+    from agui_meta._runs import thread_store
+    from agui_meta.events import RunAgentInput
+    from agui_meta.gateway import AtCapacity, redis_gateway
+    from agui_meta.threads import ThreadSnapshot
+
+    async def start(gateway: Gateway, thread_id: str) -> Any:
+        base = ThreadSnapshot(thread_id=thread_id)
+        run = RunAgentInput(thread_id=thread_id, run_id="r1", messages=[], state={})
+        return await gateway.registry.start(
+            scope="", agent_name="slow", agent=slow, input=run,
+            store=thread_store(base, []), base=base, new_messages=[],
+        )  # fmt: skip
+
+    client = redis.asyncio.Redis.from_url(redis_url)
+    options: dict[str, Any] = {"execute": False, "shards": 1, "lease": 0.6}
+    # The start script itself refuses past max_dispatched (no check_room before it here).
+    by_stream = redis_gateway(
+        client, {"slow": slow}, namespace=fresh(), max_dispatched=2, dispatch_timeout=2.0,
+        **options,
+    )  # fmt: skip
+    # A front's own runs: max_runs of them not ended.
+    by_front = redis_gateway(
+        client, {"slow": slow}, namespace=fresh(), max_runs=1, dispatch_timeout=0.5, **options
+    )
+    try:
+        async with by_stream.running(), by_front.running():
+            first = [await start(by_stream, name) for name in ("a", "b")]
+            with pytest.raises(AtCapacity, match="max_dispatched") as stream_full:
+                await start(by_stream, "c")
+            one = await start(by_front, "a")
+            with pytest.raises(AtCapacity, match="this front's 1 dispatched runs") as front_full:
+                await start(by_front, "b")
+            assert await one.wait_ended(GUARD)  # no executor: it ends with no_executor
+            again = await start(by_front, "b")  # room again
+            assert await again.wait_ended(GUARD)
+            for run in first:
+                assert await run.wait_ended(GUARD)
+    finally:
+        await client.aclose()
+    assert stream_full.value.max_runs == 2 and front_full.value.max_runs == 1
+
+
+async def test_runs_past_the_executors_max_runs_within_the_bound_all_complete(
+    redis_url: str, tmp_path: Path
+) -> None:
+    namespace = fresh()
+    threads = ["a", "b", "c"]
+    front = replica(redis_url, namespace, execute=False, max_dispatched=len(threads))
+    with (
+        serve(front, lifespan="on") as url,
+        executor_process(redis_url, namespace, tmp_path / "x.log", "--max-runs", "1"),
+    ):
+        async with httpx.AsyncClient(timeout=GUARD) as client:
+            answers: dict[str, tuple[int, list[Any]]] = {}
+
+            async def post(thread_id: str) -> None:
+                run = body(thread_id, deltas=3, pause=0.05)
+                answers[thread_id] = await stream(client, f"{url}/agents/slow/run", run)
+
+            async with anyio.create_task_group() as tg:
+                for name in threads:
+                    tg.start_soon(post, name)
+    for name in threads:
+        status, frames = answers[name]
+        assert status == 200 and events_of(frames)[-1]["type"] == "RUN_FINISHED", name
+    assert await dispatch_left(redis_url, namespace) == (0, 0)

@@ -97,6 +97,14 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         "RUN_ERROR no_executor (default: 30)",
     )
     parser.add_argument(
+        "--max-dispatched",
+        type=count,
+        default=100,
+        metavar="N",
+        help="with --no-execute: runs dispatched and not ended (waiting for an executor or "
+        "executing) per shard, from every front; past it, 503 with Retry-After (default: 100)",
+    )
+    parser.add_argument(
         "--scope-header",
         metavar="NAME",
         help="the request header whose value is the caller's scope (from a trusted proxy)",
@@ -108,7 +116,11 @@ def add_parser(commands: Commands) -> argparse.ArgumentParser:
         help="a run posted to a busy thread is refused (409) or stops the active one",
     )
     parser.add_argument(
-        "--max-runs", type=count, default=100, help="active runs at most (default: 100)"
+        "--max-runs",
+        type=count,
+        default=100,
+        help="active runs at most (default: 100); on a front (--no-execute), runs it dispatched "
+        "that have not ended",
     )
     parser.add_argument(
         "--linger",
@@ -295,6 +307,7 @@ def _on_redis(
         namespace=args.namespace,
         execute=args.execute,
         dispatch_timeout=args.dispatch_timeout,
+        max_dispatched=args.max_dispatched,
         **options,
     )
 

@@ -27,6 +27,7 @@ def redis_gateway(
     lease: float = 10.0,
     execute: bool = True,
     dispatch_timeout: float = 30.0,
+    max_dispatched: int = 100,
     **options: Any,
 ) -> Gateway:
     """A replica of a gateway whose runs, run logs, catalog and threads are in Redis: every
@@ -49,7 +50,12 @@ def redis_gateway(
         that execute, or :func:`~agui_meta.gateway.executor` processes) through Redis.
     :param dispatch_timeout: seconds a run this replica dispatches may wait for an executor;
         then it ends with ``RUN_ERROR`` code ``no_executor``.
-    :param options: :class:`Gateway`'s other options (``max_runs`` counts this replica's runs).
+    :param max_dispatched: on a front, the most dispatched runs not ended (waiting for an
+        executor or executing) per shard, counted over every front (the entries of the shard's
+        dispatch stream); past it, ``503`` with ``Retry-After``. At most ``max_dispatched *
+        shards`` runs wait in Redis.
+    :param options: :class:`Gateway`'s other options (``max_runs`` counts this replica's runs:
+        on a front, the runs it dispatched that have not ended).
     """
     keys = GatewayKeys(namespace, shards)
     runs = functools.partial(
@@ -59,6 +65,7 @@ def redis_gateway(
         lease=lease,
         execute=execute,
         dispatch_timeout=dispatch_timeout,
+        max_dispatched=max_dispatched,
     )
     gateway = Gateway(
         agents,

@@ -381,7 +381,7 @@ class RedisRuns(MemoryRuns):
     """The gateway's runs across replicas sharing one Redis (or Redis Cluster).
 
     Takes :class:`~agui_meta.gateway.MemoryRuns`' options (``max_runs`` counts this replica's
-    runs), and:
+    runs: those it executes or, on a front, those it dispatched that have not ended), and:
 
     :param client: a ``redis.asyncio.Redis`` or ``RedisCluster`` client.
     :param keys: the key names (namespace, shard count: the same on every replica).
@@ -394,6 +394,9 @@ class RedisRuns(MemoryRuns):
         for; with :attr:`agents` set). ``False``: a front, whose runs are dispatched.
     :param dispatch_timeout: seconds a dispatched run may wait for an executor; then it ends
         with ``RUN_ERROR`` code ``no_executor``.
+    :param max_dispatched: on a front, the most dispatched runs not ended (waiting for an
+        executor or executing) per shard, from every front: the entries of the shard's dispatch
+        stream. Past it, a run is refused with :class:`~agui_meta.gateway.AtCapacity`.
     :param name: this executor's consumer name (default: host, process id and a random part).
     """
 
@@ -408,10 +411,15 @@ class RedisRuns(MemoryRuns):
         poll: float = 0.05,
         execute: bool = True,
         dispatch_timeout: float = 30.0,
+        max_dispatched: int = 100,
         name: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(threads, catalog, **options)
+        if isinstance(max_dispatched, bool) or not isinstance(max_dispatched, int):
+            raise UsageError(f"max_dispatched must be an int, got {max_dispatched!r}")
+        if max_dispatched < 1:
+            raise UsageError(f"max_dispatched must be at least 1, got {max_dispatched}")
         if not lease > 0 or not poll > 0 or not dispatch_timeout > 0:
             raise UsageError(
                 f"lease, poll and dispatch_timeout must be > 0 seconds, got {lease!r}, "
@@ -423,6 +431,10 @@ class RedisRuns(MemoryRuns):
         self.poll = poll
         self.execute = execute
         self.dispatch_timeout = dispatch_timeout
+        self.max_dispatched = max_dispatched
+        #: A front's dispatched runs that may not have ended (their keys), for ``max_runs``.
+        self._dispatched: dict[str, None] = {}
+        self._dispatching = 0  # and those being dispatched
         self.name = name or consumer_name()
         #: The agents this replica executes dispatched runs with (by name); ``None``: it takes
         #: no dispatched run.
@@ -682,8 +694,41 @@ class RedisRuns(MemoryRuns):
         key = await self._held(thread_id)
         if key is not None:
             raise await self._busy(thread_id, key, "")
-        if len(self._active) >= self.max_runs:
-            raise AtCapacity(self.max_runs)
+        if self.execute:
+            if len(self._active) >= self.max_runs:
+                raise AtCapacity(self.max_runs)
+            return
+        await self._front_room()
+        queued = await self.client.xlen(self.keys.dispatch(self.keys.of(thread_id)))
+        if queued >= self.max_dispatched:
+            raise self._full(thread_id)
+
+    def _full(self, thread_id: str) -> AtCapacity:
+        return AtCapacity(
+            self.max_dispatched,
+            f"{self.max_dispatched} runs dispatched on the shard of thread {thread_id!r} "
+            "have not ended (max_dispatched): retry later",
+        )
+
+    async def _front_room(self) -> None:
+        """:class:`AtCapacity` when this front's dispatched runs not ended are ``max_runs``
+        (those that ended, or whose record expired, are forgotten first)."""
+        if len(self._dispatched) + self._dispatching < self.max_runs:
+            return
+        keys = list(self._dispatched)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hget(self.keys.run(key), "ended")
+            ended = await pipe.execute()
+        for key, flag in zip(keys, ended, strict=True):
+            if flag is None or text(flag) == "1":
+                self._dispatched.pop(key, None)
+        if len(self._dispatched) + self._dispatching >= self.max_runs:
+            raise AtCapacity(
+                self.max_runs,
+                f"this front's {self.max_runs} dispatched runs have not ended (max_runs): "
+                "retry later",
+            )
 
     async def start(
         self,
@@ -748,10 +793,8 @@ class RedisRuns(MemoryRuns):
         new_messages: list[Message],
     ) -> RunHandle:
         """Reserve the thread and dispatch the run to the executors, in one script."""
-        keys = self.keys
         thread_id = input.thread_id
-        key = keys.run_key(thread_id, uuid.uuid4().hex)
-        tag = keys.of(thread_id)
+        key = self.keys.run_key(thread_id, uuid.uuid4().hex)
         fields = [
             "agent", agent_name,
             "scope", scope,
@@ -760,8 +803,28 @@ class RedisRuns(MemoryRuns):
             "new", msgspec.json.encode(new_messages),
             "carrier", msgspec.json.encode(current_carrier()),
         ]  # fmt: skip
+        await self._front_room()  # then counted, with no await between
+        self._dispatching += 1
+        try:
+            began, holder = await self._begin_dispatch(key, input, scope, agent_name, fields)
+        finally:
+            self._dispatching -= 1
+        if int(began) < 0:
+            raise self._full(thread_id)
+        if not int(began):
+            raise await self._busy(thread_id, text(holder).partition(" ")[2], agent_name)
+        self._dispatched[key] = None
+        meta = {"thread": thread_id, "run": input.run_id, "scope": scope, "agent": agent_name}
+        return _RemoteRun(self, key, meta, 0)
+
+    async def _begin_dispatch(
+        self, key: str, input: RunAgentInput, scope: str, agent_name: str, fields: list[Any]
+    ) -> Any:
+        keys = self.keys
+        thread_id = input.thread_id
+        tag = keys.of(thread_id)
         wait = self.dispatch_timeout
-        began, holder = await self.script(
+        return await self.script(
             "BEGIN",
             [
                 keys.active(thread_id),
@@ -781,13 +844,10 @@ class RedisRuns(MemoryRuns):
                 agent_name,
                 _ms(wait),
                 _ms(wait + self.alive),
+                self.max_dispatched,
                 *fields,
             ],
         )
-        if not int(began):
-            raise await self._busy(thread_id, text(holder).partition(" ")[2], agent_name)
-        meta = {"thread": thread_id, "run": input.run_id, "scope": scope, "agent": agent_name}
-        return _RemoteRun(self, key, meta, 0)
 
     def _ended(self, run: Run) -> None:
         super()._ended(run)

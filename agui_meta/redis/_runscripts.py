@@ -25,16 +25,23 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
 #: KEYS: active, fence, inflight, run hash, runids, latest, alive[, dispatch stream].
-#: ARGV: key, thread, run id, scope, agent, lease ms, alive ms[, the dispatch entry's fields].
-#: Returns {1, holder}, or {0, the active holder} when the thread has a run in flight. With a
-#: dispatch stream, the run is also an entry there (``key``, ``holder``, then the fields), in
-#: the same script: reserved and dispatched at once; ``lease ms`` is then how long it may wait
-#: for an executor.
+#: ARGV: key, thread, run id, scope, agent, lease ms, alive ms[, the most entries of the
+#: dispatch stream, the dispatch entry's fields].
+#: Returns {1, holder}, {0, the active holder} when the thread has a run in flight, or
+#: {-1, entries} when the dispatch stream holds that many entries already (an entry per
+#: dispatched run not ended: waiting for an executor or executing), at least the most: nothing
+#: is written. With a dispatch stream, the run is also an entry there (``key``, ``holder``,
+#: then the fields), in the same script: reserved and dispatched at once; ``lease ms`` is then
+#: how long it may wait for an executor.
 BEGIN = (
     _NOW
     + """
 local held = redis.call('GET', KEYS[1])
 if held then return {0, held} end
+if KEYS[8] then
+  local queued = redis.call('XLEN', KEYS[8])
+  if queued >= tonumber(ARGV[8]) then return {-1, queued} end
+end
 local holder = redis.call('INCR', KEYS[2]) .. ' ' .. ARGV[1]
 redis.call('SET', KEYS[1], holder)
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), ARGV[1])
@@ -48,7 +55,7 @@ redis.call('PERSIST', KEYS[5])
 redis.call('SET', KEYS[7], '1', 'PX', ARGV[7])
 if KEYS[8] then
   local id = redis.call('XADD', KEYS[8], '*', 'key', ARGV[1], 'holder', holder,
-                        unpack(ARGV, 8))
+                        unpack(ARGV, 9))
   redis.call('HSET', KEYS[4], 'entry', id, 'taken', 0)
 end
 return {1, holder}
