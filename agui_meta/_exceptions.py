@@ -29,7 +29,7 @@ Every exception the package raises on purpose derives from :class:`AguiMetaError
     ├── PriceTableError (ValueError)      a price table that cannot be read (names file and entry)
     ├── AgentError                        a gateway's agent: an error status, or it cannot be called
     ├── ThreadBusy                        a gateway's thread with an active run refuses another
-    └── AtCapacity                        a gateway's ``max_runs`` runs are all active
+    └── AtCapacity                        a gateway's ``max_runs`` (a front's ``max_dispatched``) full
 
 Each is exported by the public module of what raises it: the pipeline's, the client's, the
 replay stores' and :class:`PriceTableError` by ``agui_meta``; :class:`VersionConflict` and
