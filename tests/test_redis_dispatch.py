@@ -622,3 +622,14 @@ async def test_runs_past_the_executors_max_runs_within_the_bound_all_complete(
         status, frames = answers[name]
         assert status == 200 and events_of(frames)[-1]["type"] == "RUN_FINISHED", name
     assert await dispatch_left(redis_url, namespace) == (0, 0)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "3"])
+def test_a_max_dispatched_that_is_not_a_count_is_refused(bad: Any) -> None:
+    import redis.asyncio
+
+    from agui_meta.gateway import redis_gateway
+
+    client = redis.asyncio.Redis()  # never connected: the option is refused first
+    with pytest.raises(agui_meta.UsageError, match="max_dispatched must be"):
+        redis_gateway(client, {"slow": slow}, execute=False, max_dispatched=bad)
