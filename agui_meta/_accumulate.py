@@ -156,11 +156,6 @@ def _merged(existing: Any, incoming: dict[str, Any]) -> MergedMetadata:
     return merge_metadata(base, incoming)
 
 
-def _current(metadata: Any) -> Any:
-    """What ``Update.metadata`` holds for an item's ``metadata`` attribute."""
-    return None if metadata is UNSET else metadata
-
-
 def authoritative_activity_types(metadata: Any) -> list[str] | Any | None:
     """The activity types a MESSAGES_SNAPSHOT declares it owns (the reference's rule).
 
@@ -339,7 +334,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         item._streaming = True
-        return Update(event, item, False, _current(item.metadata))
+        return Update(event, item, False, (None if item.metadata is UNSET else item.metadata))
 
     def _reopened(
         self,
@@ -379,7 +374,7 @@ class Accumulate(Transducer[Event, Update]):
         parts.append(event.delta)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
-        metadata = item.metadata  # _current(), inlined: the most frequent events
+        metadata = item.metadata  # None for UNSET: what Update.metadata holds
         return Update(event, item, False, None if metadata is UNSET else metadata)
 
     def _text_end(self, event: TextMessageEndEvent | ReasoningMessageEndEvent) -> Update:
@@ -396,7 +391,7 @@ class Accumulate(Transducer[Event, Update]):
             # The deltas joined now, once: a message kept after its end holds one string, not
             # a list of them (which the cyclic collector would walk again on every pass).
             item.content  # noqa: B018
-        return Update(event, item, True, _current(item.metadata))
+        return Update(event, item, True, (None if item.metadata is UNSET else item.metadata))
 
     def _tool_start(self, event: ToolCallStartEvent) -> Update:
         store = self.store
@@ -422,7 +417,7 @@ class Accumulate(Transducer[Event, Update]):
                 call.name = event.tool_call_name
             if event.metadata is not UNSET:
                 call.metadata = _merged(call.metadata, event.metadata)
-            return Update(event, call, False, _current(call.metadata))
+            return Update(event, call, False, (None if call.metadata is UNSET else call.metadata))
 
         parent_id = event.parent_message_id
         owner = store.message(parent_id) if parent_id else None
@@ -448,7 +443,7 @@ class Accumulate(Transducer[Event, Update]):
         store.add_tool_call(owner, call)
         call._open = True
         owner._open_calls += 1
-        return Update(event, call, False, _current(call.metadata))
+        return Update(event, call, False, (None if call.metadata is UNSET else call.metadata))
 
     def _tool_args(self, event: ToolCallArgsEvent) -> Update:
         call = self._tool_call(event.tool_call_id)
@@ -465,7 +460,7 @@ class Accumulate(Transducer[Event, Update]):
         parts.append(event.delta)
         if event.metadata is not UNSET:
             call.metadata = _merged(call.metadata, event.metadata)
-        metadata = call.metadata  # _current(), inlined: the most frequent events
+        metadata = call.metadata  # None for UNSET: what Update.metadata holds
         return Update(event, call, False, None if metadata is UNSET else metadata)
 
     def _tool_end(self, event: ToolCallEndEvent) -> Update:
@@ -479,7 +474,7 @@ class Accumulate(Transducer[Event, Update]):
             call.owner._open_calls -= 1
         if call._arg_parts:
             call.arguments  # noqa: B018  (joined once, as for a message's content)
-        return Update(event, call, True, _current(call.metadata))
+        return Update(event, call, True, (None if call.metadata is UNSET else call.metadata))
 
     def _tool_result(self, event: ToolCallResultEvent) -> Update:
         store = self.store
@@ -503,7 +498,7 @@ class Accumulate(Transducer[Event, Update]):
         if event.metadata is not UNSET:
             item.metadata = _merged(UNSET, event.metadata)
         store.insert_result(item, store.assistant_owner(call_id))
-        return Update(event, item, True, _current(item.metadata))
+        return Update(event, item, True, (None if item.metadata is UNSET else item.metadata))
 
     def _state_snapshot(self, event: StateSnapshotEvent) -> Update:
         self.store.state = copy_json(event.snapshot)
@@ -582,7 +577,7 @@ class Accumulate(Transducer[Event, Update]):
             return Update(event, None, False)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
-        return Update(event, item, True, _current(item.metadata))
+        return Update(event, item, True, (None if item.metadata is UNSET else item.metadata))
 
     def _activity_delta(self, event: ActivityDeltaEvent) -> Update:
         store = self.store
@@ -622,13 +617,13 @@ class Accumulate(Transducer[Event, Update]):
                 event,
                 f"$.patch[{exc.index}]",
             )
-            return Update(event, item, True, _current(item.metadata))
+            return Update(event, item, True, (None if item.metadata is UNSET else item.metadata))
         if item._refs > 1:
             shared, item = item, item.copy()
             store.replace(shared, item)
         item.content = content
         item.fields["activityType"] = event.activity_type
-        return Update(event, item, True, _current(item.metadata))
+        return Update(event, item, True, (None if item.metadata is UNSET else item.metadata))
 
     def _run_started(self, event: RunStartedEvent) -> Update:
         store = self.store

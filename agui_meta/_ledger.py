@@ -96,7 +96,7 @@ from ._events import (
     protocol_class,
 )
 from ._exceptions import UsageError
-from ._metadata import enc_hook
+from ._metadata import MergedMetadata, enc_hook
 from ._prices import PriceTable
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._tally import ToolCallTally
@@ -402,6 +402,8 @@ def _plain(metadata: Any) -> Any:
     """
     if metadata is None or isinstance(metadata, UnsetType):
         return None
+    if type(metadata) is MergedMetadata:
+        return metadata._plain_dict()
     return dict(metadata)
 
 
@@ -568,7 +570,12 @@ class Ledger(Transducer[T, T]):
         event: Any = item.event if type(item) in self._wrappers else item  # type: ignore[attr-defined]
         kind = _PLAIN.get(type(event))
         if kind is None:
-            self._observe(item, event)
+            handler = self._handlers.get(type(event))
+            if handler is None:
+                self._observe(item, event)
+                return
+            self._item = item
+            handler(event)
             return
         counts = self._counts
         if counts is None:
@@ -624,11 +631,12 @@ class Ledger(Transducer[T, T]):
 
     def _time(self, event: Event) -> tuple[float, TimeSource]:
         """When ``event`` happened: its ``timestamp``, else now; remembered as the latest."""
-        stamp = event.timestamp
+        stamp: Any = event.timestamp
         # An event synthesized from a chunk: the chunk's time (see ``Context.timestamp``).
-        found = self.ctx.timestamp if isinstance(stamp, UnsetType) else stamp
+        if stamp is UNSET:
+            stamp = self.ctx.timestamp
         when: tuple[float, TimeSource] = (
-            (self._clock(), "receipt") if found is None else (found, "event")
+            (self._clock(), "receipt") if stamp is None else (stamp, "event")
         )
         self._latest = when
         return when
@@ -680,10 +688,12 @@ class Ledger(Transducer[T, T]):
             RunRecord(
                 thread_id=event.thread_id,
                 run_id=event.run_id,
-                parent_run_id=_opt(event.parent_run_id),
-                protocol_version=_opt(event.protocol_version),
+                parent_run_id=(None if event.parent_run_id is UNSET else event.parent_run_id),
+                protocol_version=(
+                    None if event.protocol_version is UNSET else event.protocol_version
+                ),
                 started_index=self.ctx.index,
-                started_metadata=_opt(event.metadata),
+                started_metadata=(None if event.metadata is UNSET else event.metadata),
                 started_at=started_at,
                 started_clock=started_clock,
             )
@@ -762,9 +772,9 @@ class Ledger(Transducer[T, T]):
         started_at, started_clock = self._time(event)
         step = StepRecord(
             name=event.step_name,
-            subagent_run_id=_opt(event.subagent_run_id),
+            subagent_run_id=(None if event.subagent_run_id is UNSET else event.subagent_run_id),
             started_index=self.ctx.index,
-            started_metadata=_opt(event.metadata),
+            started_metadata=(None if event.metadata is UNSET else event.metadata),
             started_at=started_at,
             started_clock=started_clock,
         )
@@ -776,12 +786,15 @@ class Ledger(Transducer[T, T]):
         when = self._time(event)
         step = self._open_steps.pop((event.subagent_run_id, event.step_name), None)
         if step is None:
-            step = StepRecord(name=event.step_name, subagent_run_id=_opt(event.subagent_run_id))
+            step = StepRecord(
+                name=event.step_name,
+                subagent_run_id=(None if event.subagent_run_id is UNSET else event.subagent_run_id),
+            )
             if not self._keep(record, record.steps, step):
                 return
         step.status = "finished"
         step.finished_index = self.ctx.index
-        step.finished_metadata = _opt(event.metadata)
+        step.finished_metadata = None if event.metadata is UNSET else event.metadata
         step.ended_at, step.ended_clock = when
 
     def _subagent_started(self, event: SubagentStartedEvent) -> None:

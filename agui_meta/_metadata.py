@@ -148,6 +148,18 @@ class MergedMetadata(Mapping[str, Any]):
     def __iter__(self) -> Iterator[str]:
         return islice(self._writes.keys, self._size)
 
+    def _plain_dict(self) -> dict[str, Any]:
+        """``dict(self)``, built without the ``Mapping`` protocol's call per key."""
+        writes = self._writes
+        if self._version != writes.version:
+            return {key: self[key] for key in islice(writes.keys, self._size)}
+        # The newest version: every key's latest write is its value, and ``cells`` holds the
+        # keys in the order of their first write (``keys``'s order: write() adds to both).
+        return {
+            key: cell[1] if type(cell) is tuple else cell[1][-1]
+            for key, cell in writes.cells.items()
+        }
+
     def __len__(self) -> int:
         return self._size
 

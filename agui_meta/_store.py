@@ -669,15 +669,27 @@ class Store:
         return node
 
     def append(self, item: MessageItem) -> None:
-        node = self._new_node(item)
-        self._link_after(node, None)
+        # _new_node and _link_after(node, None), inlined: a message is appended per start.
+        node = _Node(item)
+        item._refs += 1
+        if item._node is None:
+            item._node = node
+        item.evicted = False
+        tail = node.prev = self._tail
+        if tail is None:
+            self._head = node
+        else:
+            tail.next = node
+        self._tail = node
+        self._count += 1
         key = item.id
         if isinstance(key, str):
             if key in self._by_id:
                 self._dup_ids.add(key)
             else:
                 self._by_id[key] = item
-        self._index_calls(item)
+        if item.tool_calls is not None:
+            self._index_calls(item)
 
     def add_tool_call(self, owner: MessageItem, call: ToolCallItem) -> None:
         if owner.tool_calls is None:

@@ -56,7 +56,14 @@ class Usage(msgspec.Struct, kw_only=True, frozen=True, rename="camel", omit_defa
         """The entry as agui-meta reports it (an entry that is a :class:`Usage` already, itself)."""
         if isinstance(entry, Usage):
             return entry
-        return cls(**{name: _opt(getattr(entry, name)) for name in entry.__struct_fields__})
+        return cls(
+            **{
+                name: None if value is UNSET else value
+                for name, value in zip(
+                    entry.__struct_fields__, msgspec.structs.astuple(entry), strict=True
+                )
+            }
+        )
 
 
 def _opt(value: Any) -> Any:
@@ -83,7 +90,12 @@ def aggregate_token_usage(entries: Iterable[TokenUsage | Usage]) -> list[Usage]:
     """
     groups: dict[tuple[str, str], tuple[Any, dict[str, int]]] = {}
     for entry in entries:
-        provider, model = _opt(entry.provider), _opt(entry.model)
+        provider = entry.provider
+        if provider is UNSET:
+            provider = None
+        model = entry.model
+        if model is UNSET:
+            model = None
         key = ("" if provider is None else provider, "" if model is None else model)
         group = groups.get(key)
         if group is None:

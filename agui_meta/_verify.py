@@ -311,21 +311,22 @@ class Verify(Transducer[Event, Event]):
     # Driving
 
     def feed(self, item: Event) -> None:
-        if not self._gate:
-            ids = self._open_deltas.get(type(item))
-            delta: Any = item
-            if (
-                ids is not None
-                and delta.subagent_run_id is UNSET
-                and (delta.tool_call_id if type(delta) is ToolCallArgsEvent else delta.message_id)
-                in ids
-            ):
-                self.emit(item)
-                return
-        kind = item.type
         if self._gate:
-            self._check_gate(kind)
-        handler = self._handlers.get(kind)
+            self._check_gate(item.type)
+        else:
+            ids = self._open_deltas.get(type(item))
+            if ids is not None:
+                delta: Any = item
+                if (
+                    delta.subagent_run_id is UNSET
+                    and (
+                        delta.tool_call_id if type(delta) is ToolCallArgsEvent else delta.message_id
+                    )
+                    in ids
+                ):
+                    self.emit(item)
+                    return
+        handler = self._handlers.get(item.type)
         if handler is not None:
             handler(item)
         self.emit(item)
@@ -451,19 +452,17 @@ class Verify(Transducer[Event, Event]):
             self._seed(ev.input.messages, authoritative=False)
 
     def _reset(self) -> None:
-        for table in (
-            self._text,
-            self._tool_calls,
-            self._reasoning_spans,
-            self._reasoning_messages,
-            self._message_owners,
-            self._tool_call_owners,
-            self._activity_owners,
-            self._reasoning_owners,
-            self._steps,
-            self._subagents,
-        ):
-            table.clear()
+        # One call per table, not a loop over a tuple of them: once per run.
+        self._text.clear()
+        self._tool_calls.clear()
+        self._reasoning_spans.clear()
+        self._reasoning_messages.clear()
+        self._message_owners.clear()
+        self._tool_call_owners.clear()
+        self._activity_owners.clear()
+        self._reasoning_owners.clear()
+        self._steps.clear()
+        self._subagents.clear()
         self._closed_subagents.clear()
         self._subagents_started = 0
         self._open_steps = 0
@@ -472,6 +471,21 @@ class Verify(Transducer[Event, Event]):
         self._run_error = False
 
     def _run_finished_event(self, ev: RunFinishedEvent) -> None:
+        if (
+            self._steps
+            or self._text
+            or self._reasoning_messages
+            or self._reasoning_spans
+            or self._tool_calls
+            or self._subagents
+        ):
+            self._refuse_open()
+        self._run_finished = True
+        self._update_gate()
+
+    def _refuse_open(self) -> None:
+        """RUN_FINISHED with something open (a step, a message, a call...): say what, or
+        return when nothing is (a step table whose owners hold no name)."""
         if any(self._steps.values()):
             steps = ", ".join(
                 name if owner is UNSET else f"{name} (subagent '{owner}')"
@@ -492,8 +506,6 @@ class Verify(Transducer[Event, Event]):
         ):
             if ids:
                 self._refuse_finish(label, ", ".join(ids), rule)
-        self._run_finished = True
-        self._update_gate()
 
     @staticmethod
     def _refuse_finish(label: str, which: str, rule: str) -> None:
@@ -528,6 +540,17 @@ class Verify(Transducer[Event, Event]):
         """Refuse to open one more item when ``max_open_items`` are open already."""
         limit = self.max_open_items
         if limit is None:
+            return
+        # The common case first, in a few bytecodes: room left (what ``counts`` below sums).
+        if (
+            len(self._text)
+            + len(self._tool_calls)
+            + len(self._reasoning_messages)
+            + len(self._reasoning_spans)
+            + self._open_steps
+            + len(self._subagents)
+            < limit
+        ):
             return
         counts = (
             ("text messages", len(self._text)),
