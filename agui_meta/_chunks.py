@@ -232,6 +232,10 @@ class ExpandChunks(Transducer[Event, Event]):
         for streams in self._by_id.values():
             streams.clear()
 
+    def _renew(self) -> None:
+        """Be as a new stage is (a pipeline kept for the next stream: see ``_durable``)."""
+        self.close()
+
     # -- lanes ---------------------------------------------------------------------------------
 
     def _end(self, stream: _Stream) -> None:

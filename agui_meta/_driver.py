@@ -406,6 +406,18 @@ class Runner:
                     raise
                 ctx.skip(exc)
 
+    def _renew(self) -> None:
+        """Be as a new runner over the same chain is, once its stages and context have been
+        made as new (a pipeline kept for the next stream: see ``_durable``): events numbered
+        from 0 again, no framer, no outputs, the fast path's plans read again from the stages'
+        members (the plans made before are kept: they are the same for the same members)."""
+        self.out.clear()
+        self.discarded = 0
+        self._framer = None
+        self._count = 0
+        if self._fast is not None:
+            self._fast._plan()
+
     # -- the loops ---------------------------------------------------------------------------
 
     def _new_framer(self) -> Framer:

@@ -36,7 +36,7 @@ from ._driver import Runner
 from ._exceptions import DataError, Report, SequenceGap, SourceConflict, UsageError
 from ._ledger import Ledger, RunRecord
 from ._metadata import enc_hook
-from ._stage import Context
+from ._stage import Context, building_for
 from ._store import Store
 from ._threads import LedgerSummary, ThreadSnapshot
 from ._verify import Verify
@@ -113,6 +113,7 @@ class _Type(msgspec.Struct):
 
 _peek_type = msgspec.json.Decoder(_Type).decode
 _TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+_BYTES: Final = frozenset({bytes})
 
 
 def _terminal(frame: bytes) -> bool:
@@ -249,17 +250,46 @@ class _Segment:
         self.store = store
         self.ended: dict[int, RunRecord] = {}
         self.now = 0  # the time of receipt of the entry being processed
-        ledger: Ledger[Any] = Ledger(on_run=self._run, max_runs=0, clock=lambda: self.now)
-        self.stages = DefaultStages(
-            self.store, verify=Verify(report_unfinished=True), ledger=ledger
-        )
         self.ctx = Context("keep_going", self._report)
-        self.runner = Runner([Enforce(), *self.stages], self.ctx, self._update)
+        with building_for(self.ctx):  # no context of their own: they are connected to it
+            ledger: Ledger[Any] = Ledger(on_run=self._run, max_runs=0, clock=lambda: self.now)
+            self.stages = DefaultStages(
+                self.store, verify=Verify(report_unfinished=True), ledger=ledger
+            )
+            self.enforce = Enforce()
+        self.runner = Runner([self.enforce, *self.stages], self.ctx, self._update)
         self.events = 0
         self.entry_ids: list[str] = []
         self.envelopes: list[Envelope] = []
         self.where: list[tuple[str, int, int]] = []  # per event: (source, seq, frame)
         self.out: list[tuple[OutputKind, Any]] = []
+
+    def renew(self) -> None:
+        """Make the segment as a new one on the same store is, its pipeline kept: each stage
+        that holds per-stream state, the context and the runner as new (see their
+        ``_renew``). Only after a clean segment (:attr:`clean`, :attr:`reported`): a stream
+        that failed or was reported may leave state a new pipeline would not have."""
+        self.ended = {}
+        self.now = 0
+        self.enforce.decoder.reset()
+        stages = self.stages
+        stages.expand_chunks._renew()
+        verify = stages.verify
+        assert verify is not None
+        verify._renew()
+        stages.ledger._renew()  # the accumulator holds nothing but the store
+        self.ctx.renew()
+        self.runner._renew()
+        self.events = 0
+        self.entry_ids = []
+        self.envelopes = []
+        self.where = []
+        self.out = []
+
+    @property
+    def reported(self) -> bool:
+        """Whether anything was reported (of any severity)."""
+        return any(kind == "report" for kind, _ in self.out)
 
     def _update(self, update: Any) -> None:
         item = update.item
@@ -303,7 +333,7 @@ class _Segment:
         where += [(source, seq, n) for n in range(len(envelope.frames))]
         frames = envelope.frames
         self.events += len(frames)
-        if all(type(frame) is bytes for frame in frames):
+        if set(map(type, frames)) <= _BYTES:  # (a C loop: no generator step per frame)
             self.runner.feed_batch(frames)  # the fast path's loop over the whole envelope
         else:
             feed = self.runner.feed
@@ -358,6 +388,13 @@ class ThreadState:
     starts instead (the way to check the rebuild). :meth:`unload` drops the live store (the
     next segment rebuilds it from the snapshot), which is how a bounded set of live threads
     evicts one.
+
+    With the store, a thread keeps the last segment's **pipeline** (``reuse=True``): when that
+    segment was clean and reported nothing, the next one renews it (each stage, the context
+    and the runner made as new ones would be, see :meth:`_Segment.renew`) instead of building
+    a pipeline, which costs about as much as a short run's events. Anything else (a failed or
+    reported run, an unloaded store, a store rebuilt from a snapshot) builds a new one.
+    ``reuse=False`` builds one for every segment (the results are the same; the tests compare).
     """
 
     def __init__(
@@ -367,10 +404,15 @@ class ThreadState:
         *,
         store: Store | None = None,
         defer: bool = True,
+        reuse: bool = True,
     ) -> None:
         self.thread_id = snapshot.thread_id
         self._defer = defer
+        self._reuse = reuse
         self._store = store
+        # The pipeline of the last segment, kept for the next one while the store is live and
+        # the segment was clean and reported nothing (``reuse``): renewed, not rebuilt.
+        self._pipeline: _Segment | None = None
         #: The snapshot in the store (what the next commit's compare-and-set expects).
         self.stored = snapshot
         self._latest = snapshot
@@ -437,6 +479,7 @@ class ThreadState:
         if self._segment is None:
             self.snapshot()
             self._store = None
+            self._pipeline = None
 
     def apply(self, entry_id: str, envelope: Envelope) -> None:
         """Process one entry (in stream order); its changes join those of :meth:`take`."""
@@ -448,9 +491,15 @@ class ThreadState:
                 else:
                     self.snapshot()  # the store is about to change: its copy first
             store = self._store
+            kept, self._pipeline = self._pipeline, None
             if store is None:
-                store = self._latest.to_store()
-            segment = self._segment = _Segment(store)
+                segment = _Segment(self._latest.to_store())
+            elif kept is not None and kept.store is store:
+                kept.renew()
+                segment = kept
+            else:
+                segment = _Segment(store)
+            self._segment = segment
             self._store = None
         segment.entry_ids.append(entry_id)
         fresh = entry_key(entry_id) > self._watermark
@@ -504,6 +553,8 @@ class ThreadState:
             self._store = segment.store  # the next segment goes on with it
             self._since += segment.envelopes
             self._since_events += segment.events
+            if self._reuse and not segment.reported:
+                self._pipeline = segment  # and with its pipeline, renewed
         else:
             self.snapshot()  # taken before the store is dropped
 
@@ -574,7 +625,9 @@ class LiveThreads:
             self._evict(thread_id)
 
 
-def run_local(envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS) -> LocalResult:
+def run_local(
+    envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS, reuse: bool = True
+) -> LocalResult:
     """Process envelopes in one process, in order: the reference the workers must equal.
 
     A source's envelope whose ``seq`` was already taken is a retry and is skipped, as ingest
@@ -584,7 +637,9 @@ def run_local(envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS
 
     At most ``max_live`` threads keep their store live between runs (the least recently used
     beyond are unloaded to their snapshot and rebuilt from it when their next entry comes);
-    the results are the same whatever the bound.
+    the results are the same whatever the bound. A live thread keeps its pipeline too, renewed
+    for its next run rather than built again (``reuse=False`` builds one per run: the same
+    results, which the tests compare).
 
     :raises SourceConflict: an envelope at a sequence number its source took with another.
     :raises SequenceGap: an envelope past its source's next number (a gap, as ingest refuses it).
@@ -625,7 +680,7 @@ def run_local(envelopes: Iterable[Envelope], *, max_live: int = MAX_LIVE_THREADS
         state = threads.get(envelope.thread)
         if state is None:
             state = threads[envelope.thread] = ThreadState(
-                ThreadSnapshot(thread_id=envelope.thread)
+                ThreadSnapshot(thread_id=envelope.thread), reuse=reuse
             )
         state.apply(f"0-{n}", envelope)
         if state.open:

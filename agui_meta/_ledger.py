@@ -98,7 +98,7 @@ from ._events import (
 from ._exceptions import UsageError
 from ._metadata import MergedMetadata, enc_hook
 from ._prices import PriceTable
-from ._stage import CONTENT_DELTAS, Context, Transducer
+from ._stage import CONTENT_DELTAS, Transducer, default_context
 from ._tally import ToolCallTally
 from ._tokens import Usage, aggregate_token_usage
 
@@ -472,7 +472,7 @@ class Ledger(Transducer[T, T]):
         #: Ended runs dropped to respect ``max_runs``.
         self.dropped_runs = 0
         self.emit = _discard
-        self.ctx = Context()
+        self.ctx = default_context()
         self._ended: deque[RunRecord] = deque(maxlen=max_runs)
         self._current: RunRecord | None = None
         self._counts: dict[str, int] | None = None  # the open run's event_counts
@@ -517,6 +517,27 @@ class Ledger(Transducer[T, T]):
             ToolCallEndEvent: self._tool_call_end,
             ToolCallResultEvent: self._tool_call_result,
         }
+
+    def _renew(self) -> None:
+        """Be as a new ledger with the same settings is (a pipeline kept for the next stream:
+        see ``_durable``): no run kept or open, nothing learnt. ``_live`` is cleared in place
+        (the fast path's mapping holds it)."""
+        self.dropped_runs = 0
+        self._ended = deque(maxlen=self.max_runs)
+        self._current = None
+        self._counts = None
+        self._wrappers = set()
+        self._amendable = None
+        self._pending_interrupts = []
+        self._tally = ToolCallTally(self.max_entries)
+        self._open_steps = {}
+        self._open_subagents = {}
+        self._tools = {}
+        self._live.clear()
+        self.fast_passes = _NO_DELTA
+        self.fast_tally = None
+        self._latest = None
+        self._item = None
 
     # -- reading ---------------------------------------------------------------------------
 

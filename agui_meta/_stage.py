@@ -41,7 +41,9 @@ about what passes must change the test, which the driver reads. The members:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 import msgspec
@@ -50,7 +52,7 @@ from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, Tool
 from ._exceptions import DataError, Report, Severity, StrictError, UsageError
 from ._warn import ReportWarnings
 
-__all__ = ["CONTENT_DELTAS", "Context", "Mode", "ReportHandler", "Transducer"]
+__all__ = ["CONTENT_DELTAS", "Context", "Mode", "ReportHandler", "Transducer", "building_for"]
 
 #: The event classes the fast path takes: content deltas of an open item.
 CONTENT_DELTAS: Final = (TextMessageContentEvent, ReasoningMessageContentEvent, ToolCallArgsEvent)
@@ -113,6 +115,16 @@ class Context:
         #: events (the ledger, ``otel()``) read this one instead of the time of receipt — those
         #: in the same run of synchronous stages (an async stage between them ends the run).
         self.timestamp: int | None = None
+
+    def renew(self) -> None:
+        """Be as a new context of the same mode, handler and bound is (a pipeline kept for the
+        next stream): no index, no reports, no batch, no timestamp."""
+        self.index = -1
+        self.reports = []
+        self.dropped_reports = 0
+        self.frames = ()
+        self.frames_start = 0
+        self.timestamp = None
 
     def report(
         self,
@@ -235,7 +247,7 @@ class Transducer(Generic[In, Out]):
         # keep the interpreter from specialising every stage's ``self.emit`` and ``self.ctx``).
         stage = super().__new__(cls)
         stage.emit = _drop
-        stage.ctx = Context()
+        stage.ctx = default_context()
         return stage
 
     def connect(self, emit: Callable[[Out], None], ctx: Context) -> Callable[[In], None]:
@@ -254,3 +266,37 @@ class Transducer(Generic[In, Out]):
 
 def _drop(item: object) -> None:
     """The ``emit`` of a stage fed outside any chain: nothing downstream."""
+
+
+#: The context stages made now are given before they are connected (see building_for); per
+#: thread and task, like any context variable.
+_building: ContextVar[Context | None] = ContextVar("agui_meta_building_for", default=None)
+
+
+def default_context() -> Context:
+    """The context a stage has until it is connected: the one given to :func:`building_for`
+    while stages are built for it, else a new one of its own (the default mode, reports
+    issued as warnings)."""
+    ctx = _building.get()
+    return Context() if ctx is None else ctx
+
+
+@contextmanager
+def building_for(ctx: Context) -> Iterator[Context]:
+    """Stages made inside the block are for a pipeline of ``ctx`` (they will be connected to
+    it): they start with it rather than with a context of their own, whose warnings handler
+    costs a walk of the caller's frames per stage (the durable segments build a pipeline per
+    run).
+
+    >>> from agui_meta import Verify
+    >>> ctx = Context("keep_going")
+    >>> with building_for(ctx):
+    ...     verify = Verify()
+    >>> verify.ctx is ctx, Verify().ctx is ctx
+    (True, False)
+    """
+    token = _building.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _building.reset(token)

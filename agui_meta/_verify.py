@@ -451,6 +451,18 @@ class Verify(Transducer[Event, Event]):
         if ev.input is not UNSET:
             self._seed(ev.input.messages, authoritative=False)
 
+    def _renew(self) -> None:
+        """Be as a new verifier with the same settings is (a pipeline kept for the next
+        stream: see ``_durable``). The tables are cleared in place: the fast path's mappings
+        hold them."""
+        self._reset()
+        self.forgotten_ids = 0
+        self._seen_first = False
+        self._run_started = False
+        self._gate = True
+        self._run_id = None
+        self.fast_passes = _NO_DELTA
+
     def _reset(self) -> None:
         # One call per table, not a loop over a tuple of them: once per run.
         self._text.clear()

@@ -40,6 +40,9 @@ CONFIGS: dict[str, str] = {
     "full-unfused": "the full pipeline without the fused fast path",
     "full-jsonl": "the full pipeline from JSON lines, 16 KiB chunks",
     "content": "the full pipeline on a stream of text deltas of one message (the fast path)",
+    "durable-stream": "the recorded streams over 32 threads, each thread through `wrap(...).drain()`"
+    " with a worker's stages (`benchmarks.redis_workers`' streaming pipeline)",
+    "durable-local": "the same events as envelopes through `run_local` (a thread's runs as segments)",
 }
 _LEVEL = {"decode": 0, "expand_chunks": 1, "verify": 2, "accumulate": 3, "full": 4}
 _COLLECTED = re.compile(rb"Collected\s*:\s*([\d,]+)")
@@ -82,7 +85,19 @@ def _child(config: str, n: int) -> None:
     content_chunks = [content_sse[i : i + run.CHUNK] for i in range(0, len(content_sse), run.CHUNK)]
     jsonl_chunks = [jsonl[i : i + run.CHUNK] for i in range(0, len(jsonl), run.CHUNK)]
 
+    if config.startswith("durable-") or config == "setup":
+        durable = _durable_inputs(n)
     if config == "setup":
+        return
+    if config == "durable-local":
+        from agui_meta.redis import run_local
+
+        run_local(durable[0])
+        return
+    if config == "durable-stream":
+        from benchmarks.redis_workers import stream_all
+
+        anyio.run(stream_all, durable[1])
         return
     if config == "floor":
         decode = msgspec.json.Decoder(agui_meta.events.AnyEvent).decode
@@ -116,6 +131,32 @@ def _child(config: str, n: int) -> None:
         anyio.run(main)
         if reports:  # a workload the pipeline does not take silently measures something else
             raise RuntimeError(f"{config}: {len(reports)} reports, the first: {reports[0]}")
+
+
+def _durable_inputs(n: int) -> tuple[list[Any], list[bytes]]:
+    """The first ``n`` events of ``benchmarks.redis_workers``' workload (32 threads, each of its
+    recorded stream 20 times, envelopes of 64 events), as envelopes and as one JSON-lines stream
+    per thread."""
+    from benchmarks.redis_workers import workload
+
+    order, left = [], n
+    for envelope in workload(32, 20, 64):
+        if left <= 0:
+            break
+        if len(envelope.frames) > left:
+            envelope = type(envelope)(
+                envelope.thread,
+                envelope.source,
+                envelope.seq,
+                envelope.frames[:left],
+                received=envelope.received,
+            )
+        order.append(envelope)
+        left -= len(envelope.frames)
+    per_thread: dict[str, list[bytes]] = {}
+    for envelope in order:
+        per_thread.setdefault(envelope.thread, []).extend(envelope.frames)
+    return order, [b"".join(f + b"\n" for f in frames) for frames in per_thread.values()]
 
 
 def count(config: str, n: int, *, valgrind: str = "valgrind") -> int:

@@ -19,6 +19,7 @@ import agui_meta.events
 import agui_meta.redis
 from agui_meta import _durable, aggregate_token_usage
 from agui_meta._durable import Envelope, ThreadState, envelopes, run_local
+from agui_meta._stage import Context
 from agui_meta.redis import read_frames
 from agui_meta.threads import ThreadSnapshot
 from tests.helpers import cli
@@ -457,3 +458,144 @@ def test_live_stores_give_what_rebuilding_from_each_snapshot_gives(
         if n % every == 0:
             assert state.take() == rebuilt.take()
     assert state.take() == rebuilt.take()
+
+
+# -- a pipeline kept and renewed across runs, against one built per run --------------------------
+
+
+def _shape(value: Any, owner: object) -> Any:
+    """A stage's state as plain data: bound methods by function, the stage itself by name."""
+    if value is owner:
+        return "<self>"
+    func = getattr(value, "__func__", None)
+    if func is not None:
+        return ("method", func, _shape(value.__self__, owner))
+    if isinstance(value, dict):
+        return (type(value), {k: _shape(v, owner) for k, v in value.items()})
+    if isinstance(value, (list, tuple, set, frozenset)) or type(value).__name__ == "deque":
+        return (type(value), [_shape(v, owner) for v in value], getattr(value, "maxlen", None))
+    if type(value).__module__.startswith("agui_meta") and not isinstance(value, type):
+        names = list(getattr(value, "__dict__", ())) + list(getattr(value, "__slots__", ()))
+        return (type(value), {k: _shape(getattr(value, k), owner) for k in names})
+    return value
+
+
+def _state_of(stage: Any, fresh: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both stages' attributes (their own, and their class's the other set), as plain data."""
+    names = (set(vars(stage)) | set(vars(fresh))) - {"ctx", "emit", "on_run", "_clock", "store"}
+    return (
+        {k: _shape(getattr(stage, k), stage) for k in sorted(names)},
+        {k: _shape(getattr(fresh, k), fresh) for k in sorted(names)},
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_renewed_stages_are_as_new_ones(name: str) -> None:
+    # After runs of every kind (failed, reported, cut off), each stage a durable segment
+    # renews holds exactly what a new one holds.
+    frames = [f for run in _RUNS for f in run] + read_frames(str(STREAMS / name))
+    segment = _durable._Segment(agui_meta.Store())
+    segment.take(Envelope("t", "s", 1, frames))
+    segment.close()
+    segment.renew()
+    fresh = _durable._Segment(agui_meta.Store())
+    for attr in ("expand_chunks", "verify", "ledger"):
+        renewed, new = _state_of(getattr(segment.stages, attr), getattr(fresh.stages, attr))
+        assert renewed == new, attr
+    assert _shape(segment.enforce.decoder._compat, None) == _shape(
+        fresh.enforce.decoder._compat, None
+    )
+    ctx, new_ctx = segment.ctx, fresh.ctx
+    assert [getattr(ctx, k) for k in Context.__slots__ if k != "on_report"] == [
+        getattr(new_ctx, k) for k in Context.__slots__ if k != "on_report"
+    ]
+    assert segment.runner._count == 0 and not segment.runner.out
+    assert (segment.out, segment.where, segment.events) == ([], [], 0)
+
+
+@given(
+    picks=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, len(_RUNS) - 1)), min_size=1, max_size=20
+    ),
+    batch=st.integers(1, 40),
+    max_live=st.integers(0, 4),
+    restores=st.sets(st.integers(1, 60), max_size=4),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_pipeline_renewed_across_runs_gives_what_one_built_per_run_gives(
+    picks: list[tuple[int, int]], batch: int, max_live: int, restores: set[int]
+) -> None:
+    # Many runs of five threads interleaved (failed runs, reported ones, runs cut off among
+    # them), bounded live threads (evictions), and a thread now and then restored from its
+    # stored snapshot, as a worker that loads it again: a ThreadState that renews its
+    # pipeline and one that builds one per segment give the same changes after every entry
+    # (outputs, snapshots, counters), the same stores and the same results of run_local.
+    seqs = {thread: 1 for thread, _ in picks}
+    sequence: list[Envelope] = []
+    for thread, run in picks:
+        cut = list(
+            envelopes(
+                _RUNS[run],
+                thread=f"t{thread}",
+                source=f"s{thread}",
+                batch=batch,
+                first_seq=seqs[thread],
+                end=False,
+            )
+        )
+        seqs[thread] += len(cut)
+        sequence += cut
+    assert run_local(sequence, max_live=max_live) == run_local(
+        sequence, max_live=max_live, reuse=False
+    )
+    pairs: dict[str, tuple[ThreadState, ThreadState]] = {}
+    for n, envelope in enumerate(sequence, 1):
+        thread_id = envelope.thread
+        pair = pairs.get(thread_id)
+        if pair is None:
+            snapshot = ThreadSnapshot(thread_id=thread_id)
+            pair = pairs[thread_id] = (ThreadState(snapshot), ThreadState(snapshot, reuse=False))
+        reused, built = pair
+        reused.apply(f"1-{n}", envelope)
+        built.apply(f"1-{n}", envelope)
+        assert reused.take() == built.take(), n
+        assert reused.live == built.live
+        if reused.live:
+            one, other = reused._store, built._store
+            assert one is not None and other is not None
+            assert one.messages_wire() == other.messages_wire()
+            assert one.state == other.state
+        if n in restores and not reused.open:  # loaded again from what was stored
+            stored, mark = reused.stored, f"1-{n}"
+            pairs[thread_id] = (
+                ThreadState(stored, mark, store=stored.to_store()),
+                ThreadState(stored, mark, store=stored.to_store(), reuse=False),
+            )
+        elif n % 7 == 0:  # evicted
+            reused.unload()
+            built.unload()
+    for reused, built in pairs.values():
+        reused.close_idle()
+        built.close_idle()
+        assert reused.take() == built.take()
+
+
+def test_a_clean_run_renews_the_pipeline_and_an_unclean_one_rebuilds_it() -> None:
+    clean, failed = _RUNS[-5], _RUNS[-6]  # RUN_FINISHED with nothing reported; RUN_ERROR
+    state = ThreadState(ThreadSnapshot(thread_id="t"))
+    seq = 0
+
+    def run(frames: list[bytes]) -> Any:
+        nonlocal seq
+        seq += 1
+        state.apply(f"1-{seq}", Envelope("t", "s", seq, frames))
+        state.take()
+        return state._pipeline
+
+    first = run(clean)
+    assert first is not None and run(clean) is first  # renewed
+    assert run(failed) is None  # the next run builds one
+    again = run(clean)
+    assert again is not None and again is not first
+    state.unload()
+    assert state._pipeline is None
