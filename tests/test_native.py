@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
-from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
+from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
