@@ -45,6 +45,7 @@
 
 #include "_scan.h"
 #include "_loop.h"
+#include "_frame.h"
 
 static PyObject *
 native_scan(PyObject *module, PyObject *data)
@@ -559,6 +560,10 @@ static PyMethodDef native_methods[] = {
      "merge(existing, incoming) -> MergedMetadata | None: accumulate's merge, or None."},
     {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,
      "run_batch(...) -> (k, event, exc, skipped): the driver's fast-path loop (see _driver)."},
+    {"sse_run", (PyCFunction)(void (*)(void))frame_sse_run, METH_FASTCALL,
+     "sse_run(chunk: bytes, limit: int) -> (payloads, end) | None: _framing's sse_run."},
+    {"jsonl_run", (PyCFunction)(void (*)(void))frame_jsonl_run, METH_FASTCALL,
+     "jsonl_run(chunk: bytes, limit: int) -> (payloads, end) | None: _framing's jsonl_run."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,7 +2,8 @@
 
     python fuzz/fuzz_native.py fuzz/corpus -max_total_time=60
 
-Each input is used twice: as JSON text (a clean scan must mean that ``fast_decode`` gives what
+Each input is also a chunk for the C framing of the common SSE and JSON-lines shapes, which
+must give what its Python specification gives. Each input is used twice: as JSON text (a clean scan must mean that ``fast_decode`` gives what
 the typed decode gives) and as the body of an SSE stream after an open message, run through the
 default chain from bytes with the C core and without; every update, report, error, message and
 ledger entry must be equal, and with the updates counted instead of built (``drain()``'s way)
@@ -29,6 +30,7 @@ with atheris.instrument_imports():
     from agui_meta import _speedups
     from agui_meta._driver import Runner
     from agui_meta._fastdecode import TYPED_DECODE, fast_decode
+    from agui_meta._framing import _common, _jsonl, _sse
     from agui_meta._stage import Context
 
 NATIVE = _speedups.NATIVE
@@ -50,6 +52,10 @@ def _run(chunks: list[bytes], native: bool, discard: bool = False) -> Any:
     ctx = Context("keep_going", lambda r: reports.append(repr(r)))
     with (
         mock.patch.object(_speedups, "NATIVE", NATIVE if native else None),
+        mock.patch.object(_sse, "sse_run", NATIVE.sse_run if native else _common.py_sse_run),
+        mock.patch.object(
+            _jsonl, "jsonl_run", NATIVE.jsonl_run if native else _common.py_jsonl_run
+        ),
         mock.patch.object(uuid, "uuid4", minted.__next__),
     ):
         runner = Runner(
@@ -81,6 +87,10 @@ def _run(chunks: list[bytes], native: bool, discard: bool = False) -> Any:
 
 
 def test_one(data: bytes) -> None:
+    # The C framing of the common shapes against its Python specification.
+    for limit in (1, 8, 64, 1 << 20):
+        assert NATIVE.sse_run(data, limit) == _common.py_sse_run(data, limit), data
+        assert NATIVE.jsonl_run(data, limit) == _common.py_jsonl_run(data, limit), data
     if NATIVE.scan(data):
         try:
             typed = TYPED_DECODE(data)

@@ -1,16 +1,24 @@
-/* libFuzzer target for the C core's JSON scan (agui_meta/_scan.h), built with
+/* libFuzzer target for the C core's JSON scan (agui_meta/_scan.h) and its framing of the
+ * common SSE and JSON-lines shapes (agui_meta/_frame.h, without Python), built with
  * AddressSanitizer and UndefinedBehaviorSanitizer by fuzz/run.sh (or tests/test_fuzz.py).
  *
  * Besides memory safety and undefined behaviour, it checks what the scan promises about
  * nesting, which needs no Python: text it calls clean nests no deeper than MAX_NESTING
  * brackets outside strings. (That a clean scan means fast_decode gives the typed decode is
- * checked with Python by fuzz/fuzz_native.py and tests/test_native.py.)
+ * checked with Python by fuzz/fuzz_native.py and tests/test_native.py.) Of the framing, that
+ * a run it accepts is exactly its blocks or lines rebuilt from the payloads it cut, each
+ * payload free of CR and LF, within the limit, valid UTF-8 (by the scan's own sequence check,
+ * so only memory safety there) and, for JSON lines, not blank; that it equals its Python
+ * specification is checked by tests/test_native_framing.py.
  */
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../agui_meta/_scan.h"
+#define FRAME_NO_PYTHON
+#include "../agui_meta/_frame.h"
 
 static int
 max_depth(const unsigned char *s, size_t n)
@@ -41,6 +49,66 @@ max_depth(const unsigned char *s, size_t n)
     return deepest;
 }
 
+static void
+check_payload(const unsigned char *p, ptrdiff_t len, ptrdiff_t limit, int jsonl)
+{
+    int blank = 1;
+    for (ptrdiff_t i = 0; i < len; i++) {
+        if (p[i] == '\n' || p[i] == '\r') {
+            abort();
+        }
+        if (p[i] != ' ' && p[i] != '\t') {
+            blank = 0;
+        }
+    }
+    if ((jsonl && (blank || len > limit)) || (!jsonl && len + 6 > limit)) {
+        abort();
+    }
+}
+
+/* Both framings of s[0:n], a copy of exactly n bytes, with the limit limit. */
+static void
+check_framing(const unsigned char *s, ptrdiff_t n, ptrdiff_t limit)
+{
+    ptrdiff_t end = frame_sse_end(s, n), pos = 0, len = 0;
+    if (end >= 0) {
+        if (end < 8 || end > n || s[end - 1] != '\n' || s[end - 2] != '\n') {
+            abort();
+        }
+        while (pos < end) {
+            ptrdiff_t next = frame_sse_block(s, end, pos, limit, &len);
+            if (next < 0) {
+                break;
+            }
+            /* The block is rebuilt from its payload: "data: " payload "\n\n". */
+            if (next != pos + 6 + len + 2 || next > end || memcmp(s + pos, "data: ", 6) != 0 ||
+                s[next - 1] != '\n' || s[next - 2] != '\n') {
+                abort();
+            }
+            check_payload(s + pos + 6, len, limit, 0);
+            pos = next;
+        }
+    }
+    end = frame_jsonl_end(s, n);
+    pos = 0;
+    if (end >= 0) {
+        if (end < 1 || end > n || s[end - 1] != '\n') {
+            abort();
+        }
+        while (pos < end) {
+            ptrdiff_t next = frame_jsonl_line(s, end, pos, limit, &len);
+            if (next < 0) {
+                break;
+            }
+            if (next != pos + len + 1 || next > end || s[next - 1] != '\n') {
+                abort();
+            }
+            check_payload(s + pos, len, limit, 1);
+            pos = next;
+        }
+    }
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -53,6 +121,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int clean = scan_clean(copy, (ptrdiff_t)size);
     if (clean && max_depth(copy, size) > MAX_NESTING) {
         abort();
+    }
+    /* The first byte picks the framing's limit (1 to 256, or unbounded), the rest is the chunk. */
+    if (size > 0) {
+        ptrdiff_t limit = copy[0] == 255 ? PTRDIFF_MAX : (ptrdiff_t)copy[0] + 1;
+        unsigned char *chunk = malloc(size - 1 ? size - 1 : 1);
+        if (chunk == NULL) {
+            free(copy);
+            return 0;
+        }
+        memcpy(chunk, copy + 1, size - 1);
+        check_framing(chunk, (ptrdiff_t)size - 1, limit);
+        free(chunk);
     }
     free(copy);
     return 0;

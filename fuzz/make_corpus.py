@@ -1,4 +1,6 @@
-"""Write the seed corpus (fuzz/corpus): every frame of examples/streams, and hostile frames."""
+"""Write the seed corpus (fuzz/corpus): every frame of examples/streams, hostile frames, and
+for the framing (its first byte picks the limit, see fuzz_scan.c) the head of every stream
+and hostile chunks."""
 
 from __future__ import annotations
 
@@ -15,6 +17,13 @@ HOSTILE = [
     b'{"a\\u0062":1,"ab":2}',
     b'{"a":"\xed\xa0\x80"}',
 ]
+FRAMING = [
+    b"\xffdata: {}\n\ndata: [1]\n\n",
+    b"\x07data: 12\n\ndata: 1234567\n\n",
+    b"\xffdata: a\r\n\r\ndata: b\n\nevent: x\n",
+    b"\xff{}\n \t\n[1]\n\xc3\xa9\n\xed\xa0\x80\n",
+    b"\x03{}\n1234\n",
+]
 
 
 def main() -> None:
@@ -26,6 +35,9 @@ def main() -> None:
             for line in path.read_bytes().splitlines():
                 if line.startswith(b"data: "):
                     seeds.add(line[6:])
+        if path.suffix in (".jsonl", ".sse"):
+            seeds.add(b"\xff" + path.read_bytes()[:2000])
+    seeds.update(FRAMING)
     out = ROOT / "fuzz" / "corpus"
     out.mkdir(exist_ok=True)
     for seed in seeds:

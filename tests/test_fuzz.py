@@ -1,8 +1,9 @@
 """The C core's fuzz targets, each for a bounded time (``fuzz/``; marked slow).
 
 - ``fuzz/fuzz_scan.c``: libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer on the scan
-  (needs clang with libFuzzer: ``.ci/run`` installs Debian's clang-14 and libclang-rt-14-dev);
-- ``fuzz/fuzz_native.py``: atheris, the C core against the pure-Python path on every input.
+  and the framing of the common SSE and JSON-lines shapes (``_frame.h``) (needs clang with libFuzzer: ``.ci/run`` installs Debian's clang-14 and libclang-rt-14-dev);
+- ``fuzz/fuzz_native.py``: atheris, the C core (its framing included) against the pure-Python
+  path on every input.
 
 Both start from the seed corpus (a copy: the fuzzers add to the corpus they are given). A crash,
 a leak, a sanitizer report or a difference fails the test. Missing tools skip outside CI and

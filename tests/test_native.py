@@ -37,6 +37,7 @@ import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
+from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
@@ -79,9 +80,16 @@ def _must_run() -> Iterator[None]:
 
 @contextmanager
 def _core(native: bool) -> Iterator[_Counting | None]:
-    """Runners made inside use the C core (``native``) or the pure-Python path."""
+    """Runners made inside use the C core (``native``) or the pure-Python path (the framing of
+    the common shapes included)."""
     counting = _Counting() if native else None
-    with mock.patch.object(_speedups, "NATIVE", counting):
+    sse_run = NATIVE.sse_run if native else _common.py_sse_run
+    jsonl_run = NATIVE.jsonl_run if native else _common.py_jsonl_run
+    with (
+        mock.patch.object(_speedups, "NATIVE", counting),
+        mock.patch.object(_sse, "sse_run", sse_run),
+        mock.patch.object(_jsonl, "jsonl_run", jsonl_run),
+    ):
         yield counting
 
 
@@ -619,6 +627,7 @@ import json, sys
 import agui_meta
 from agui_meta import _speedups
 from agui_meta._driver import Runner
+from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 reports = []
 store = agui_meta.Store()

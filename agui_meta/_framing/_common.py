@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import accumulate, repeat
 from typing import Literal, NamedTuple, Protocol
 
 import msgspec
 
 from .._exceptions import FramingError, UsageError
+from .._speedups import NATIVE
 
 __all__ = [
     "BOM",
@@ -23,8 +25,12 @@ __all__ = [
     "Unterminated",
     "check_options",
     "is_utf8",
+    "jsonl_run",
     "line_at",
     "not_utf8",
+    "py_jsonl_run",
+    "py_sse_run",
+    "sse_run",
 ]
 
 #: The default bound of ``max_frame_size``: 10 MiB.
@@ -66,33 +72,98 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
 
 
 class PayloadRun(NamedTuple):
-    """Consecutive frames of one-line ``data: <payload>`` SSE blocks, without a Frame each.
+    """Consecutive frames of the common shape, without a Frame each: one-line
+    ``data: <payload>`` SSE blocks, or adjacent non-blank JSON lines.
 
-    :meth:`SSEDecoder.feed_runs` gives these for the common shape of a stream, so that a
-    consumer that needs a frame's place only when something is wrong does not pay for a
-    :class:`Frame` per event. Frame ``k`` is ``Frame(payloads[k], offset + sum(len(p) + 8 for
-    p in payloads[:k]), line + 2 * k, None, id)``; :meth:`frames` builds them all.
+    :meth:`SSEDecoder.feed_runs` and :meth:`JsonLinesDecoder.feed_runs` give these for the
+    common shape of a stream, so that a consumer that needs a frame's place only when
+    something is wrong does not pay for a :class:`Frame` per event. Frame ``k`` is
+    ``Frame(payloads[k], offset + sum(len(p) + sep for p in payloads[:k]), line + lines * k,
+    None, id)``: ``sep`` is the bytes around a payload (8 for SSE's ``data: `` and blank line,
+    1 for a JSON line's LF), ``lines`` the lines a payload takes (2 for SSE, 1 for JSON
+    lines). :meth:`frames` builds them all.
     """
 
     payloads: list[bytes]
     offset: int
     line: int
     id: str | None
+    sep: int = 8
+    lines: int = 2
 
     def frames(self) -> list[Frame]:
-        """The frames of the run, as :meth:`SSEDecoder.feed` gives them."""
+        """The frames of the run, as the decoder's ``feed`` gives them."""
         payloads = self.payloads
         count = len(payloads)
+        step = self.lines
         return list(
             map(
                 Frame,
                 payloads,
-                accumulate(map((8).__add__, map(len, payloads)), initial=self.offset),
-                range(self.line, self.line + 2 * count, 2),
+                accumulate(map(self.sep.__add__, map(len, payloads)), initial=self.offset),
+                range(self.line, self.line + step * count, step),
                 repeat(None, count),
                 repeat(self.id, count),
             )
         )
+
+
+def py_sse_run(chunk: bytes, limit: int) -> tuple[list[bytes], int] | None:
+    """The run of simple SSE blocks that ``chunk`` (at a line start, between events) holds.
+
+    When all of ``chunk`` up to just after its last ``\\n\\n`` (``end``) is blocks
+    ``data: <payload>\\n\\n``, each payload free of CR and LF, of valid UTF-8 and with
+    ``len(payload) + 6 <= limit``: ``(payloads, end)``; else ``None`` (the decoder frames the
+    chunk line by line, and reports what is wrong). The C core's ``sse_run`` does the same.
+    """
+    end = chunk.rfind(b"\n\n") + 2
+    if end < 8 or not chunk.startswith(b"data: "):
+        return None
+    inner = chunk[6 : end - 2]
+    payloads = inner.split(b"\n\ndata: ")
+    # The separators hold two LFs each and the last blank line two more: any other LF
+    # would start a line that is not "data: ..." or a second line in a block.
+    if chunk.count(b"\n", 0, end) != 2 * len(payloads) or b"\r" in inner:
+        return None
+    if end > limit and max(map(len, payloads)) + 6 > limit:
+        return None
+    if not inner.isascii() and not is_utf8(inner):
+        return None
+    return payloads, end
+
+
+def py_jsonl_run(chunk: bytes, limit: int) -> tuple[list[bytes], int] | None:
+    """The run of JSON lines that ``chunk`` (at a line start) holds.
+
+    When all of ``chunk`` up to just after its last LF (``end``) is lines each free of CR,
+    not only spaces and tabs, of valid UTF-8 and of at most ``limit`` bytes:
+    ``(lines, end)``; else ``None`` (the decoder frames the chunk line by line, skipping blank
+    lines and reporting what is wrong). The C core's ``jsonl_run`` does the same.
+    """
+    end = chunk.rfind(b"\n") + 1
+    if not end:
+        return None
+    head = chunk[: end - 1]
+    if b"\r" in head:
+        return None
+    lines = head.split(b"\n")
+    for line in lines:
+        if len(line) > limit or not line.strip(b" \t"):
+            return None
+    if not head.isascii() and not is_utf8(head):
+        return None
+    return lines, end
+
+
+#: :func:`py_sse_run`, by the C core when it is in use (the Python function is its
+#: specification).
+sse_run: Callable[[bytes, int], tuple[list[bytes], int] | None] = (
+    py_sse_run if NATIVE is None else NATIVE.sse_run
+)
+#: :func:`py_jsonl_run`, by the C core when it is in use.
+jsonl_run: Callable[[bytes, int], tuple[list[bytes], int] | None] = (
+    py_jsonl_run if NATIVE is None else NATIVE.jsonl_run
+)
 
 
 class Ignored(NamedTuple):

@@ -198,10 +198,11 @@ class AutoDecoder:
         return self._delegate.feed(buf)
 
     def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
-        """:meth:`feed`, with runs of simple SSE blocks as :class:`PayloadRun` (see
-        :meth:`SSEDecoder.feed_runs`) once the format is known to be SSE."""
+        """:meth:`feed`, with runs of simple SSE blocks or of JSON lines as :class:`PayloadRun`
+        (see :meth:`SSEDecoder.feed_runs`, :meth:`JsonLinesDecoder.feed_runs`) once the format
+        is known to be one of these."""
         delegate = self._delegate
-        if type(delegate) is SSEDecoder:
+        if type(delegate) is SSEDecoder or type(delegate) is JsonLinesDecoder:
             return delegate.feed_runs(chunk)
         return self.feed(chunk)  # type: ignore[return-value]
 

@@ -17,6 +17,7 @@ from ._common import (
     Unterminated,
     is_utf8,
     not_utf8,
+    sse_run,
 )
 
 __all__ = ["RETRY_MAX", "SSE_FIELDS", "SSEDecoder", "encode_sse", "ignored_report"]
@@ -317,21 +318,11 @@ class SSEDecoder(LineDecoder):
         ``max_frame_size``: these are then exactly the frames :meth:`_run` would give, line by
         line. Returns the rest of the chunk (all of it when the fast path does not apply).
         """
-        end = chunk.rfind(b"\n\n") + 2
-        if end < 8:
-            return chunk
-        inner = chunk[6 : end - 2]
-        payloads = inner.split(b"\n\ndata: ")
+        run = sse_run(chunk, self._limit)
+        if run is None:
+            return chunk  # let _run frame it line by line (and report what is wrong)
+        payloads, end = run
         count = len(payloads)
-        # The separators hold two LFs each and the last blank line two more: any other LF
-        # would start a line that is not "data: ..." or a second line in a block.
-        if chunk.count(b"\n", 0, end) != 2 * count:
-            return chunk
-        limit = self._limit
-        if end > limit and max(map(len, payloads)) + 6 > limit:
-            return chunk  # let _run report the line over the limit
-        if not inner.isascii() and not is_utf8(inner):
-            return chunk  # let _run report the line that is not UTF-8
         lineno = self._lineno
         last_id = self._id
         if self._runs:
