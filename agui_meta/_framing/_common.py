@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import accumulate, repeat
-from typing import Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -250,6 +250,7 @@ class LineDecoder:
         "_lineno",
         "_pending",
         "_pos",
+        "_runs",
         "_tolerant",
         "_unterminated",
         "ignored",
@@ -277,11 +278,29 @@ class LineDecoder:
         self._at_start = True
         self._closed = False
         self._error: FramingError | None = None
+        self._runs = False  # feed_runs: runs of the common shape as PayloadRuns, not Frames
 
     @property
     def offset(self) -> int:
         """Bytes consumed so far: the stream offset of the first byte not yet part of a line."""
         return self._pos
+
+    if TYPE_CHECKING:
+
+        def feed(self, chunk: bytes) -> list[Frame]: ...  # each decoder's own
+
+    def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
+        """``feed``, with each run of frames of the common shape (one-line ``data:`` SSE
+        blocks, adjacent JSON lines) as one :class:`PayloadRun`.
+
+        The frames are the same as ``feed`` gives, in the same order (a run's
+        :meth:`PayloadRun.frames`); errors are the same.
+        """
+        self._runs = True
+        try:
+            return self.feed(chunk)  # type: ignore[return-value]
+        finally:
+            self._runs = False
 
     def _start(self, chunk: bytes) -> bytes:
         """Strip a BOM at stream start; returns b"" while the chunk may still be part of one."""

@@ -6,13 +6,10 @@ from collections.abc import Iterable
 
 from .._exceptions import FramingError, UsageError
 from ._common import (
-    DEFAULT_MAX_FRAME_SIZE,
     JSON_WS,
     Frame,
-    InvalidUtf8,
     LineDecoder,
     PayloadRun,
-    Unterminated,
     jsonl_run,
     not_utf8,
 )
@@ -38,19 +35,7 @@ class JsonLinesDecoder(LineDecoder):
         returned as a frame whose ``error`` says so.
     """
 
-    __slots__ = ("_runs",)
-
-    def __init__(
-        self,
-        *,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        unterminated: Unterminated = "frame",
-        invalid_utf8: InvalidUtf8 = "raise",
-    ) -> None:
-        super().__init__(
-            max_frame_size=max_frame_size, unterminated=unterminated, invalid_utf8=invalid_utf8
-        )
-        self._runs = False  # feed_runs: runs of adjacent JSON lines as PayloadRuns, not Frames
+    __slots__ = ()
 
     @property
     def buffered(self) -> int:
@@ -116,19 +101,6 @@ class JsonLinesDecoder(LineDecoder):
         except FramingError as exc:
             return self._fail(exc, frames)
         return frames
-
-    def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
-        """:meth:`feed`, with each chunk's run of adjacent JSON lines as one :class:`PayloadRun`
-        (its ``sep`` 1, its ``lines`` 1).
-
-        The frames are the same as :meth:`feed` gives, in the same order (a run's
-        :meth:`PayloadRun.frames`); errors are the same.
-        """
-        self._runs = True
-        try:
-            return self.feed(chunk)  # type: ignore[return-value]
-        finally:
-            self._runs = False
 
     def close(self) -> list[Frame]:
         """End of stream: returns the last line if it had no newline and is not blank.

@@ -90,7 +90,6 @@ class SSEDecoder(LineDecoder):
         "_data_len",
         "_event",
         "_id",
-        "_runs",
         "_start_line",
         "_start_pos",
         "last_event_id",
@@ -120,7 +119,6 @@ class SSEDecoder(LineDecoder):
         self._id: str | None = None
         self._start_pos = -1  # offset of the current event's first field line; -1: none yet
         self._start_line = 0
-        self._runs = False  # feed_runs: runs of simple blocks as PayloadRuns, not Frames
 
     @property
     def buffered(self) -> int:
@@ -249,18 +247,6 @@ class SSEDecoder(LineDecoder):
         except FramingError as exc:
             return self._fail(exc, frames)
         return frames
-
-    def feed_runs(self, chunk: bytes) -> list[Frame | PayloadRun]:
-        """:meth:`feed`, with each run of one-line ``data:`` blocks as one :class:`PayloadRun`.
-
-        The frames are the same as :meth:`feed` gives, in the same order (a run's
-        :meth:`PayloadRun.frames`); errors are the same.
-        """
-        self._runs = True
-        try:
-            return self.feed(chunk)  # type: ignore[return-value]
-        finally:
-            self._runs = False
 
     def close(self) -> list[Frame]:
         """End of stream: returns the last event if its data was not followed by a blank line.
