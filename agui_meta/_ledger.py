@@ -469,24 +469,8 @@ class Ledger(Transducer[T, T]):
         self.prices = prices
         self.max_runs = max_runs
         self.max_entries = max_entries
-        #: Ended runs dropped to respect ``max_runs``.
-        self.dropped_runs = 0
         self.emit = _discard
         self.ctx = default_context()
-        self._ended: deque[RunRecord] = deque(maxlen=max_runs)
-        self._current: RunRecord | None = None
-        self._counts: dict[str, int] | None = None  # the open run's event_counts
-        # Classes of items seen carrying an event in ``.event`` (the accumulator's Update).
-        self._wrappers: set[type] = set()
-        # The record a trailing RUN_ERROR amends: the last run, while it ended with RUN_FINISHED
-        # and nothing came after it.
-        self._amendable: RunRecord | None = None
-        self._pending_interrupts: list[Interrupt] = []
-        # Per open run: the tool-call tally (bounded like the lists), open steps and subagents.
-        self._tally = ToolCallTally(max_entries)
-        self._open_steps: dict[tuple[str | UnsetType, str], StepRecord] = {}
-        self._open_subagents: dict[str, SubagentRecord] = {}
-        self._tools: dict[str, ToolCallRecord] = {}  # this run's tool calls, by id
         # Behind the accumulator: the store's own tool call of each record, read at its end.
         self._live: dict[str, Any] = {}
         # The fast path's candidates while a run is open: the deltas only counted, and the
@@ -495,11 +479,7 @@ class Ledger(Transducer[T, T]):
             **_EVERY_DELTA,
             ToolCallArgsEvent: self._live,
         }
-        self.fast_passes: Mapping[type, Container[str] | None] = _NO_DELTA
         self._clock = clock or _now_ms
-        # The latest time known in the open run (and its source), for records the stream ends.
-        self._latest: tuple[float, TimeSource] | None = None
-        self._item: object = None  # the item being observed (an event, or an Update)
         self._handlers: dict[type, Callable[[Any], None]] = {
             RunStartedEvent: self._run_started,
             RunFinishedEvent: self._run_finished,
@@ -517,27 +497,34 @@ class Ledger(Transducer[T, T]):
             ToolCallEndEvent: self._tool_call_end,
             ToolCallResultEvent: self._tool_call_result,
         }
+        self._renew()
 
     def _renew(self) -> None:
-        """Be as a new ledger with the same settings is (a pipeline kept for the next stream:
-        see ``_durable``): no run kept or open, nothing learnt. ``_live`` is cleared in place
-        (the fast path's mapping holds it)."""
+        """The state of one stream, as a new ledger starts it; called again to make a ledger
+        as new (a pipeline kept for the next stream: see ``_durable``): no run kept or open,
+        nothing learnt. ``_live`` is cleared in place (the fast path's mapping holds it)."""
+        #: Ended runs dropped to respect ``max_runs``.
         self.dropped_runs = 0
-        self._ended = deque(maxlen=self.max_runs)
-        self._current = None
-        self._counts = None
-        self._wrappers = set()
-        self._amendable = None
-        self._pending_interrupts = []
+        self._ended: deque[RunRecord] = deque(maxlen=self.max_runs)
+        self._current: RunRecord | None = None
+        self._counts: dict[str, int] | None = None  # the open run's event_counts
+        # Classes of items seen carrying an event in ``.event`` (the accumulator's Update).
+        self._wrappers: set[type] = set()
+        # The record a trailing RUN_ERROR amends: the last run, while it ended with RUN_FINISHED
+        # and nothing came after it.
+        self._amendable: RunRecord | None = None
+        self._pending_interrupts: list[Interrupt] = []
+        # Per open run: the tool-call tally (bounded like the lists), open steps and subagents.
         self._tally = ToolCallTally(self.max_entries)
-        self._open_steps = {}
-        self._open_subagents = {}
-        self._tools = {}
+        self._open_steps: dict[tuple[str | UnsetType, str], StepRecord] = {}
+        self._open_subagents: dict[str, SubagentRecord] = {}
+        self._tools: dict[str, ToolCallRecord] = {}  # this run's tool calls, by id
         self._live.clear()
-        self.fast_passes = _NO_DELTA
+        self.fast_passes: Mapping[type, Container[str] | None] = _NO_DELTA
         self.fast_tally = None
-        self._latest = None
-        self._item = None
+        # The latest time known in the open run (and its source), for records the stream ends.
+        self._latest: tuple[float, TimeSource] | None = None
+        self._item: object = None  # the item being observed (an event, or an Update)
 
     # -- reading ---------------------------------------------------------------------------
 
