@@ -2,6 +2,7 @@
 real ``redis-server`` for a module.
 
 - :func:`sse` / :func:`jsonl`: events as the bytes of an SSE or JSON-lines stream;
+  :func:`random_chunks`: bytes cut into chunks of random sizes;
 - :func:`cli`: :func:`agui_meta.cli.main` in this process with its standard streams as pipes
   (neither output a terminal, ``NO_COLOR`` unset); :func:`cli_process`: the same in a new
   ``python -m agui_meta`` process; :func:`cli_in_process`: ``main`` with its output read
@@ -17,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import random
 import select
 import socket
 import subprocess
@@ -57,6 +59,17 @@ def sse(events: Iterable[Mapping[str, Any]]) -> bytes:
 def jsonl(events: Iterable[Mapping[str, Any]]) -> bytes:
     """The events as JSON lines."""
     return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+def random_chunks(data: bytes, seed: int) -> list[bytes]:
+    """``data`` cut into chunks of sizes from 1 byte to 4 KiB, chosen by ``seed``."""
+    rng = random.Random(seed)
+    chunks, at = [], 0
+    while at < len(data):
+        size = rng.choice((1, 2, 3, 7, 64, 500, 4096))
+        chunks.append(data[at : at + size])
+        at += size
+    return chunks
 
 
 def _environment(env: Mapping[str, str] | None) -> dict[str, str]:

@@ -409,6 +409,27 @@ def _rebuilt_local(order: list[Envelope]) -> _durable.LocalResult:
     )
 
 
+def _interleaved(picks: list[tuple[int, int]], batch: int) -> tuple[list[Envelope], dict[int, int]]:
+    """Runs (``(thread, run)`` picks of :data:`_RUNS`) interleaved, each thread's runs one
+    source in ``batch``-event envelopes; with each thread's next sequence number."""
+    seqs = {thread: 1 for thread, _ in picks}
+    sequence: list[Envelope] = []
+    for thread, run in picks:
+        cut = list(
+            envelopes(
+                _RUNS[run],
+                thread=f"t{thread}",
+                source=f"s{thread}",
+                batch=batch,
+                first_seq=seqs[thread],
+                end=False,
+            )
+        )
+        seqs[thread] += len(cut)
+        sequence += cut
+    return sequence, seqs
+
+
 @given(
     picks=st.lists(
         st.tuples(st.integers(0, 2), st.integers(0, len(_RUNS) - 1)), min_size=1, max_size=12
@@ -425,21 +446,7 @@ def test_live_stores_give_what_rebuilding_from_each_snapshot_gives(
     # Runs of three threads interleaved, each thread's runs one source; with live stores
     # (bounded: the least recently used evicted to their snapshot) and with a rebuild from
     # the stored snapshot after every segment: the same outputs, snapshots, usage, pending.
-    seqs = {thread: 1 for thread, _ in picks}
-    sequence: list[Envelope] = []
-    for thread, run in picks:
-        cut = list(
-            envelopes(
-                _RUNS[run],
-                thread=f"t{thread}",
-                source=f"s{thread}",
-                batch=batch,
-                first_seq=seqs[thread],
-                end=False,
-            )
-        )
-        seqs[thread] += len(cut)
-        sequence += cut
+    sequence, seqs = _interleaved(picks, batch)
     if ends:
         sequence += [Envelope(f"t{t}", f"s{t}", seqs[t], end=True) for t in sorted(seqs)]
     reference = _rebuilt_local(sequence)
@@ -530,21 +537,7 @@ def test_a_pipeline_renewed_across_runs_gives_what_one_built_per_run_gives(
     # stored snapshot, as a worker that loads it again: a ThreadState that renews its
     # pipeline and one that builds one per segment give the same changes after every entry
     # (outputs, snapshots, counters), the same stores and the same results of run_local.
-    seqs = {thread: 1 for thread, _ in picks}
-    sequence: list[Envelope] = []
-    for thread, run in picks:
-        cut = list(
-            envelopes(
-                _RUNS[run],
-                thread=f"t{thread}",
-                source=f"s{thread}",
-                batch=batch,
-                first_seq=seqs[thread],
-                end=False,
-            )
-        )
-        seqs[thread] += len(cut)
-        sequence += cut
+    sequence, _ = _interleaved(picks, batch)
     assert run_local(sequence, max_live=max_live) == run_local(
         sequence, max_live=max_live, reuse=False
     )

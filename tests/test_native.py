@@ -41,6 +41,7 @@ from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
+from tests.helpers import random_chunks
 from tests.needs import missing
 from tests.strategies import cases, misordered_cases
 
@@ -204,16 +205,6 @@ def _splits(data: bytes, every: int = 1) -> Iterator[list[bytes]]:
         yield [data[:cut], data[cut:]]
 
 
-def _random_chunks(data: bytes, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    chunks, at = [], 0
-    while at < len(data):
-        size = rng.choice((1, 2, 3, 7, 64, 500, 4096))
-        chunks.append(data[at : at + size])
-        at += size
-    return chunks
-
-
 def _compare(chunks: list[bytes], framing: str, mode: str) -> None:
     with _core(True):
         native = _run_bytes(chunks, framing, mode)
@@ -234,7 +225,7 @@ def test_every_recorded_stream(path: Path) -> None:
         for chunks in _splits(data, 1 if len(data) <= 2048 else 29):
             _compare(chunks, framing, "keep_going")
         for seed in range(20):
-            _compare(_random_chunks(data, seed), framing, MODES[seed % 3])
+            _compare(random_chunks(data, seed), framing, MODES[seed % 3])
 
 
 def _catalogue() -> list[Any]:
@@ -266,7 +257,7 @@ def test_generated_hostile_streams(data: st.DataObject, mode: str, seed: int) ->
     if stream is None:
         return
     _compare([stream], "sse", mode)
-    _compare(_random_chunks(stream, seed), "sse", mode)
+    _compare(random_chunks(stream, seed), "sse", mode)
 
 
 # -- the metadata merge of content deltas, in the core ------------------------------------------

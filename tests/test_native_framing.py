@@ -12,7 +12,6 @@ the C core. Skipped like ``tests/test_native.py`` when the extension is off or n
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 
 from agui_meta import FramingError, _speedups
 from agui_meta._framing import JsonLinesDecoder, PayloadRun, SSEDecoder, _common, _jsonl, _sse
+from tests.helpers import random_chunks
 from tests.needs import missing
 
 if _speedups.NATIVE is None:
@@ -149,16 +149,6 @@ def _compare(chunks: list[bytes], fmt: str) -> None:
             assert [x for x in python if x[0] != "run"] == plain
 
 
-def _random_chunks(data: bytes, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    chunks, at = [], 0
-    while at < len(data):
-        size = rng.choice((1, 2, 3, 7, 64, 500, 4096))
-        chunks.append(data[at : at + size])
-        at += size
-    return chunks
-
-
 @pytest.mark.parametrize("fmt", ["sse", "jsonl"])
 @pytest.mark.parametrize("path", STREAMS + GOLDEN, ids=lambda p: p.name)
 def test_the_decoders_on_recorded_and_golden_streams(path: Path, fmt: str) -> None:
@@ -167,7 +157,7 @@ def test_the_decoders_on_recorded_and_golden_streams(path: Path, fmt: str) -> No
     for cut in range(0, len(data) + 1, 1 if len(data) <= 1024 else len(data) // 100):
         _compare([data[:cut], data[cut:]], fmt)
     for seed in range(5):
-        _compare(_random_chunks(data, seed), fmt)
+        _compare(random_chunks(data, seed), fmt)
 
 
 @pytest.mark.parametrize("fmt", ["sse", "jsonl"])
@@ -177,7 +167,7 @@ def test_the_decoders_on_the_hostile_corpus(fmt: str) -> None:
         _compare([data], fmt)
         for cut in range(0, len(data) + 1, max(1, len(data) // 40)):
             _compare([data[:cut], data[cut:]], fmt)
-        _compare(_random_chunks(data, len(data)), fmt)
+        _compare(random_chunks(data, len(data)), fmt)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
