@@ -6,7 +6,8 @@
 Each configuration runs in a fresh interpreter under ``valgrind --tool=callgrind`` twice, on
 the first ``--base`` and the first ``--events`` events of the generated workload (seed 1), and
 its cost per event is the difference of the two totals divided by the difference in events,
-less the same figure for ``setup`` (which prepares every input and runs nothing), so imports,
+less the same figure for ``setup`` (which prepares the inputs and runs nothing; the durable rows
+have ``setup-durable``, which also prepares theirs), so imports,
 interpreter start-up and input preparation cancel out. callgrind counts instructions, not
 time: the same code, inputs and interpreter give the same count whatever else the machine is
 doing. Needs ``valgrind`` on the PATH (Debian's package); about 15 seconds per configuration.
@@ -27,7 +28,9 @@ from typing import Any
 #: Configuration -> what it measures, in table order. Levels add one stage each, as the
 #: stage-by-stage contenders of ``benchmarks.run`` do.
 CONFIGS: dict[str, str] = {
-    "setup": "preparing the inputs (subtracted from every other row)",
+    "setup": "preparing the inputs (subtracted from every other row but the durable ones)",
+    "setup-durable": "preparing the inputs and the durable workload (subtracted from the"
+    " durable rows)",
     "floor": "msgspec decode of the frames (the floor)",
     "framing-sse": "SSE framing (`SSEDecoder`), 16 KiB chunks",
     "framing-jsonl": "JSON-lines framing, 16 KiB chunks",
@@ -85,9 +88,9 @@ def _child(config: str, n: int) -> None:
     content_chunks = [content_sse[i : i + run.CHUNK] for i in range(0, len(content_sse), run.CHUNK)]
     jsonl_chunks = [jsonl[i : i + run.CHUNK] for i in range(0, len(jsonl), run.CHUNK)]
 
-    if config.startswith("durable-") or config == "setup":
+    if config.startswith("durable-") or config == "setup-durable":
         durable = _durable_inputs(n)
-    if config == "setup":
+    if config.startswith("setup"):
         return
     if config == "durable-local":
         from agui_meta.redis import run_local
@@ -192,12 +195,19 @@ def per_event(
     counter: Callable[[str, int], int] = count,
     log: Callable[[str], Any] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> dict[str, int]:
-    """Instructions per event of each configuration, the set-up subtracted."""
+    """Instructions per event of each configuration, less its set-up's (``setup``, or
+    ``setup-durable`` for the durable rows, whose inputs only they prepare)."""
+    wanted = [c for c in configs if not c.startswith("setup")]
+    setups = {_setup_of(c) for c in wanted}
     raw: dict[str, float] = {}
-    for config in ["setup", *[c for c in configs if c != "setup"]]:
+    for config in [*sorted(setups), *wanted]:
         log(f"callgrind: {config}")
         raw[config] = (counter(config, events) - counter(config, base)) / (events - base)
-    return {c: round(raw[c] - raw["setup"]) for c in configs if c != "setup"}
+    return {c: round(raw[c] - raw[_setup_of(c)]) for c in wanted}
+
+
+def _setup_of(config: str) -> str:
+    return "setup-durable" if config.startswith("durable-") else "setup"
 
 
 def table(figures: dict[str, int]) -> str:
@@ -221,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.child:
         _child(a.child[0], int(a.child[1]))
         return 0
-    configs = a.configs.split(",") if a.configs else [c for c in CONFIGS if c != "setup"]
+    configs = (
+        a.configs.split(",") if a.configs else [c for c in CONFIGS if not c.startswith("setup")]
+    )
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         p.error(f"unknown configurations: {', '.join(unknown)}")

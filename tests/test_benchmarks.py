@@ -140,13 +140,16 @@ def test_the_recorded_command_holds_no_path_of_the_machine() -> None:
 
 
 def test_instructions_per_event_subtract_the_setup() -> None:
-    slopes = {"setup": 1000, "floor": 4000, "full": 17000}
+    slopes = {"setup": 1000, "setup-durable": 5000, "floor": 4000, "full": 17000}
+    slopes["durable-local"] = 45000
 
     def fake(config: str, n: int) -> int:
         return 5_000_000 + slopes[config] * n
 
     figures = instructions.per_event(["floor", "full"], 100, 300, fake, log=lambda _: None)
     assert figures == {"floor": 3000, "full": 16000}
+    mixed = instructions.per_event(["durable-local", "full"], 100, 300, fake, log=lambda _: None)
+    assert mixed == {"durable-local": 40000, "full": 16000}
     assert "| msgspec decode of the frames (the floor) | 3,000 | 19% |" in instructions.table(
         figures
     )
