@@ -25,6 +25,13 @@ frame_clean(const unsigned char *s, ptrdiff_t n)
 {
     ptrdiff_t i = 0;
     while (i < n) {
+        if (i + 8 <= n) { /* eight ASCII bytes, none a CR, at once */
+            uint64_t w = swar_load(s + i);
+            if (!((w & SWAR_HIGHS) | swar_has(w, '\r'))) {
+                i += 8;
+                continue;
+            }
+        }
         unsigned char c = s[i];
         if (c < 0x80) {
             if (c == '\r') {

@@ -5,6 +5,7 @@
 #define AGUI_META_SCAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_NESTING 128
@@ -51,6 +52,32 @@ utf8_seq(const unsigned char *s, ptrdiff_t left)
         return 4;
     }
     return 0;
+}
+
+/* Eight bytes at a time (SWAR): a word read from s (any alignment), and whether any of its
+ * bytes is zero, or equals b. The zero-byte test is exact for "any": a borrow can only
+ * propagate from a byte that is zero already. */
+#define SWAR_ONES 0x0101010101010101ULL
+#define SWAR_HIGHS 0x8080808080808080ULL
+
+static inline uint64_t
+swar_load(const unsigned char *s)
+{
+    uint64_t w;
+    memcpy(&w, s, 8);
+    return w;
+}
+
+static inline uint64_t
+swar_zero(uint64_t w)
+{
+    return (w - SWAR_ONES) & ~w & SWAR_HIGHS;
+}
+
+static inline uint64_t
+swar_has(uint64_t w, unsigned char b)
+{
+    return swar_zero(w ^ (SWAR_ONES * b));
 }
 
 /* 1 for a byte that is plain inside a JSON string: ASCII, neither '"' nor '\\'. */
@@ -107,10 +134,14 @@ scan_clean(const unsigned char *s, ptrdiff_t n)
             ptrdiff_t start = ++i;
             int escaped = 0;
             for (;;) {
-                /* The run of plain characters (ASCII, not a quote or a backslash) at once. */
-                while (i + 4 <= n && PLAIN[s[i]] && PLAIN[s[i + 1]] && PLAIN[s[i + 2]] &&
-                       PLAIN[s[i + 3]]) {
-                    i += 4;
+                /* The run of plain characters (ASCII, not a quote or a backslash), eight at
+                 * a time while a word holds only plain ones. */
+                while (i + 8 <= n) {
+                    uint64_t w = swar_load(s + i);
+                    if ((w & SWAR_HIGHS) | swar_has(w, '"') | swar_has(w, '\\')) {
+                        break;
+                    }
+                    i += 8;
                 }
                 while (i < n && PLAIN[s[i]]) {
                     i++;

@@ -610,6 +610,22 @@ def test_the_scan_refuses_what_the_python_checks_catch() -> None:
     assert NATIVE.scan(b'{"a":{"b":1},"b":{"a":1},"c":[{"a":1},{"a":2}]}')
 
 
+def test_the_scan_sees_a_string_s_every_byte() -> None:
+    # Inside strings the scan reads eight plain bytes at a time: a quote, an escape or a
+    # non-ASCII byte at any place of a word, or across two, is still seen.
+    for before in range(20):
+        for after in range(12):
+            pad, tail = "x" * before, "y" * after
+            # the string's end found: a key repeated after it is caught
+            for inner in ("", '\\"', "\\\\", "\\n", "é", "€", "😀"):
+                text = f'{{"k":"{pad}{inner}{tail}","k":1}}'.encode()
+                assert not NATIVE.scan(text), text
+                assert NATIVE.scan(text.replace(b',"k"', b',"j"')), text
+            for bad in (b"\\ud800", b"\\u003a", b"\\\\u003a", b"\xff", b"\xc3", b"\xed\xa0\x80"):
+                text = b'{"k":"' + pad.encode() + bad + tail.encode() + b'"}'
+                assert not NATIVE.scan(text), text
+
+
 # -- the switch ----------------------------------------------------------------------------------
 
 

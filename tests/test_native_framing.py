@@ -90,6 +90,30 @@ def test_the_functions_give_their_specification(chunk: bytes, limit: int) -> Non
     assert NATIVE.jsonl_run(chunk, limit) == _common.py_jsonl_run(chunk, limit)
 
 
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"\r",
+        b"\n",
+        b"\xc3\xa9",
+        b"\xe2\x82\xac",
+        b"\xf0\x9f\x98\x80",
+        b"\xff",
+        b"\xc3",
+        b"\xed\xa0\x80",
+    ],
+)
+def test_an_odd_byte_at_every_place_of_a_word(odd: bytes) -> None:
+    # The core reads eight bytes at a time while they are plain ASCII: whatever stands at
+    # any place of a word, or across two, is seen.
+    for before in range(20):
+        for after in range(12):
+            payload = b"x" * before + odd + b"y" * after
+            for chunk in (b"data: " + payload + b"\n\n", payload + b"\n"):
+                assert NATIVE.sse_run(chunk, 10**6) == _common.py_sse_run(chunk, 10**6)
+                assert NATIVE.jsonl_run(chunk, 10**6) == _common.py_jsonl_run(chunk, 10**6)
+
+
 def test_bad_arguments_are_a_type_error() -> None:
     for bad in ((bytearray(b"data: a\n\n"), 10), (b"data: a\n\n", "10"), (b"",)):
         for fn in (NATIVE.sse_run, NATIVE.jsonl_run):
