@@ -592,7 +592,7 @@ class Runner:
         run = native.run_batch
         decode = fast.decode
         after_decode = fast.after_decode
-        passed: list[type] = []
+        passed: dict[type, int] = {}  # the core counts the candidates that passed by class
         k = 0
         n = len(todo)
         # None: the outputs of the fast path go nowhere but :attr:`out`, which nobody reads.
@@ -650,11 +650,12 @@ class Runner:
             if number:
                 self._count = start + k
 
-    def _tally(self, passed: list[type]) -> None:
-        """Count the candidates that passed (their classes) into the stages' tallies."""
+    def _tally(self, passed: list[type] | dict[type, int]) -> None:
+        """Count the candidates that passed (their classes, or how many of each class) into
+        the stages' tallies."""
         fast = self._fast
         assert fast is not None
-        for cls, n in Counter(passed).items():
+        for cls, n in (passed if type(passed) is dict else Counter(passed)).items():
             fast.count(cls, n)
         passed.clear()
 

@@ -30,11 +30,13 @@
  *     Accumulate's _text_content or _tool_args, which content_update (_loop.h) does here for
  *     the common case (lookup: the store's message or tool_call lookup), handing the rest to
  *     convert. tail None: the outputs are not wanted, and are counted (skipped), not built.
+ *     note None, or a dict into which the candidates that passed are counted by class (in
+ *     the order each first passed), for the stages' tallies.
  *     rest None: the loop stops at the first other event and returns its position and its
  *     decoded event (None when the data is None or does not decode). rest = (after_decode,
  *     filters, held, tallies): the loop gives the other events to after_decode itself (the
- *     stages' feeds), the classes in note counted into tallies first, and stops only at an
- *     event that does not decode, when a feed or a handler raised (exc), or when a filter's
+ *     stages' feeds), what note counts moved into tallies first, and stops only at an event
+ *     that does not decode, when a feed or a handler raised (exc), or when a filter's
  *     fast-path members are no longer those in held (replan True: the events before k went
  *     through). k == len(payloads) and replan False: all done.
  */
@@ -267,22 +269,25 @@ set_index(PyObject *ctx, int by_slot, PyObject *at)
     return status;
 }
 
-/* _driver.Runner._tally: the classes of the candidates that passed (note), counted by their
- * type into each of the stages' tallies, in order, then note cleared. 0, or -1. */
+/* _driver.Runner._tally: the candidates that passed, note (a dict: class -> how many, in the
+ * order they first passed), counted by their type into each of the stages' tallies, in
+ * order, then note cleared. 0, or -1. */
 static int
 tally(PyObject *note, PyObject *tallies)
 {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(note); i++) {
-        PyObject *kind = PyObject_GetAttr(PyList_GET_ITEM(note, i), str_type);
+    Py_ssize_t pos = 0;
+    PyObject *cls, *n;
+    while (PyDict_Next(note, &pos, &cls, &n)) {
+        PyObject *kind = PyObject_GetAttr(cls, str_type);
         if (kind == NULL) {
             return -1;
         }
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tallies); j++) {
             PyObject *counts = PyList_GET_ITEM(tallies, j);
             PyObject *was = PyDict_GetItemWithError(counts, kind); /* borrowed */
-            PyObject *now = was != NULL   ? PyNumber_Add(was, one)
+            PyObject *now = was != NULL   ? PyNumber_Add(was, n)
                             : PyErr_Occurred() ? NULL
-                                             : (Py_INCREF(one), one);
+                                             : (Py_INCREF(n), n);
             if (now == NULL || PyDict_SetItem(counts, kind, now) < 0) {
                 Py_XDECREF(now);
                 Py_DECREF(kind);
@@ -292,7 +297,45 @@ tally(PyObject *note, PyObject *tallies)
         }
         Py_DECREF(kind);
     }
-    return PyList_SetSlice(note, 0, PyList_GET_SIZE(note), NULL);
+    PyDict_Clear(note);
+    return 0;
+}
+
+/* The candidates of this call that passed, by class (the index of their DeltaSlots), in the
+ * order each first passed: counted in C, added to note once per batch or before the stages
+ * see an event, not once per event. */
+typedef struct {
+    Py_ssize_t n[3];
+    int order[3], len;
+} Passed;
+
+/* note[cls] += n for each class that passed, in the order they first did; the counts
+ * reset. 0, or -1. */
+static int
+passed_flush(Passed *p, PyObject *note)
+{
+    for (int j = 0; j < p->len; j++) {
+        int i = p->order[j];
+        PyObject *cls = (PyObject *)delta_slots[i].type;
+        PyObject *add = PyLong_FromSsize_t(p->n[i]);
+        if (add == NULL) {
+            return -1;
+        }
+        PyObject *was = PyDict_GetItemWithError(note, cls); /* borrowed */
+        PyObject *now = was != NULL ? PyNumber_Add(was, add) : PyErr_Occurred() ? NULL : add;
+        if (now == add) {
+            Py_INCREF(now);
+        }
+        Py_DECREF(add);
+        if (now == NULL || PyDict_SetItem(note, cls, now) < 0) {
+            Py_XDECREF(now);
+            return -1;
+        }
+        Py_DECREF(now);
+        p->n[i] = 0;
+    }
+    p->len = 0;
+    return 0;
 }
 
 /* _driver._FastPath.refresh's test: whether a filter's fast_passes or fast_tally is no longer
@@ -340,23 +383,54 @@ fetch_raised(void)
     return exc;
 }
 
+/* result(...) once the counts of what passed are in note (when wanted). */
+static PyObject *
+finish(Passed *p, PyObject *note, Py_ssize_t k, PyObject *event, PyObject *exc,
+       Py_ssize_t skipped, int replan)
+{
+    if (note != Py_None && passed_flush(p, note) < 0) {
+        Py_XDECREF(event);
+        Py_XDECREF(exc);
+        return NULL;
+    }
+    return result(k, event, exc, skipped, replan);
+}
+
+/* NULL, the exception kept, once the counts of what passed are in note (as far as they can
+ * be: a failure to count is dropped for the exception already raised). */
+static PyObject *
+bail(Passed *p, PyObject *note)
+{
+    if (note != Py_None && p->len > 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (passed_flush(p, note) < 0) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, value, tb);
+    }
+    return NULL;
+}
+
 static PyObject *
 native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    Passed passed = {{0, 0, 0}, {0, 0, 0}, 0};
+    PyObject *note = nargs == 11 ? args[9] : Py_None;
     if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "run_batch() takes 11 arguments");
-        return NULL;
+        return bail(&passed, note);
     }
     if (Update_cls == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "run_batch(): configure() first");
-        return NULL;
+        return bail(&passed, note);
     }
     PyObject *payloads = args[0];
     Py_ssize_t k = PyLong_AsSsize_t(args[1]);
     int number = PyObject_IsTrue(args[2]);
     Py_ssize_t index = PyLong_AsSsize_t(args[3]);
     PyObject *ctx = args[4], *typed_decode = args[5], *py_decode = args[6];
-    PyObject *plans = args[7], *tail = args[8], *note = args[9], *rest = args[10];
+    PyObject *plans = args[7], *tail = args[8], *rest = args[10];
     PyObject *unset = Unset, *update_cls = Update_cls;
     PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
     if (rest != Py_None) {
@@ -366,7 +440,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3))) {
             PyErr_SetString(PyExc_TypeError,
                             "run_batch(): rest is (after_decode, filters, held, tallies)");
-            return NULL;
+            return bail(&passed, note);
         }
         after_decode = PyTuple_GET_ITEM(rest, 0);
         filters = PyTuple_GET_ITEM(rest, 1);
@@ -375,17 +449,17 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tallies); i++) {
             if (!PyDict_CheckExact(PyList_GET_ITEM(tallies, i))) {
                 PyErr_SetString(PyExc_TypeError, "run_batch(): a tally is a dict");
-                return NULL;
+                return bail(&passed, note);
             }
         }
     }
     if ((k == -1 || index == -1 || number < 0) && PyErr_Occurred()) {
-        return NULL;
+        return bail(&passed, note);
     }
     if (!PyList_CheckExact(payloads) || !PyDict_CheckExact(plans) ||
-        (note != Py_None && !PyList_CheckExact(note))) {
-        PyErr_SetString(PyExc_TypeError, "run_batch(): payloads and note lists, plans a dict");
-        return NULL;
+        (note != Py_None && !PyDict_CheckExact(note))) {
+        PyErr_SetString(PyExc_TypeError, "run_batch(): payloads a list, plans and note dicts");
+        return bail(&passed, note);
     }
     /* ctx.index by its slot, when ctx's class keeps Context's slot and plain setattr. */
     PyTypeObject *ctx_type = Py_TYPE(ctx);
@@ -399,21 +473,21 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t skipped = 0;
     for (; k < PyList_GET_SIZE(payloads); k++) {
         if (number && set_index(ctx, index_slot, PyLong_FromSsize_t(index + k)) < 0) {
-            return NULL;
+            return bail(&passed, note);
         }
         PyObject *data = PyList_GET_ITEM(payloads, k); /* borrowed */
         if (data == Py_None) {
-            return result(k, NULL, NULL, skipped, 0);
+            return finish(&passed, note, k, NULL, NULL, skipped, 0);
         }
         Py_INCREF(data);
         PyObject *event = decode_one(data, typed_decode, py_decode);
         Py_DECREF(data);
         if (event == NULL) {
-            return NULL;
+            return bail(&passed, note);
         }
         if (event == Py_None) {
             Py_DECREF(event);
-            return result(k, NULL, NULL, skipped, 0);
+            return finish(&passed, note, k, NULL, NULL, skipped, 0);
         }
         PyObject *cls = (PyObject *)Py_TYPE(event);
         const DeltaSlots *es = delta_slots_of(Py_TYPE(event));
@@ -421,7 +495,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (plan == NULL) {
             if (PyErr_Occurred()) {
                 Py_DECREF(event);
-                return NULL;
+                return bail(&passed, note);
             }
             goto to_stages; /* not a candidate: the stages' feeds */
         }
@@ -430,7 +504,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             (PyTuple_GET_ITEM(plan, 0) != Py_None && !PyTuple_CheckExact(PyTuple_GET_ITEM(plan, 0)))) {
             Py_DECREF(event);
             PyErr_SetString(PyExc_TypeError, "run_batch(): a plan is (ids, convert, kind, lookup)");
-            return NULL;
+            return bail(&passed, note);
         }
         PyObject *tag = slot_get(event, es->subagent_run_id), *id = slot_get(event, es->id);
         if (tag != unset || id == NULL) {
@@ -444,7 +518,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(plan);
                 if (held < 0) {
                     Py_DECREF(event);
-                    return NULL;
+                    return bail(&passed, note);
                 }
                 goto to_stages; /* not an open item of every stage */
             }
@@ -454,7 +528,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (kind == -1 && PyErr_Occurred()) {
             Py_DECREF(event);
             Py_DECREF(plan);
-            return NULL;
+            return bail(&passed, note);
         }
         if (convert == Py_None) {
             out = event;
@@ -492,13 +566,15 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *exc = fetch_raised();
             if (exc == NULL) {
                 Py_DECREF(event);
-                return NULL;
+                return bail(&passed, note);
             }
-            return result(k, event, exc, skipped, 0);
+            return finish(&passed, note, k, event, exc, skipped, 0);
         }
-        if (note != Py_None && PyList_Append(note, cls) < 0) {
-            Py_DECREF(event);
-            return NULL;
+        if (note != Py_None) {
+            int i = (int)(es - delta_slots);
+            if (passed.n[i]++ == 0) {
+                passed.order[passed.len++] = i;
+            }
         }
         Py_DECREF(event);
         continue;
@@ -509,20 +585,21 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
          * back, as a handler's), then, when a stage changed its fast-path members, back to
          * the driver to make the plans again. */
         if (rest == Py_None) {
-            return result(k, event, NULL, skipped, 0);
+            return finish(&passed, note, k, event, NULL, skipped, 0);
         }
-        if (note != Py_None && PyList_GET_SIZE(note) > 0 && tally(note, tallies) < 0) {
+        if (note != Py_None && (passed_flush(&passed, note) < 0 ||
+                                (PyDict_GET_SIZE(note) > 0 && tally(note, tallies) < 0))) {
             Py_DECREF(event);
-            return NULL;
+            return bail(&passed, note);
         }
         PyObject *back = PyObject_CallOneArg(after_decode, event);
         if (back == NULL) {
             PyObject *exc = fetch_raised();
             if (exc == NULL) {
                 Py_DECREF(event);
-                return NULL;
+                return bail(&passed, note);
             }
-            return result(k, event, exc, skipped, 0);
+            return finish(&passed, note, k, event, exc, skipped, 0);
         }
         Py_DECREF(back);
         Py_DECREF(event);
@@ -531,7 +608,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return changed < 0 ? NULL : result(k + 1, NULL, NULL, skipped, 1);
         }
     }
-    return result(k, NULL, NULL, skipped, 0);
+    return finish(&passed, note, k, NULL, NULL, skipped, 0);
 }
 
 /* merge(existing, incoming) -> the merged metadata, or None: _accumulate._merged for the
