@@ -412,7 +412,9 @@ content_update(PyObject *event, const DeltaSlots *es, PyObject *lookup, PyObject
     }
     if (es->kind == 1) {
         /* item.role == "activity": a role that is not a str goes the Python way */
-        if (!PyUnicode_CheckExact(gate) || PyUnicode_Compare(gate, str_activity) == 0) {
+        if (!PyUnicode_CheckExact(gate) ||
+            (PyUnicode_GET_LENGTH(gate) == PyUnicode_GET_LENGTH(str_activity) &&
+             PyUnicode_Compare(gate, str_activity) == 0)) {
             goto other_way;
         }
     }
