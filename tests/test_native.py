@@ -213,6 +213,47 @@ def _compare(chunks: list[bytes], framing: str, mode: str) -> None:
     assert native == python, (framing, mode, [len(c) for c in chunks])
 
 
+def test_deltas_to_an_activity_message_id_are_refused_alike() -> None:
+    # Text deltas for an activity message's id (one that never streamed, one that streamed
+    # before a snapshot replaced it), with verify in the chain and without: the same
+    # refusals, with the core and without.
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "card", "content": {}},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a", "delta": "y"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "b", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "b", "delta": "x"},
+        {"type": "ACTIVITY_SNAPSHOT", "messageId": "b", "activityType": "card", "content": {}},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "b", "delta": "y"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "z", "metadata": {"k": 1}},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+    def accumulate_only(mode: str) -> dict[str, Any]:  # no verify to stop the delta first
+        store = agui_meta.Store()
+        record = test_fuse._Record()
+        reports: list[str] = []
+        ctx = Context(mode, lambda r: reports.append(repr(r)))  # type: ignore[arg-type]
+        runner = Runner([agui_meta.Accumulate(store), record], ctx, framing="sse")
+        try:
+            runner.feed(data)
+            runner.close()
+        except agui_meta.AguiMetaError as exc:
+            reports.append(f"raised {exc!r}")
+        return {"outputs": record.seen, "reports": reports, "messages": store.messages_wire()}
+
+    with _must_run():
+        for mode in MODES:
+            result = _both(_run_bytes, [data], "sse", mode)
+            assert result["reports"] or result["error"]
+            result = _both(accumulate_only, mode)
+            assert result["reports"], mode
+
+
 @pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
 def test_every_recorded_stream(path: Path) -> None:
     with _must_run():
