@@ -25,9 +25,11 @@ from msgspec import UNSET
 
 from . import _speedups
 from ._accumulate import Accumulate, Update
-from ._events import ToolCallArgsEvent
+from ._chunks import ExpandChunks
+from ._events import StepFinishedEvent, StepStartedEvent, ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
+from ._ledger import Ledger, StepRecord
 from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
     Frame,
@@ -39,6 +41,7 @@ from ._framing import (
 from ._metadata import MergedMetadata, MetadataWrites, copy_json
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, ToolCallItem
+from ._verify import Verify
 
 __all__ = ["Runner"]
 
@@ -55,6 +58,7 @@ if _speedups.NATIVE is not None:
         MetadataWrites,
         copy_json,
     )
+    _speedups.NATIVE.configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
 
 #: The content handlers of :class:`Accumulate` the C core does itself in the common case
 #: (``_native.c``'s ``content_update``), by the kind it knows them as, and the store lookup
@@ -119,6 +123,9 @@ class _FastPath:
                 self.filters.append(t)
             i += 1
         self.size = i
+        #: By event class, what the C core needs to do a step's stages' work itself (see
+        #: ``_steps.h``), when the run of stages is the default chain's; else None.
+        self.routes = _step_routes(chain[1 if self.decode is not None else 0 : i])
         #: Where a candidate goes once the run let it pass.
         self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
         #: By candidate class: (the open ids, or None for any; the conversion, or None).
@@ -211,6 +218,38 @@ class _FastPath:
         kind = cls.type  # type: ignore[attr-defined]
         for tally in self.tallies:
             tally[kind] = tally.get(kind, 0) + n
+
+
+def _step_routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, Any, Any]] | None:
+    """The routes of the C core for STEP_STARTED and STEP_FINISHED (``_steps.h``), when the run
+    of stages is exactly ``ExpandChunks``, ``Verify``, ``Accumulate`` and ``Ledger`` (or the
+    same without ``ExpandChunks``), each of its own class with its own handlers for steps:
+    the core then does what their feeds do for a step, in the common case."""
+    kinds = [type(t) for t in run]
+    if kinds == [ExpandChunks, Verify, Accumulate, Ledger]:
+        chunks, verify, accumulate, ledger = run
+    elif kinds == [Verify, Accumulate, Ledger]:
+        chunks = None
+        verify, accumulate, ledger = run
+    else:
+        return None
+    assert isinstance(verify, Verify) and isinstance(accumulate, Accumulate)
+    assert isinstance(ledger, Ledger)
+    own = (
+        verify._handlers.get("STEP_STARTED") == verify._step_started
+        and verify._handlers.get("STEP_FINISHED") == verify._step_finished
+        and ledger._handlers.get(StepStartedEvent) == ledger._step_started
+        and ledger._handlers.get(StepFinishedEvent) == ledger._step_finished
+        and all(
+            accumulate._handlers.get(cls) == accumulate._no_item
+            and cls not in (accumulate.fast_converts or {})
+            for cls in (StepStartedEvent, StepFinishedEvent)
+        )
+    )
+    if not own:
+        return None
+    route = (chunks, verify, ledger)
+    return {StepStartedEvent: route, StepFinishedEvent: route}
 
 
 def _offers(t: Transducer[Any, Any]) -> bool:
@@ -601,7 +640,7 @@ class Runner:
             while k < n:
                 tallies = fast.tallies
                 rest = (
-                    (after_decode, fast.filters, fast._held, tallies)
+                    (after_decode, fast.filters, fast._held, tallies, fast.routes)
                     if all(type(t) is dict for t in tallies)
                     else None
                 )

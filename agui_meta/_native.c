@@ -38,7 +38,12 @@
  *     stages' feeds), what note counts moved into tallies first, and stops only at an event
  *     that does not decode, when a feed or a handler raised (exc), or when a filter's
  *     fast-path members are no longer those in held (replan True: the events before k went
- *     through). k == len(payloads) and replan False: all done.
+ *     through). k == len(payloads) and replan False: all done. rest's fifth member,
+ *     routes (None or a dict by event class), says where the run of stages is the default
+ *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h).
+ *
+ * configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
+ *     Once, at import of the driver: the classes _steps.h makes and compares with.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -48,6 +53,7 @@
 #include "_scan.h"
 #include "_loop.h"
 #include "_frame.h"
+#include "_steps.h"
 
 static PyObject *
 native_scan(PyObject *module, PyObject *data)
@@ -383,6 +389,23 @@ fetch_raised(void)
     return exc;
 }
 
+/* An output of the loop to the end of the fast path's run: appended to the output list,
+ * given to tail, or only counted when nobody reads it (build false). 0, or -1. */
+static int
+emit_out(PyObject *out, int build, PyObject *out_list, PyObject *tail, Py_ssize_t *skipped)
+{
+    if (!build) {
+        (*skipped)++;
+        return 0;
+    }
+    if (out_list != NULL) {
+        return PyList_Append(out_list, out);
+    }
+    PyObject *back = PyObject_CallOneArg(tail, out);
+    Py_XDECREF(back);
+    return back == NULL ? -1 : 0;
+}
+
 /* result(...) once the counts of what passed are in note (when wanted). */
 static PyObject *
 finish(Passed *p, PyObject *note, Py_ssize_t k, PyObject *event, PyObject *exc,
@@ -433,19 +456,25 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *plans = args[7], *tail = args[8], *rest = args[10];
     PyObject *unset = Unset, *update_cls = Update_cls;
     PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
+    PyObject *routes = NULL;
     if (rest != Py_None) {
-        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) != 4 ||
+        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) != 5 ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 1)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 2)) ||
-            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3))) {
+            !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3)) ||
+            (PyTuple_GET_ITEM(rest, 4) != Py_None && !PyDict_CheckExact(PyTuple_GET_ITEM(rest, 4)))) {
             PyErr_SetString(PyExc_TypeError,
-                            "run_batch(): rest is (after_decode, filters, held, tallies)");
+                            "run_batch(): rest is (after_decode, filters, held, tallies, routes)");
             return bail(&passed, note);
         }
         after_decode = PyTuple_GET_ITEM(rest, 0);
         filters = PyTuple_GET_ITEM(rest, 1);
         held = PyTuple_GET_ITEM(rest, 2);
         tallies = PyTuple_GET_ITEM(rest, 3);
+        routes = PyTuple_GET_ITEM(rest, 4);
+        if (routes == Py_None || StepRecord_cls == NULL) {
+            routes = NULL;
+        }
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tallies); i++) {
             if (!PyDict_CheckExact(PyList_GET_ITEM(tallies, i))) {
                 PyErr_SetString(PyExc_TypeError, "run_batch(): a tally is a dict");
@@ -546,18 +575,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         int done = -1;
         if (out != NULL) {
-            if (!build) {
-                skipped++;
-                done = 0;
-            }
-            else if (out_list != NULL) {
-                done = PyList_Append(out_list, out);
-            }
-            else {
-                PyObject *back = PyObject_CallOneArg(tail, out);
-                Py_XDECREF(back);
-                done = back == NULL ? -1 : 0;
-            }
+            done = emit_out(out, build, out_list, tail, &skipped);
             Py_DECREF(out);
         }
         Py_DECREF(plan);
@@ -591,6 +609,45 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                                 (PyDict_GET_SIZE(note) > 0 && tally(note, tallies) < 0))) {
             Py_DECREF(event);
             return bail(&passed, note);
+        }
+        /* A step, when the run of stages is the default chain's: its stages' work here. */
+        PyObject *route = routes == NULL ? NULL : PyDict_GetItemWithError(routes, cls);
+        if (route == NULL && PyErr_Occurred()) {
+            Py_DECREF(event);
+            return bail(&passed, note);
+        }
+        if (route != NULL) {
+            if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) != 3) {
+                Py_DECREF(event);
+                PyErr_SetString(PyExc_TypeError, "run_batch(): a route is (chunks, verify, ledger)");
+                return bail(&passed, note);
+            }
+            StepRead read = {0};
+            PyObject *out = NULL;
+            Py_INCREF(route); /* held: the stages' attributes may run Python code */
+            int took = step_route(event, route, update_cls, unset, build, &read, &out);
+            if (took == 1) {
+                /* emitted, then the ledger's part (it emits before it records) */
+                if (emit_out(out, build, out_list, tail, &skipped) < 0 ||
+                    step_after(event, route, unset, &read) < 0) {
+                    took = -1;
+                }
+                Py_DECREF(out);
+            }
+            step_read_clear(&read);
+            Py_DECREF(route);
+            if (took < 0) {
+                PyObject *exc = fetch_raised();
+                if (exc == NULL) {
+                    Py_DECREF(event);
+                    return bail(&passed, note);
+                }
+                return finish(&passed, note, k, event, exc, skipped, 0);
+            }
+            if (took == 1) {
+                Py_DECREF(event);
+                continue;
+            }
         }
         PyObject *back = PyObject_CallOneArg(after_decode, event);
         if (back == NULL) {
@@ -627,12 +684,27 @@ native_merge(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return merge_metadata(args[0], args[1], Unset);
 }
 
+static PyObject *
+native_configure_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "configure_steps() takes 3 arguments");
+        return NULL;
+    }
+    if (steps_configure(args[0], args[1], args[2]) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef native_methods[] = {
     {"scan", (PyCFunction)native_scan, METH_O,
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
     {"configure", (PyCFunction)(void (*)(void))native_configure, METH_FASTCALL,
      "configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context, "
      "MergedMetadata, _Writes, copy_json): once."},
+    {"configure_steps", (PyCFunction)(void (*)(void))native_configure_steps, METH_FASTCALL,
+     "configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord): once (see _steps.h)."},
     {"merge", (PyCFunction)(void (*)(void))native_merge, METH_FASTCALL,
      "merge(existing, incoming) -> MergedMetadata | None: accumulate's merge, or None."},
     {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,

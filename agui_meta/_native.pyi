@@ -16,6 +16,7 @@ def configure(
     copy_json: Any,
     /,
 ) -> None: ...
+def configure_steps(step_started: type, step_finished: type, step_record: type, /) -> None: ...
 def merge(existing: Any, incoming: Any, /) -> Any: ...
 def run_batch(
     payloads: list[bytes | None],
@@ -27,8 +28,11 @@ def run_batch(
     py_decode: Any,
     plans: dict[type, tuple[Any, Any, int, Any]],
     tail: Any,
-    note: list[type] | None,
-    rest: tuple[Any, list[Any], list[Any], list[dict[str, int]]] | None,
+    note: dict[type, int] | None,
+    rest: tuple[
+        Any, list[Any], list[Any], list[dict[str, int]], dict[type, tuple[Any, Any, Any]] | None
+    ]
+    | None,
     /,
 ) -> tuple[int, Any, BaseException | None, int, bool]: ...
 def sse_run(chunk: bytes, limit: int, /) -> tuple[list[bytes], int] | None: ...

@@ -100,6 +100,9 @@ def _both(run: Any, *args: Any, **kw: Any) -> dict[str, Any]:
         native: dict[str, Any] = run(*args, **kw)
     with _core(False):
         python = run(*args, **kw)
+    if "calls" in native:  # the stages' feeds called: the core does steps' work itself
+        assert native["calls"] <= python.pop("calls")
+        python["calls"] = native["calls"]
     assert native == python
     return native
 
@@ -252,6 +255,122 @@ def test_deltas_to_an_activity_message_id_are_refused_alike() -> None:
             assert result["reports"] or result["error"]
             result = _both(accumulate_only, mode)
             assert result["reports"], mode
+
+
+# -- steps: the default chain's stages in the core (_steps.h) --------------------------------
+
+
+class _Refuse(Transducer[Any, Any]):
+    """After the ledger: refuses the Update of one step by name (a downstream stage's error)."""
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+
+    def feed(self, item: Any) -> None:
+        if self.name is not None and getattr(item.event, "step_name", None) == self.name:
+            raise agui_meta.VerifyError(f"refused {self.name}", rule="test.refused")
+        self.emit(item)
+
+
+def _steps_run(
+    data: bytes,
+    mode: str,
+    expand: bool,
+    max_open: int | None,
+    max_entries: int | None,
+    refuse: str | None,
+) -> dict[str, Any]:
+    reports: list[str] = []
+    store = agui_meta.Store()
+    ledger: Any = agui_meta.Ledger(clock=lambda: 0.5, max_entries=max_entries)
+    calls = [0]
+    stages: list[Transducer[Any, Any]] = [
+        *([agui_meta.ExpandChunks()] if expand else []),
+        agui_meta.Verify(max_open_items=max_open),
+        agui_meta.Accumulate(store),
+        ledger,
+    ]
+    for stage in stages:
+        stage.feed = test_fuse._counting(stage.feed, calls)  # type: ignore[method-assign]
+    record = test_fuse._Record()
+    ctx = Context(mode, lambda r: reports.append(repr(r)))  # type: ignore[arg-type]
+    runner = Runner([agui_meta.Enforce(), *stages, _Refuse(refuse), record], ctx, framing="sse")
+    error = None
+    try:
+        for i in range(0, len(data), 700):
+            runner.feed(data[i : i + 700])
+        runner.close()
+    except agui_meta.AguiMetaError as exc:
+        error = (type(exc).__name__, str(exc), ctx.index)
+    return {
+        "outputs": record.seen,
+        "reports": reports,
+        "error": error,
+        "messages": store.messages_wire(),
+        "ledger": ledger.to_builtins(),
+        "latest": ledger._latest,
+        "open": (sorted(map(str, stages[-3]._steps.items())), stages[-3]._open_steps),  # type: ignore[attr-defined]
+        "calls": calls[0],
+    }
+
+
+_step = st.fixed_dictionaries(
+    {"type": st.sampled_from(["STEP_STARTED", "STEP_FINISHED"]), "stepName": st.sampled_from("ab")},
+    optional={
+        "subagentRunId": st.just("s"),
+        "timestamp": st.integers(0, 9),
+        "metadata": st.dictionaries(st.sampled_from("kl"), st.integers(0, 3), max_size=2),
+    },
+)
+_other = st.sampled_from(
+    [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+        {"type": "SUBAGENT_STARTED", "subagentRunId": "s", "name": "n"},
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "x"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "n"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "n"},
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.one_of(_step, _step, _other), max_size=30),
+    st.sampled_from(MODES),
+    st.booleans(),
+    st.sampled_from([None, 1, 2, 10]),
+    st.sampled_from([None, 0, 1, 3]),
+    st.sampled_from([None, "a"]),
+)
+def test_steps_in_the_core_equal_the_stages(
+    events: list[dict[str, Any]],
+    mode: str,
+    expand: bool,
+    max_open: int | None,
+    max_entries: int | None,
+    refuse: str | None,
+) -> None:
+    head = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in head + events)
+    with _must_run():
+        _both(_steps_run, data, mode, expand, max_open, max_entries, refuse)
+
+
+def test_steps_skip_the_stages_feeds() -> None:
+    # The generated workload's steps take the core's route: fewer calls of the stages' feeds,
+    # and the same everything else.
+    frames = workload.frames(600, seed=3)
+    data = b"".join(b"data: " + f + b"\n\n" for f in frames)
+    steps = sum(b'"STEP_' in f for f in frames)
+    assert steps >= 20
+    with _core(True):
+        native = _steps_run(data, "default", True, 10_000, 10_000, None)
+    with _core(False):
+        python = _steps_run(data, "default", True, 10_000, 10_000, None)
+    # each step skips the four stages' feeds
+    assert python.pop("calls") - native.pop("calls") == 4 * steps
+    assert native == python
 
 
 @pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
