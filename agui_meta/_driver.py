@@ -29,7 +29,6 @@ from ._chunks import ExpandChunks
 from ._events import StepFinishedEvent, StepStartedEvent, ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
-from ._ledger import Ledger, StepRecord
 from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
     Frame,
@@ -38,6 +37,7 @@ from ._framing import (
     PayloadRun,
     ignored_report,
 )
+from ._ledger import Ledger, StepRecord
 from ._metadata import MergedMetadata, MetadataWrites, copy_json
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, ToolCallItem

@@ -291,7 +291,7 @@ def _steps_run(
         ledger,
     ]
     for stage in stages:
-        stage.feed = test_fuse._counting(stage.feed, calls)  # type: ignore[method-assign]
+        stage.feed = test_fuse._counting(stage.feed, calls)  # type: ignore[method-assign,assignment]
     record = test_fuse._Record()
     ctx = Context(mode, lambda r: reports.append(repr(r)))  # type: ignore[arg-type]
     runner = Runner([agui_meta.Enforce(), *stages, _Refuse(refuse), record], ctx, framing="sse")
