@@ -62,7 +62,13 @@ if _REASON is None:
         Extension(
             "agui_meta._native",
             ["agui_meta/_native.c"],
-            depends=["agui_meta/_scan.h", "agui_meta/_loop.h", "agui_meta/_frame.h"],
+            depends=[
+                "agui_meta/_scan.h",
+                "agui_meta/_loop.h",
+                "agui_meta/_frame.h",
+                "agui_meta/_shape.h",
+                "agui_meta/_steps.h",
+            ],
             optional=True,
             extra_compile_args=["-O2"] if os.name != "nt" else [],
         )

@@ -62,6 +62,10 @@ typedef struct {
     PyTypeObject *type;
     long kind; /* 1: a text or reasoning delta (of a message), 2: TOOL_CALL_ARGS (of a call) */
     Py_ssize_t metadata, subagent_run_id, id, delta;
+    PyObject *tag; /* the class's type, a str: its UTF-8 is tag_utf8 (tag_len bytes) */
+    const char *tag_utf8;
+    Py_ssize_t tag_len;
+    PyObject *prefix; /* bytes: {"type":"<tag>","<id key>":" (see shape_written) */
 } DeltaSlots;
 
 /* A store item class: MessageItem (kind 1) or ToolCallItem (kind 2). gate is the slot that
@@ -382,20 +386,17 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
 /* -- accumulate's content handlers -------------------------------------------------------- */
 
 /* Accumulate._text_content (kind 1) and _tool_args (kind 2) for the common case: the item
- * found, of the store's own class, not an activity message (a call with a function object),
- * with parts already begun or text content; the event's metadata absent or merged by
- * merge_metadata. build: whether the Update is wanted (else Py_True stands for it).
- * Returns the Update (new reference), Py_None (new reference: "not this way", the Python
- * handler runs; nothing was changed) or NULL with an exception. */
+ * of id found, of the store's own class, not an activity message (a call with a function
+ * object), with parts already begun or text content; the metadata incoming absent (unset)
+ * or merged by merge_metadata; delta appended. build: whether the Update (of event) is wanted
+ * (else Py_True stands for it, and event may be NULL). Returns the Update (new reference),
+ * Py_None (new reference: "not this way", the Python handler runs; nothing was changed) or
+ * NULL with an exception. */
 static PyObject *
-content_update(PyObject *event, const DeltaSlots *es, PyObject *lookup, PyObject *unset,
-               PyObject *update_cls, int build)
+content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta, long kind,
+              PyObject *lookup, PyObject *unset, PyObject *update_cls, int build)
 {
-    PyObject *id = slot_get(event, es->id);
-    if (id == NULL) {
-        Py_RETURN_NONE;
-    }
-    const ItemSlots *is = &item_slots[es->kind];
+    const ItemSlots *is = &item_slots[kind];
     PyObject *item = call_lookup(lookup, id);
     if (item == NULL) {
         return NULL;
@@ -405,12 +406,11 @@ content_update(PyObject *event, const DeltaSlots *es, PyObject *lookup, PyObject
         goto other_way; /* None (missing), or a store's own item class */
     }
     /* Read after the lookup (which may have run Python code), each checked. */
-    PyObject *incoming = slot_get(event, es->metadata), *delta = slot_get(event, es->delta);
     PyObject *gate = slot_get(item, is->gate);
-    if (incoming == NULL || delta == NULL || gate == NULL) {
+    if (gate == NULL) {
         goto other_way;
     }
-    if (es->kind == 1) {
+    if (kind == 1) {
         /* item.role == "activity": a role that is not a str goes the Python way */
         if (!PyUnicode_CheckExact(gate) ||
             (PyUnicode_GET_LENGTH(gate) == PyUnicode_GET_LENGTH(str_activity) &&
@@ -474,6 +474,19 @@ fail:
     Py_XDECREF(parts);
     Py_DECREF(item);
     return NULL;
+}
+
+/* content_apply for a decoded event (its fields read by slot). */
+static PyObject *
+content_update(PyObject *event, const DeltaSlots *es, PyObject *lookup, PyObject *unset,
+               PyObject *update_cls, int build)
+{
+    PyObject *id = slot_get(event, es->id), *incoming = slot_get(event, es->metadata);
+    PyObject *delta = slot_get(event, es->delta);
+    if (id == NULL || incoming == NULL || delta == NULL) {
+        Py_RETURN_NONE;
+    }
+    return content_apply(event, id, incoming, delta, es->kind, lookup, unset, update_cls, build);
 }
 
 #endif /* AGUI_META_LOOP_H */

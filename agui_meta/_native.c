@@ -53,6 +53,7 @@
 #include "_scan.h"
 #include "_loop.h"
 #include "_frame.h"
+#include "_shape.h"
 #include "_steps.h"
 
 static PyObject *
@@ -134,6 +135,29 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ds[i].id = slot_offset(cls, ds[i].kind == 2 ? "tool_call_id" : "message_id");
         ds[i].delta = slot_offset(cls, "delta");
         if (ds[i].metadata < 0 || ds[i].subagent_run_id < 0 || ds[i].id < 0 || ds[i].delta < 0) {
+            for (int j = 0; j < i; j++) {
+                Py_DECREF(ds[j].tag);
+                Py_DECREF(ds[j].prefix);
+            }
+            return NULL;
+        }
+        ds[i].tag = PyObject_GetAttrString(cls, "type");
+        ds[i].tag_utf8 = ds[i].tag != NULL && PyUnicode_CheckExact(ds[i].tag)
+                             ? PyUnicode_AsUTF8AndSize(ds[i].tag, &ds[i].tag_len)
+                             : NULL;
+        ds[i].prefix = ds[i].tag_utf8 == NULL
+                           ? NULL
+                           : PyBytes_FromFormat("{\"type\":\"%s\",\"%s\":\"", ds[i].tag_utf8,
+                                                ds[i].kind == 2 ? "toolCallId" : "messageId");
+        if (ds[i].prefix == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "configure(): a content delta's type is a str");
+            }
+            Py_XDECREF(ds[i].tag);
+            for (int j = 0; j < i; j++) {
+                Py_DECREF(ds[j].tag);
+                Py_DECREF(ds[j].prefix);
+            }
             return NULL;
         }
     }
@@ -166,12 +190,18 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (index_off < 0 || index_descr == NULL || mw < 0 || mv < 0 || ms < 0 || wc < 0 ||
         wk < 0 || wv < 0 || get == NULL || append == NULL) {
         Py_XDECREF(index_descr);
+        for (int i = 0; i < 3; i++) {
+            Py_DECREF(ds[i].tag);
+            Py_DECREF(ds[i].prefix);
+        }
         return NULL;
     }
-    /* All read: now set, each class held. */
+    /* All read: now set, each class held (and its tag: ds holds a reference already). */
     for (int i = 0; i < 3; i++) {
         Py_INCREF(ds[i].type);
         Py_XDECREF(delta_slots[i].type);
+        Py_XDECREF(delta_slots[i].tag);
+        Py_XDECREF(delta_slots[i].prefix);
         delta_slots[i] = ds[i];
     }
     for (int i = 1; i < 3; i++) {
@@ -205,10 +235,10 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* The decoded event of bytes data, or Py_None (new references); NULL only with an exception
  * raised by py_decode for what it does not take. */
 static PyObject *
-decode_one(PyObject *data, PyObject *typed_decode, PyObject *py_decode)
+decode_one(PyObject *data, PyObject *typed_decode, PyObject *py_decode, int scanned)
 {
-    if (PyBytes_CheckExact(data) &&
-        scan_clean((const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))) {
+    if (scanned || (PyBytes_CheckExact(data) && scan_clean((const unsigned char *)PyBytes_AS_STRING(data),
+                                                           PyBytes_GET_SIZE(data)))) {
         PyObject *event = PyObject_CallOneArg(typed_decode, data);
         if (event == NULL) {
             /* Invalid or not an event: fast_decode gives None for any error the typed decode
@@ -389,6 +419,123 @@ fetch_raised(void)
     return exc;
 }
 
+/* The content delta class (its DeltaSlots; *which its index) whose shape s[0:n] has (the
+ * written form first, then any order and spacing), its id and delta in *sh; or NULL. */
+static const DeltaSlots *
+shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which)
+{
+    for (int i = 0; i < 3; i++) {
+        /* the form producers write, first: one comparison of its fixed part */
+        PyObject *prefix = delta_slots[i].prefix;
+        if (prefix != NULL &&
+            shape_written(s, n, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix), sh)) {
+            *which = i;
+            return &delta_slots[i];
+        }
+    }
+    if (!shape_delta(s, n, sh)) {
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (delta_slots[i].tag_utf8 != NULL && delta_slots[i].tag_len == sh->type_len &&
+            memcmp(delta_slots[i].tag_utf8, sh->type, (size_t)sh->type_len) == 0) {
+            if ((delta_slots[i].kind == 2) != sh->tool) {
+                return NULL; /* the other id's name: the typed decode's to judge */
+            }
+            *which = i;
+            return &delta_slots[i];
+        }
+    }
+    return NULL;
+}
+
+/* shape(data) -> (class, id, delta) | None: what the loop reads of a frame without decoding
+ * it (for the tests: the typed decode of data must be that class with those fields). */
+static PyObject *
+native_shape(PyObject *module, PyObject *data)
+{
+    if (!PyBytes_CheckExact(data)) {
+        PyErr_SetString(PyExc_TypeError, "shape() takes bytes");
+        return NULL;
+    }
+    DeltaShape sh = {0};
+    int which = 0;
+    const DeltaSlots *es =
+        shape_of((const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &sh, &which);
+    if (es == NULL) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(Os#s#)", (PyObject *)es->type, (const char *)sh.id, sh.id_len,
+                         (const char *)sh.delta, sh.delta_len);
+}
+
+/* A frame of the shape shape_delta() recognizes (s[0:n], scanned clean), when nobody reads
+ * the outputs: what the loop does for its event, from the class, id and delta alone, without
+ * the event. 1: done (*which: the DeltaSlots it counts as); 0: not this way (nothing
+ * changed: the event is decoded and goes the usual way); -1 with an exception. */
+static int
+shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
+       PyObject *update_cls, int *which)
+{
+    DeltaShape sh = {0};
+    const DeltaSlots *es = shape_of(s, n, &sh, which);
+    if (es == NULL) {
+        return 0;
+    }
+    PyObject *plan = PyDict_GetItemWithError(plans, (PyObject *)es->type); /* borrowed */
+    if (plan == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(plan, 2))) {
+        return 0; /* the usual way says what is wrong */
+    }
+    PyObject *ids = PyTuple_GET_ITEM(plan, 0), *convert = PyTuple_GET_ITEM(plan, 1);
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(plan, 2));
+    if (kind == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (convert != Py_None && kind != es->kind) {
+        return 0; /* a conversion that needs the event */
+    }
+    if (ids != Py_None && !PyTuple_CheckExact(ids)) {
+        return 0;
+    }
+    Py_INCREF(plan); /* held: the lookups may run Python code */
+    int status = -1;
+    PyObject *delta = NULL;
+    PyObject *id = PyUnicode_DecodeUTF8((const char *)sh.id, sh.id_len, "strict");
+    if (id == NULL) {
+        goto done;
+    }
+    if (ids != Py_None) {
+        int held = held_by_all(ids, id);
+        if (held <= 0) {
+            status = held; /* not an open item of every stage: the usual way */
+            goto done;
+        }
+    }
+    if (convert == Py_None) {
+        status = 1; /* the event itself is the output, and nobody reads it */
+        goto done;
+    }
+    delta = PyUnicode_DecodeUTF8((const char *)sh.delta, sh.delta_len, "strict");
+    if (delta == NULL) {
+        goto done;
+    }
+    PyObject *out = content_apply(NULL, id, unset, delta, es->kind, PyTuple_GET_ITEM(plan, 3),
+                                  unset, update_cls, 0);
+    if (out != NULL) {
+        status = out == Py_None ? 0 : 1;
+        Py_DECREF(out);
+    }
+done:
+    Py_XDECREF(id);
+    Py_XDECREF(delta);
+    Py_DECREF(plan);
+    return status;
+}
+
 /* An output of the loop to the end of the fast path's run: appended to the output list,
  * given to tail, or only counted when nobody reads it (build false). 0, or -1. */
 static int
@@ -508,8 +655,31 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (data == Py_None) {
             return finish(&passed, note, k, NULL, NULL, skipped, 0);
         }
+        int scanned = 0;
+        if (!build && PyBytes_CheckExact(data)) {
+            /* Nobody reads the outputs: a delta of the common shape needs no event. */
+            const unsigned char *text = (const unsigned char *)PyBytes_AS_STRING(data);
+            Py_ssize_t size = PyBytes_GET_SIZE(data);
+            if (scan_clean(text, size)) {
+                scanned = 1;
+                int which = 0;
+                Py_INCREF(data);
+                int took = shaped(text, size, plans, unset, update_cls, &which);
+                Py_DECREF(data);
+                if (took < 0) {
+                    return bail(&passed, note);
+                }
+                if (took > 0) {
+                    skipped++;
+                    if (note != Py_None && passed.n[which]++ == 0) {
+                        passed.order[passed.len++] = which;
+                    }
+                    continue;
+                }
+            }
+        }
         Py_INCREF(data);
-        PyObject *event = decode_one(data, typed_decode, py_decode);
+        PyObject *event = decode_one(data, typed_decode, py_decode, scanned);
         Py_DECREF(data);
         if (event == NULL) {
             return bail(&passed, note);
@@ -703,6 +873,8 @@ static PyMethodDef native_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))native_configure, METH_FASTCALL,
      "configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context, "
      "MergedMetadata, _Writes, copy_json): once."},
+    {"shape", (PyCFunction)native_shape, METH_O,
+     "shape(data: bytes) -> (class, id, delta) | None: a bare content delta, undecoded."},
     {"configure_steps", (PyCFunction)(void (*)(void))native_configure_steps, METH_FASTCALL,
      "configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord): once (see _steps.h)."},
     {"merge", (PyCFunction)(void (*)(void))native_merge, METH_FASTCALL,

@@ -3,6 +3,7 @@ from typing import Any
 MAX_NESTING: int
 
 def scan(data: bytes, /) -> bool: ...
+def shape(data: bytes, /) -> tuple[type, str, str] | None: ...
 def configure(
     update: type,
     message_item: type,

@@ -9,7 +9,11 @@
  * a run it accepts is exactly its blocks or lines rebuilt from the payloads it cut, each
  * payload free of CR and LF, within the limit, valid UTF-8 (by the scan's own sequence check,
  * so only memory safety there) and, for JSON lines, not blank; that it equals its Python
- * specification is checked by tests/test_native_framing.py.
+ * specification is checked by tests/test_native_framing.py. Of the shape of a bare content
+ * delta (agui_meta/_shape.h), that what it accepts is a JSON object whose id and delta are
+ * plain strings inside the text: free of quotes, backslashes and control characters, and,
+ * for the written form, exactly the prefix, the id, the middle and the delta (that the typed
+ * decode agrees is checked with Python by tests/test_native.py).
  */
 
 #include <stdint.h>
@@ -19,6 +23,52 @@
 #include "../agui_meta/_scan.h"
 #define FRAME_NO_PYTHON
 #include "../agui_meta/_frame.h"
+#include "../agui_meta/_shape.h"
+
+static void
+check_plain(const unsigned char *s, size_t n, const unsigned char *p, ptrdiff_t len)
+{
+    if (len < 0 || p < s || p + len > s + n) {
+        abort();
+    }
+    for (ptrdiff_t i = 0; i < len; i++) {
+        if (p[i] == '"' || p[i] == '\\' || p[i] < 0x20) {
+            abort();
+        }
+    }
+}
+
+static void
+check_shape(const unsigned char *s, size_t n)
+{
+    DeltaShape sh;
+    if (shape_delta(s, (ptrdiff_t)n, &sh)) {
+        check_plain(s, n, sh.type, sh.type_len);
+        check_plain(s, n, sh.id, sh.id_len);
+        check_plain(s, n, sh.delta, sh.delta_len);
+        if (sh.delta[sh.delta_len] != '"' || sh.id[sh.id_len] != '"') {
+            abort();
+        }
+    }
+    static const char prefix[] = "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"";
+    const ptrdiff_t prefix_len = (ptrdiff_t)sizeof(prefix) - 1;
+    if (shape_written(s, (ptrdiff_t)n, prefix, prefix_len, &sh)) {
+        check_plain(s, n, sh.id, sh.id_len);
+        check_plain(s, n, sh.delta, sh.delta_len);
+        if (memcmp(s, prefix, (size_t)prefix_len) != 0 || sh.id != s + prefix_len ||
+            memcmp(sh.id + sh.id_len, "\",\"delta\":\"", 11) != 0 ||
+            sh.delta != sh.id + sh.id_len + 11 || sh.delta + sh.delta_len + 2 != s + n ||
+            memcmp(sh.delta + sh.delta_len, "\"}", 2) != 0) {
+            abort();
+        }
+        /* the written form is one of the shapes the general recognizer takes */
+        DeltaShape any;
+        if (!shape_delta(s, (ptrdiff_t)n, &any) || any.id_len != sh.id_len ||
+            any.delta_len != sh.delta_len) {
+            abort();
+        }
+    }
+}
 
 static int
 max_depth(const unsigned char *s, size_t n)
@@ -122,6 +172,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (clean && max_depth(copy, size) > MAX_NESTING) {
         abort();
     }
+    check_shape(copy, size);
     /* The first byte picks the framing's limit (1 to 256, or unbounded), the rest is the chunk. */
     if (size > 0) {
         ptrdiff_t limit = copy[0] == 255 ? PTRDIFF_MAX : (ptrdiff_t)copy[0] + 1;

@@ -679,6 +679,137 @@ def test_drain_counts_the_updates_it_does_not_build(mode: str, prefetch: int) ->
                     assert built == (False, True, True)
 
 
+_TAGS = ["TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TOOL_CALL_ARGS", "TEXT_MESSAGE_END"]
+_odd_text = st.text(
+    st.sampled_from(["a", "é", "😀", '"', "\\", "\n", "\x00", "\x1f", "\x7f", " ", "\u2028"]),
+    max_size=12,
+)
+
+_plain_text = st.text(st.sampled_from(["a", "é", "😀", " ", "\x7f", "\u2028", "-"]), max_size=12)
+
+
+@st.composite
+def _delta_texts(draw: st.DrawFn) -> bytes:
+    """Content deltas as producers write them, and near misses: escapes, control characters,
+    other members, another order, spacing, repeated or missing members, junk after."""
+    tag = draw(st.sampled_from(_TAGS))
+    near = draw(st.booleans())  # else one change at most from the shape
+    right_key = "toolCallId" if tag == "TOOL_CALL_ARGS" else "messageId"
+    id_key = draw(st.sampled_from(["messageId", "toolCallId", "messageID"])) if near else right_key
+    texts = _odd_text if near else _plain_text
+    members = [("type", tag), (id_key, draw(texts)), ("delta", draw(texts))]
+    if near:
+        members += draw(
+            st.lists(
+                st.sampled_from(
+                    [("delta", "x"), ("metadata", {}), ("timestamp", 1), ("type", tag)]
+                ),
+                max_size=1,
+            )
+        )
+    if draw(st.booleans()):
+        members = draw(st.permutations(members))
+    if near and draw(st.booleans()):
+        members = members[: draw(st.integers(0, len(members)))]
+    space = draw(st.sampled_from(["", " ", "\n\t", "\r"]))
+    ascii = draw(st.booleans())
+    body = ("," + space).join(
+        json.dumps(k) + space + ":" + space + json.dumps(v, ensure_ascii=ascii) for k, v in members
+    )
+    text = space + "{" + space + body + space + "}" + space
+    if near and draw(st.booleans()):  # a raw control character anywhere (inside a string too)
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(["\t", "\x00", "\x1f", "\n"])) + text[at:]
+    return text.encode() + (draw(st.sampled_from([b"", b"}", b" x", b"\xff"])) if near else b"")
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_delta_texts())
+def test_the_shape_of_a_delta_is_its_typed_decode(text: bytes) -> None:
+    # What the loop reads of a frame without decoding it, when nobody reads the events: the
+    # class, id and delta are exactly the typed decode's, every other field absent.
+    shape = NATIVE.shape(text)
+    if shape is None:
+        return
+    assert NATIVE.scan(text)
+    cls, id_, delta = shape
+    field = "tool_call_id" if cls is agui_meta.events.ToolCallArgsEvent else "message_id"
+    assert TYPED_DECODE(text) == cls(**{field: id_, "delta": delta})
+    assert fast_decode(text) == TYPED_DECODE(text)
+
+
+def test_the_shape_of_deltas_as_producers_write_them() -> None:
+    classes: list[tuple[type[Any], str]] = [
+        (agui_meta.events.TextMessageContentEvent, "messageId"),
+        (agui_meta.events.ReasoningMessageContentEvent, "messageId"),
+        (agui_meta.events.ToolCallArgsEvent, "toolCallId"),
+    ]
+    for cls, key in classes:
+        for delta in ["", " a", "é😀", "x" * 40]:
+            text = json.dumps({"type": cls.type, key: "m-1", "delta": delta}, ensure_ascii=False)
+            for written in (text.replace(" ", "") if " " not in delta else text, text):
+                assert NATIVE.shape(written.encode()) == (cls, "m-1", delta), written
+        spaced = json.dumps({"delta": "d", key: "m", "type": cls.type}, indent=1)
+        assert NATIVE.shape(spaced.encode()) == (cls, "m", "d")
+    for miss in [
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\nb"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\tb"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","delta":"b"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"',
+        b'{"type":"TEXT_MESSAGE_CONTENT","toolCallId":"m","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT" "messageId":"m","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m""delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"b"}',
+    ]:
+        assert NATIVE.shape(miss) is None, miss
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_drain_of_deltas_near_the_common_shape(mode: str) -> None:
+    # Deltas the loop takes without decoding them, and near misses it decodes, interleaved:
+    # drained with the core, the same count, store, ledger and reports as the Python path.
+    deltas = [
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}',
+        b'{ "delta" : "\xc3\xa9", "type":"TEXT_MESSAGE_CONTENT", "messageId":"m"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\n\\"b"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\tb"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"x","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":5}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":1}}',
+        b'{"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"r"}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\\"q\\":1"}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"}"}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":"m","delta":"x"}',
+        b'{"type":"TOOL_CALL_ARGS","messageId":"c","delta":"x"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"c","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"} x',
+    ]
+    head = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m"}',
+        b'{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m"}',
+    ]
+    tail = [
+        b'{"type":"TOOL_CALL_END","toolCallId":"c"}',
+        b'{"type":"TEXT_MESSAGE_END","messageId":"m"}',
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}',
+    ]
+    for order in range(3):
+        body = deltas[order:] + deltas[:order]
+        data = b"".join(b"data: " + f + b"\n\n" for f in head + body * 3 + tail)
+        with _must_run():
+            for chunk in (len(data), 97):
+                with _core(True):
+                    native = _drained(data, chunk, mode, 0, iterate=False)
+                with _core(False):
+                    python = _drained(data, chunk, mode, 0, iterate=False)
+                native.pop("built"), python.pop("built")
+                assert native == python
+
+
 def test_drain_builds_what_a_stage_after_the_fast_path_reads() -> None:
     # A stage of the caller's after the default ones reads every update: none is skipped.
     import anyio
