@@ -337,12 +337,15 @@ tally(PyObject *note, PyObject *tallies)
     return 0;
 }
 
-/* The candidates of this call that passed, by class (the index of their DeltaSlots), in the
- * order each first passed: counted in C, added to note once per batch or before the stages
- * see an event, not once per event. */
+/* What one call of run_batch keeps from event to event: the candidates that passed, by
+ * class (the index of their DeltaSlots), in the order each first passed (counted in C, added
+ * to note once per batch or before the stages see an event, not once per event); and the id
+ * of the last delta taken without its event (shaped), a str to use again for the next one of
+ * the same message or call, rather than one made and hashed per delta. */
 typedef struct {
     Py_ssize_t n[3];
     int order[3], len;
+    PyObject *last_id;
 } Passed;
 
 /* note[cls] += n for each class that passed, in the order they first did; the counts
@@ -475,7 +478,7 @@ native_shape(PyObject *module, PyObject *data)
  * changed: the event is decoded and goes the usual way); -1 with an exception. */
 static int
 shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
-       PyObject *update_cls, int *which)
+       PyObject *update_cls, int *which, PyObject **last_id)
 {
     DeltaShape sh = {0};
     const DeltaSlots *es = shape_of(s, n, &sh, which);
@@ -504,9 +507,18 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
     Py_INCREF(plan); /* held: the lookups may run Python code */
     int status = -1;
     PyObject *delta = NULL;
-    PyObject *id = PyUnicode_DecodeUTF8((const char *)sh.id, sh.id_len, "strict");
-    if (id == NULL) {
-        goto done;
+    PyObject *id = *last_id;
+    if (id != NULL && PyUnicode_IS_COMPACT_ASCII(id) && PyUnicode_GET_LENGTH(id) == sh.id_len &&
+        memcmp(PyUnicode_DATA(id), sh.id, (size_t)sh.id_len) == 0) {
+        Py_INCREF(id); /* the last delta's id again: its str, hash cached */
+    }
+    else {
+        id = PyUnicode_DecodeUTF8((const char *)sh.id, sh.id_len, "strict");
+        if (id == NULL) {
+            goto done;
+        }
+        Py_INCREF(id);
+        Py_XSETREF(*last_id, id);
     }
     if (ids != Py_None) {
         int held = held_by_all(ids, id);
@@ -558,6 +570,7 @@ static PyObject *
 finish(Passed *p, PyObject *note, Py_ssize_t k, PyObject *event, PyObject *exc,
        Py_ssize_t skipped, int replan)
 {
+    Py_CLEAR(p->last_id);
     if (note != Py_None && passed_flush(p, note) < 0) {
         Py_XDECREF(event);
         Py_XDECREF(exc);
@@ -571,6 +584,7 @@ finish(Passed *p, PyObject *note, Py_ssize_t k, PyObject *event, PyObject *exc,
 static PyObject *
 bail(Passed *p, PyObject *note)
 {
+    Py_CLEAR(p->last_id);
     if (note != Py_None && p->len > 0) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
@@ -585,7 +599,7 @@ bail(Passed *p, PyObject *note)
 static PyObject *
 native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    Passed passed = {{0, 0, 0}, {0, 0, 0}, 0};
+    Passed passed = {{0, 0, 0}, {0, 0, 0}, 0, NULL};
     PyObject *note = nargs == 11 ? args[9] : Py_None;
     if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "run_batch() takes 11 arguments");
@@ -664,7 +678,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 scanned = 1;
                 int which = 0;
                 Py_INCREF(data);
-                int took = shaped(text, size, plans, unset, update_cls, &which);
+                int took = shaped(text, size, plans, unset, update_cls, &which, &passed.last_id);
                 Py_DECREF(data);
                 if (took < 0) {
                     return bail(&passed, note);
@@ -832,7 +846,8 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(event);
         int changed = members_changed(filters, held);
         if (changed != 0) {
-            return changed < 0 ? NULL : result(k + 1, NULL, NULL, skipped, 1);
+            return changed < 0 ? bail(&passed, note)
+                               : finish(&passed, note, k + 1, NULL, NULL, skipped, 1);
         }
     }
     return finish(&passed, note, k, NULL, NULL, skipped, 0);
