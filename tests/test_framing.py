@@ -29,6 +29,7 @@ from agui_meta._framing import (
     FrameDecoder,
     JsonArrayDecoder,
     JsonLinesDecoder,
+    PayloadRun,
     SSEDecoder,
     aiter_file_frames,
     aiter_frames,
@@ -397,6 +398,18 @@ class TestSSEFields:
     def test_unknown_fields_are_ignored(self) -> None:
         stream = b"foo: bar\nDATA: x\ndata : y\n data: z\nretryx: 1\ndata: 1\n\n"
         assert sse(stream) == [Frame(b"1", 0, 1)]
+
+    def test_an_ignored_line_after_a_run_counts_the_run_s_frames(self) -> None:
+        # feed_runs gives a run of simple blocks as one PayloadRun: an ignored line after it
+        # still comes after each of its frames, as with feed.
+        chunk = b'data: {"a":1}\n\ndata: {"a":2}\n\n{}\nxy: 1\n'
+        for runs in (False, True):
+            decoder = SSEDecoder()
+            parts = decoder.feed_runs(chunk) if runs else decoder.feed(chunk)
+            assert runs == any(isinstance(p, PayloadRun) for p in parts)
+            assert [i.before for i in decoder.ignored] == [2, 2], runs
+            frames = [f for p in parts for f in (p.frames() if isinstance(p, PayloadRun) else [p])]
+            assert data(frames) == [b'{"a":1}', b'{"a":2}']
 
     def test_field_without_colon(self) -> None:
         assert sse(b"data\n\n") == [Frame(b"", 0, 1)]

@@ -90,6 +90,7 @@ class SSEDecoder(LineDecoder):
         "_data_len",
         "_event",
         "_id",
+        "_spelt",
         "_start_line",
         "_start_pos",
         "last_event_id",
@@ -119,6 +120,9 @@ class SSEDecoder(LineDecoder):
         self._id: str | None = None
         self._start_pos = -1  # offset of the current event's first field line; -1: none yet
         self._start_line = 0
+        # The frames the PayloadRuns in this call's list stand for beyond one each (feed_runs):
+        # an ignored line's place counts frames, as feed gives them.
+        self._spelt = 0
 
     @property
     def buffered(self) -> int:
@@ -171,6 +175,7 @@ class SSEDecoder(LineDecoder):
             self.last_event_id = self._id or ""
             return [frame]
         frames: list[Frame] = []
+        self._spelt = 0
         try:
             pending = self._pending
             if pending:
@@ -313,6 +318,7 @@ class SSEDecoder(LineDecoder):
         last_id = self._id
         if self._runs:
             frames.append(PayloadRun(payloads, self._pos, lineno, last_id))  # type: ignore[arg-type]
+            self._spelt += count - 1
         else:
             frames += map(
                 Frame,
@@ -404,7 +410,9 @@ class SSEDecoder(LineDecoder):
                             if value.isdigit():
                                 self.retry = _retry_ms(value)
                         else:
-                            self.ignored.append(Ignored(len(frames), name, here, ln))
+                            self.ignored.append(
+                                Ignored(len(frames) + self._spelt, name, here, ln)
+                            )
                     except UnicodeDecodeError as exc:
                         what = "SSE event type" if name == b"event" else "SSE event id"
                         if not self._tolerant:
