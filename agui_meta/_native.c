@@ -237,8 +237,12 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 decode_one(PyObject *data, PyObject *typed_decode, PyObject *py_decode, int scanned)
 {
-    if (scanned || (PyBytes_CheckExact(data) && scan_clean((const unsigned char *)PyBytes_AS_STRING(data),
-                                                           PyBytes_GET_SIZE(data)))) {
+    /* scanned: 1 the scan found data clean, 0 not, -1 not scanned yet */
+    if (scanned < 0) {
+        scanned = PyBytes_CheckExact(data) &&
+                  scan_clean((const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    }
+    if (scanned) {
         PyObject *event = PyObject_CallOneArg(typed_decode, data);
         if (event == NULL) {
             /* Invalid or not an event: fast_decode gives None for any error the typed decode
@@ -422,21 +426,27 @@ fetch_raised(void)
     return exc;
 }
 
-/* The content delta class (its DeltaSlots; *which its index) whose shape s[0:n] has (the
- * written form first, then any order and spacing), its id and delta in *sh; or NULL. */
+/* The content delta class (its DeltaSlots; *which its index) whose shape s[0:n] has, its id
+ * and delta in *sh; or NULL. The written form first: one comparison of its fixed part, and
+ * the id and delta proven UTF-8, are all the scan would prove of it (one flat object, its
+ * keys fixed, no escape, no number), so it is not scanned (*scanned stays -1). Else the scan
+ * (*scanned: 1 clean, 0 not), and for clean text any order and spacing. */
 static const DeltaSlots *
-shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which)
+shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which, int *scanned)
 {
     for (int i = 0; i < 3; i++) {
-        /* the form producers write, first: one comparison of its fixed part */
         PyObject *prefix = delta_slots[i].prefix;
         if (prefix != NULL &&
             shape_written(s, n, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix), sh)) {
+            if (!utf8_valid(sh->id, sh->id_len) || !utf8_valid(sh->delta, sh->delta_len)) {
+                break; /* the scan refuses it too: the Python path says what is wrong */
+            }
             *which = i;
             return &delta_slots[i];
         }
     }
-    if (!shape_delta(s, n, sh)) {
+    *scanned = scan_clean(s, n);
+    if (!*scanned || !shape_delta(s, n, sh)) {
         return NULL;
     }
     for (int i = 0; i < 3; i++) {
@@ -462,9 +472,9 @@ native_shape(PyObject *module, PyObject *data)
         return NULL;
     }
     DeltaShape sh = {0};
-    int which = 0;
-    const DeltaSlots *es =
-        shape_of((const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &sh, &which);
+    int which = 0, scanned = -1;
+    const DeltaSlots *es = shape_of((const unsigned char *)PyBytes_AS_STRING(data),
+                                    PyBytes_GET_SIZE(data), &sh, &which, &scanned);
     if (es == NULL) {
         Py_RETURN_NONE;
     }
@@ -478,10 +488,10 @@ native_shape(PyObject *module, PyObject *data)
  * changed: the event is decoded and goes the usual way); -1 with an exception. */
 static int
 shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
-       PyObject *update_cls, int *which, PyObject **last_id)
+       PyObject *update_cls, int *which, PyObject **last_id, int *scanned)
 {
     DeltaShape sh = {0};
-    const DeltaSlots *es = shape_of(s, n, &sh, which);
+    const DeltaSlots *es = shape_of(s, n, &sh, which, scanned);
     if (es == NULL) {
         return 0;
     }
@@ -669,27 +679,24 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (data == Py_None) {
             return finish(&passed, note, k, NULL, NULL, skipped, 0);
         }
-        int scanned = 0;
+        int scanned = -1;
         if (!build && PyBytes_CheckExact(data)) {
             /* Nobody reads the outputs: a delta of the common shape needs no event. */
-            const unsigned char *text = (const unsigned char *)PyBytes_AS_STRING(data);
-            Py_ssize_t size = PyBytes_GET_SIZE(data);
-            if (scan_clean(text, size)) {
-                scanned = 1;
-                int which = 0;
-                Py_INCREF(data);
-                int took = shaped(text, size, plans, unset, update_cls, &which, &passed.last_id);
-                Py_DECREF(data);
-                if (took < 0) {
-                    return bail(&passed, note);
+            int which = 0;
+            Py_INCREF(data);
+            int took = shaped((const unsigned char *)PyBytes_AS_STRING(data),
+                              PyBytes_GET_SIZE(data), plans, unset, update_cls, &which,
+                              &passed.last_id, &scanned);
+            Py_DECREF(data);
+            if (took < 0) {
+                return bail(&passed, note);
+            }
+            if (took > 0) {
+                skipped++;
+                if (note != Py_None && passed.n[which]++ == 0) {
+                    passed.order[passed.len++] = which;
                 }
-                if (took > 0) {
-                    skipped++;
-                    if (note != Py_None && passed.n[which]++ == 0) {
-                        passed.order[passed.len++] = which;
-                    }
-                    continue;
-                }
+                continue;
             }
         }
         Py_INCREF(data);

@@ -96,6 +96,29 @@ swar_first(uint64_t m)
 #endif
 }
 
+/* Whether s[0:n] is valid UTF-8 (eight ASCII bytes at a time). */
+static int
+utf8_valid(const unsigned char *s, ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n && !(swar_load(s + i) & SWAR_HIGHS)) {
+            i += 8;
+            continue;
+        }
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        ptrdiff_t len = utf8_seq(s + i, n - i);
+        if (len == 0) {
+            return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
 /* 1 for a byte that is plain inside a JSON string: ASCII, neither '"' nor '\\'. */
 static const unsigned char PLAIN[256] = {
 #define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
