@@ -12,7 +12,8 @@
  * specification is checked by tests/test_native_framing.py. Of the shape of a bare content
  * delta (agui_meta/_shape.h), that what it accepts is a JSON object whose id and delta are
  * plain strings inside the text: free of quotes, backslashes and control characters, and,
- * for the written form, exactly the prefix, the id, the middle and the delta (that the typed
+ * for the written form, exactly the prefix, the id, the middle and the delta, which the scan
+ * finds clean when the two strings are UTF-8 (the core then skips the scan; that the typed
  * decode agrees is checked with Python by tests/test_native.py).
  */
 
@@ -59,6 +60,12 @@ check_shape(const unsigned char *s, size_t n)
             memcmp(sh.id + sh.id_len, "\",\"delta\":\"", 11) != 0 ||
             sh.delta != sh.id + sh.id_len + 11 || sh.delta + sh.delta_len + 2 != s + n ||
             memcmp(sh.delta + sh.delta_len, "\"}", 2) != 0) {
+            abort();
+        }
+        /* the core skips the scan of such text when its strings are UTF-8: the scan must
+         * find it clean */
+        if (utf8_valid(sh.id, sh.id_len) && utf8_valid(sh.delta, sh.delta_len) &&
+            !scan_clean(s, (ptrdiff_t)n)) {
             abort();
         }
         /* the written form is one of the shapes the general recognizer takes */

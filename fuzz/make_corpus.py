@@ -17,6 +17,15 @@ HOSTILE = [
     b'{"a\\u0062":1,"ab":2}',
     b'{"a":"\xed\xa0\x80"}',
 ]
+#: Content deltas in the form producers write (the core's shape, _shape.h), and near misses.
+SHAPES = [
+    b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg-1","delta":" the"}',
+    b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\xc3\xa9\xf0\x9f\x98\x80 more words"}',
+    b'{"type":"REASONING_MESSAGE_CONTENT","messageId":"rsn-6","delta":" more"}',
+    b'{"type":"TOOL_CALL_ARGS","toolCallId":"call-1","delta":"{\\"q\\":"}',
+    b'{ "delta": "x", "messageId": "m", "type": "TEXT_MESSAGE_CONTENT" }',
+    b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\tb"}',
+]
 FRAMING = [
     b"\xffdata: {}\n\ndata: [1]\n\n",
     b"\x07data: 12\n\ndata: 1234567\n\n",
@@ -27,7 +36,7 @@ FRAMING = [
 
 
 def main() -> None:
-    seeds = set(HOSTILE)
+    seeds = set(HOSTILE) | set(SHAPES)
     for path in sorted((ROOT / "examples" / "streams").iterdir()):
         if path.suffix == ".jsonl":
             seeds.update(line for line in path.read_bytes().splitlines() if line.strip())
