@@ -102,6 +102,16 @@ _ROUTES: dict[type[Any], int] = {
 }
 
 
+#: The routes from which on an event is a chunk (for the driver: see ``chunk_route``).
+CHUNK_ROUTES = _TEXT_CHUNK
+
+
+def chunk_route(cls: type[Any]) -> int:
+    """How :class:`ExpandChunks` routes events of class ``cls``: below
+    :data:`CHUNK_ROUTES`, ``feed`` emits them as they are when no chunk stream is open."""
+    return _ROUTES.get(cls) if cls in _ROUTES else _route_of(cls)  # type: ignore[return-value]
+
+
 def _route_of(cls: type[Any]) -> int:
     """The route of a class not in the table (a subclass of an event class): by its bases."""
     for base in cls.__mro__[1:]:

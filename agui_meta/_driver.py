@@ -25,8 +25,8 @@ from msgspec import UNSET
 
 from . import _speedups
 from ._accumulate import Accumulate, Update
-from ._chunks import ExpandChunks
-from ._events import StepFinishedEvent, StepStartedEvent, ToolCallArgsEvent
+from ._chunks import CHUNK_ROUTES, ExpandChunks, chunk_route
+from ._events import EVENT_TYPES, StepFinishedEvent, StepStartedEvent, ToolCallArgsEvent
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
 from ._framing import (
@@ -37,7 +37,7 @@ from ._framing import (
     PayloadRun,
     ignored_report,
 )
-from ._ledger import Ledger, StepRecord
+from ._ledger import Ledger, StepRecord, ledger_counts
 from ._metadata import MergedMetadata, MetadataWrites, copy_json
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, ToolCallItem
@@ -123,9 +123,9 @@ class _FastPath:
                 self.filters.append(t)
             i += 1
         self.size = i
-        #: By event class, what the C core needs to do a step's stages' work itself (see
-        #: ``_steps.h``), when the run of stages is the default chain's; else None.
-        self.routes = _step_routes(chain[1 if self.decode is not None else 0 : i])
+        #: By event class, how the C core takes an event off the fast path through the
+        #: stages (see ``_routes``), when the run of stages is the default chain's; else None.
+        self.routes = _routes(chain[1 if self.decode is not None else 0 : i])
         #: Where a candidate goes once the run let it pass.
         self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
         #: By candidate class: (the open ids, or None for any; the conversion, or None).
@@ -220,11 +220,17 @@ class _FastPath:
             tally[kind] = tally.get(kind, 0) + n
 
 
-def _step_routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, Any, Any]] | None:
-    """The routes of the C core for STEP_STARTED and STEP_FINISHED (``_steps.h``), when the run
-    of stages is exactly ``ExpandChunks``, ``Verify``, ``Accumulate`` and ``Ledger`` (or the
-    same without ``ExpandChunks``), each of its own class with its own handlers for steps:
-    the core then does what their feeds do for a step, in the common case."""
+def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | None:
+    """The C core's routes for events off the fast path, by class, when the run of stages is
+    exactly ``ExpandChunks``, ``Verify``, ``Accumulate`` and ``Ledger`` (or the same without
+    ``ExpandChunks``), each of its own class: the core then does what their feeds do.
+
+    STEP_STARTED and STEP_FINISHED: ``(chunks, verify, ledger)``, done in C (``_steps.h``).
+    Any other event the stages handle without a chunk or a content delta (both have their
+    own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
+    ``(chunks, verify, verify's handler or None, accumulate's handler, ledger, the type the
+    ledger counts or None, the ledger's handler or None)``. None when the run is another.
+    """
     kinds = [type(t) for t in run]
     if kinds == [ExpandChunks, Verify, Accumulate, Ledger]:
         chunks, verify, accumulate, ledger = run
@@ -235,21 +241,35 @@ def _step_routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, Any, 
         return None
     assert isinstance(verify, Verify) and isinstance(accumulate, Accumulate)
     assert isinstance(ledger, Ledger)
-    own = (
+    routes: dict[type, tuple[Any, ...]] = {}
+    converts = accumulate.fast_converts or {}
+    for cls in EVENT_TYPES.values():
+        if cls in CONTENT_DELTAS or cls in converts or chunk_route(cls) >= CHUNK_ROUTES:
+            continue
+        handle = accumulate._handlers.get(cls)
+        if handle is None or handle == accumulate._raw_chunk:
+            continue
+        if accumulate._evict and handle != accumulate._no_item:
+            continue  # a store that evicts: accumulate's feed does more than its handler
+        kind = ledger_counts(cls)
+        record = None if kind is not None else ledger._handlers.get(cls)
+        if kind is None and record is None:
+            continue
+        check = verify._handlers.get(cls.type)
+        routes[cls] = (chunks, verify, check, handle, ledger, kind, record)
+    steps = (
         verify._handlers.get("STEP_STARTED") == verify._step_started
         and verify._handlers.get("STEP_FINISHED") == verify._step_finished
         and ledger._handlers.get(StepStartedEvent) == ledger._step_started
         and ledger._handlers.get(StepFinishedEvent) == ledger._step_finished
-        and all(
-            accumulate._handlers.get(cls) == accumulate._no_item
-            and cls not in (accumulate.fast_converts or {})
-            for cls in (StepStartedEvent, StepFinishedEvent)
-        )
+        and all(accumulate._handlers.get(cls) == accumulate._no_item for cls in _STEPS)
     )
-    if not own:
-        return None
-    route = (chunks, verify, ledger)
-    return {StepStartedEvent: route, StepFinishedEvent: route}
+    if steps:
+        routes.update(dict.fromkeys(_STEPS, (chunks, verify, ledger)))
+    return routes
+
+
+_STEPS = (StepStartedEvent, StepFinishedEvent)
 
 
 def _offers(t: Transducer[Any, Any]) -> bool:

@@ -390,6 +390,12 @@ _RECORDED = frozenset(
 _PLAIN: dict[type, str] = {cls: cls.type for cls in _EVENT_CLASSES if cls not in _RECORDED}
 
 
+def ledger_counts(cls: type) -> str | None:
+    """The type under which :meth:`Ledger.feed` only counts events of class ``cls`` in the
+    open run (``None``: it records them, with a handler)."""
+    return _PLAIN.get(cls)
+
+
 def _discard(item: Any) -> None:
     pass
 

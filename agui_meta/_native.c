@@ -40,7 +40,9 @@
  *     fast-path members are no longer those in held (replan True: the events before k went
  *     through). k == len(payloads) and replan False: all done. rest's fifth member,
  *     routes (None or a dict by event class), says where the run of stages is the default
- *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h).
+ *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
+ *     the other events it routes through the stages' handlers, without their feeds
+ *     (_direct.h).
  *
  * configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
  *     Once, at import of the driver: the classes _steps.h makes and compares with.
@@ -55,6 +57,7 @@
 #include "_frame.h"
 #include "_shape.h"
 #include "_steps.h"
+#include "_direct.h"
 
 static PyObject *
 native_scan(PyObject *module, PyObject *data)
@@ -801,26 +804,33 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(event);
             return bail(&passed, note);
         }
-        /* A step, when the run of stages is the default chain's: its stages' work here. */
+        /* When the run of stages is the default chain's: a step's stages' work here
+         * (_steps.h), other events through the stages' handlers without their feeds
+         * (_direct.h). */
         PyObject *route = routes == NULL ? NULL : PyDict_GetItemWithError(routes, cls);
         if (route == NULL && PyErr_Occurred()) {
             Py_DECREF(event);
             return bail(&passed, note);
         }
         if (route != NULL) {
-            if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) != 3) {
+            Py_ssize_t size = PyTuple_CheckExact(route) ? PyTuple_GET_SIZE(route) : -1;
+            if (size != 3 && size != D_SIZE) {
                 Py_DECREF(event);
-                PyErr_SetString(PyExc_TypeError, "run_batch(): a route is (chunks, verify, ledger)");
+                PyErr_SetString(PyExc_TypeError,
+                                "run_batch(): a route is a step's (chunks, verify, ledger) or "
+                                "the stages' handlers (see _direct.h)");
                 return bail(&passed, note);
             }
             StepRead read = {0};
             PyObject *out = NULL;
             Py_INCREF(route); /* held: the stages' attributes may run Python code */
-            int took = step_route(event, route, update_cls, unset, build, &read, &out);
+            int took = size == 3 ? step_route(event, route, update_cls, unset, build, &read, &out)
+                                 : direct_route(event, route, update_cls, &out);
             if (took == 1) {
                 /* emitted, then the ledger's part (it emits before it records) */
                 if (emit_out(out, build, out_list, tail, &skipped) < 0 ||
-                    step_after(event, route, unset, &read) < 0) {
+                    (size == 3 ? step_after(event, route, unset, &read)
+                               : direct_after(event, route, out)) < 0) {
                     took = -1;
                 }
                 Py_DECREF(out);
@@ -837,6 +847,13 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             if (took == 1) {
                 Py_DECREF(event);
+                if (size != 3) { /* the handlers may have changed a stage's fast-path members */
+                    int changed = members_changed(filters, held);
+                    if (changed != 0) {
+                        return changed < 0 ? bail(&passed, note)
+                                           : finish(&passed, note, k + 1, NULL, NULL, skipped, 1);
+                    }
+                }
                 continue;
             }
         }

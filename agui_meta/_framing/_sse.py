@@ -410,9 +410,7 @@ class SSEDecoder(LineDecoder):
                             if value.isdigit():
                                 self.retry = _retry_ms(value)
                         else:
-                            self.ignored.append(
-                                Ignored(len(frames) + self._spelt, name, here, ln)
-                            )
+                            self.ignored.append(Ignored(len(frames) + self._spelt, name, here, ln))
                     except UnicodeDecodeError as exc:
                         what = "SSE event type" if name == b"event" else "SSE event id"
                         if not self._tolerant:
