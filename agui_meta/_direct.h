@@ -30,16 +30,27 @@ static PyObject *s_counts, *s_item;
 enum { D_CHUNKS, D_VERIFY, D_VERIFY_HANDLER, D_ACCUMULATE_HANDLER, D_LEDGER, D_KIND,
        D_LEDGER_HANDLER, D_SIZE };
 
-/* Whether the conditions hold (1), not (0), or -1 with an exception. Changes nothing. */
+/* The names read here, once. 0, or -1 with an exception. */
 static int
-direct_check(PyObject *route, PyObject *update_cls)
+direct_names(void)
 {
     if (s_counts == NULL) {
         s_counts = PyUnicode_InternFromString("_counts");
         s_item = PyUnicode_InternFromString("_item");
         if (s_counts == NULL || s_item == NULL) {
+            Py_CLEAR(s_counts);
             return -1;
         }
+    }
+    return 0;
+}
+
+/* Whether the conditions hold (1), not (0), or -1 with an exception. Changes nothing. */
+static int
+direct_check(PyObject *route, PyObject *update_cls)
+{
+    if (direct_names() < 0) {
+        return -1;
     }
     PyObject *chunks = PyTuple_GET_ITEM(route, D_CHUNKS);
     if (chunks != Py_None) {

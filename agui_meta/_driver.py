@@ -26,7 +26,14 @@ from msgspec import UNSET
 from . import _speedups
 from ._accumulate import Accumulate, Update
 from ._chunks import CHUNK_ROUTES, ExpandChunks, chunk_route
-from ._events import EVENT_TYPES, StepFinishedEvent, StepStartedEvent, ToolCallArgsEvent
+from ._events import (
+    EVENT_TYPES,
+    ReasoningMessageEndEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageEndEvent,
+    ToolCallArgsEvent,
+)
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
 from ._framing import (
@@ -226,6 +233,9 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     ``ExpandChunks``), each of its own class: the core then does what their feeds do.
 
     STEP_STARTED and STEP_FINISHED: ``(chunks, verify, ledger)``, done in C (``_steps.h``).
+    TEXT_MESSAGE_END and REASONING_MESSAGE_END: ``(chunks, verify, the name of verify's table
+    of open ids, accumulate's message lookup, ledger, the type the ledger counts)``, done in C
+    (``_ends.h``).
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
     ``(chunks, verify, verify's handler or None, accumulate's handler, ledger, the type the
@@ -266,6 +276,18 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     )
     if steps:
         routes.update(dict.fromkeys(_STEPS, (chunks, verify, ledger)))
+    for cls, table, check in (
+        (TextMessageEndEvent, "_text", verify._text_end),
+        (ReasoningMessageEndEvent, "_reasoning_messages", verify._reasoning_message_end),
+    ):
+        kind = ledger_counts(cls)
+        if (
+            not accumulate._evict
+            and verify._handlers.get(cls.type) == check
+            and accumulate._handlers.get(cls) == accumulate._text_end
+            and kind is not None
+        ):
+            routes[cls] = (chunks, verify, table, accumulate._message, ledger, kind)
     return routes
 
 

@@ -58,6 +58,7 @@
 #include "_shape.h"
 #include "_steps.h"
 #include "_direct.h"
+#include "_ends.h"
 
 static PyObject *
 native_scan(PyObject *module, PyObject *data)
@@ -813,29 +814,36 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return bail(&passed, note);
         }
         if (route != NULL) {
+            /* a route's size says which: a step's (3), a message end's (E_SIZE), the
+             * stages' handlers (D_SIZE) */
             Py_ssize_t size = PyTuple_CheckExact(route) ? PyTuple_GET_SIZE(route) : -1;
-            if (size != 3 && size != D_SIZE) {
+            if (size != 3 && size != D_SIZE && size != E_SIZE) {
                 Py_DECREF(event);
                 PyErr_SetString(PyExc_TypeError,
-                                "run_batch(): a route is a step's (chunks, verify, ledger) or "
-                                "the stages' handlers (see _direct.h)");
+                                "run_batch(): a route is a step's, a message end's or the "
+                                "stages' handlers (see _steps.h, _ends.h, _direct.h)");
                 return bail(&passed, note);
             }
             StepRead read = {0};
+            EndRead ended = {0};
             PyObject *out = NULL;
             Py_INCREF(route); /* held: the stages' attributes may run Python code */
             int took = size == 3 ? step_route(event, route, update_cls, unset, build, &read, &out)
-                                 : direct_route(event, route, update_cls, &out);
+                       : size == E_SIZE
+                           ? end_route(event, route, update_cls, unset, build, &ended, &out)
+                           : direct_route(event, route, update_cls, &out);
             if (took == 1) {
                 /* emitted, then the ledger's part (it emits before it records) */
                 if (emit_out(out, build, out_list, tail, &skipped) < 0 ||
-                    (size == 3 ? step_after(event, route, unset, &read)
-                               : direct_after(event, route, out)) < 0) {
+                    (size == 3        ? step_after(event, route, unset, &read)
+                     : size == E_SIZE ? end_after(route)
+                                      : direct_after(event, route, out)) < 0) {
                     took = -1;
                 }
                 Py_DECREF(out);
             }
             step_read_clear(&read);
+            end_read_clear(&ended);
             Py_DECREF(route);
             if (took < 0) {
                 PyObject *exc = fetch_raised();
@@ -847,7 +855,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             if (took == 1) {
                 Py_DECREF(event);
-                if (size != 3) { /* the handlers may have changed a stage's fast-path members */
+                if (size == D_SIZE) { /* a handler may have changed a stage's fast-path members */
                     int changed = members_changed(filters, held);
                     if (changed != 0) {
                         return changed < 0 ? bail(&passed, note)

@@ -316,6 +316,9 @@ def _steps_run(
         "ledger": ledger.to_builtins(),
         "latest": ledger._latest,
         "open": (sorted(map(str, stages[-3]._steps.items())), stages[-3]._open_steps),  # type: ignore[attr-defined]
+        "verify": repr(stages[-3].open_items()),  # type: ignore[attr-defined]
+        # which messages still stream (what Store.evict_idle() leaves)
+        "streaming": [(m.id, m._streaming) for m in store.messages()],
         "calls": calls[0],
     }
 
@@ -335,7 +338,17 @@ _other = st.sampled_from(
         {"type": "SUBAGENT_STARTED", "subagentRunId": "s", "name": "n"},
         {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "x"},
         {"type": "TEXT_MESSAGE_START", "messageId": "n"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "n", "delta": "x"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "n", "delta": "y", "metadata": {"k": 1}},
         {"type": "TEXT_MESSAGE_END", "messageId": "n"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "n", "metadata": {"k": 2, "u": {"t": [1]}}},
+        {"type": "TEXT_MESSAGE_END", "messageId": "n", "subagentRunId": "s"},
+        {"type": "REASONING_MESSAGE_START", "messageId": "r"},
+        {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r", "delta": "z"},
+        {"type": "REASONING_MESSAGE_END", "messageId": "r", "metadata": {}},
+        {"type": "REASONING_MESSAGE_END", "messageId": "n"},
+        {"type": "ACTIVITY_SNAPSHOT", "messageId": "n", "activityType": "a", "content": {}},
+        {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "n", "role": "assistant"}]},
     ]
 )
 
@@ -349,7 +362,7 @@ _other = st.sampled_from(
     st.sampled_from([None, 0, 1, 3]),
     st.sampled_from([None, "a"]),
 )
-def test_steps_in_the_core_equal_the_stages(
+def test_steps_and_message_ends_in_the_core_equal_the_stages(
     events: list[dict[str, Any]],
     mode: str,
     expand: bool,

@@ -1,0 +1,261 @@
+/* The default chain's stages on TEXT_MESSAGE_END and REASONING_MESSAGE_END, in the C core
+ * (included once, by _native.c, after _direct.h).
+ *
+ * The commonest events off the fast path after steps: each ends a message whose deltas the
+ * fast path appended, and most carry metadata (usage). For an untagged one, the stages do:
+ *
+ *   ExpandChunks.feed   nothing, when no chunk stream is open;
+ *   Verify.feed         _text_end / _reasoning_message_end: the id open in its table, removed;
+ *   Accumulate.feed     _text_end: the store's message (not an activity message), its metadata
+ *                       merged with the event's, no longer streaming, its deltas joined; the
+ *                       Update (done) emitted (a store that evicts nothing);
+ *   Ledger.feed         the Update emitted first, then the event's type counted in the open run.
+ *
+ * Those Python methods are the specification. end_route() does what they do when every
+ * condition they test holds, all checked before anything changes (the metadata's merge
+ * included: mergeable() is merge_metadata's own test); otherwise the event goes through the
+ * stages' feeds, so every error and report is theirs.
+ */
+
+#ifndef AGUI_META_ENDS_H
+#define AGUI_META_ENDS_H
+
+#include <Python.h>
+
+/* The route: (chunks or None, verify, the name of verify's table of open ids, accumulate's
+ * message lookup, ledger, the type the ledger counts). */
+enum { E_CHUNKS, E_VERIFY, E_TABLE, E_LOOKUP, E_LEDGER, E_KIND, E_SIZE };
+
+static Py_ssize_t streaming_off = -1; /* MessageItem._streaming */
+static PyObject *s_message_id, *empty_str;
+
+/* Whether merge_metadata(existing, incoming) takes the common case (it merges rather than
+ * handing the merge to Python): the same tests, nothing changed. 1, 0, or -1. */
+static int
+mergeable(PyObject *existing, PyObject *incoming, PyObject *unset)
+{
+    if (!PyDict_CheckExact(incoming)) {
+        return 0;
+    }
+    if (existing != Py_None && existing != unset) {
+        if (!Py_IS_TYPE(existing, Merged_type)) {
+            return 0;
+        }
+        PyObject *record = slot_get(existing, mm_writes_off);
+        PyObject *version = slot_get(existing, mm_version_off);
+        if (record == NULL || version == NULL || !Py_IS_TYPE(record, Writes_type)) {
+            return 0;
+        }
+        PyObject *newest = slot_get(record, w_version_off);
+        if (newest == NULL || !PyLong_CheckExact(version) || !PyLong_CheckExact(newest)) {
+            return 0;
+        }
+        int same = PyObject_RichCompareBool(version, newest, Py_EQ);
+        if (same <= 0) {
+            return same;
+        }
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(incoming, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* What end_route reads, each a new reference (NULL where not read). */
+typedef struct {
+    PyObject *id, *table, *item, *incoming;
+} EndRead;
+
+static void
+end_read_clear(EndRead *r)
+{
+    Py_XDECREF(r->id);
+    Py_XDECREF(r->table);
+    Py_XDECREF(r->item);
+    Py_XDECREF(r->incoming);
+}
+
+/* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
+static int
+end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, EndRead *r)
+{
+    if (item_slots[1].type == NULL) {
+        return 0;
+    }
+    if (s_message_id == NULL) {
+        if (direct_names() < 0) {
+            return -1;
+        }
+        streaming_off = slot_offset((PyObject *)item_slots[1].type, "_streaming");
+        empty_str = streaming_off < 0 ? NULL : PyUnicode_FromStringAndSize("", 0);
+        s_message_id = empty_str == NULL ? NULL : PyUnicode_InternFromString("message_id");
+        if (s_message_id == NULL) {
+            Py_CLEAR(empty_str);
+            return -1;
+        }
+    }
+    PyObject *chunks = PyTuple_GET_ITEM(route, E_CHUNKS);
+    if (chunks != Py_None) {
+        PyObject *lanes = PyObject_GetAttr(chunks, s_lanes);
+        if (lanes == NULL) {
+            return -1;
+        }
+        Py_ssize_t open = dict_len(lanes);
+        Py_DECREF(lanes);
+        if (open != 0) {
+            return 0;
+        }
+    }
+    PyObject *verify = PyTuple_GET_ITEM(route, E_VERIFY);
+    int ok = attr_false(verify, s_gate);
+    if (ok <= 0) {
+        return ok;
+    }
+    PyObject *tag = PyObject_GetAttr(event, s_subagent_run_id);
+    if (tag == NULL) {
+        return -1;
+    }
+    Py_DECREF(tag);
+    if (tag != unset) {
+        return 0; /* a subagent's: verify checks its owner */
+    }
+    r->id = PyObject_GetAttr(event, s_message_id);
+    r->table = r->id == NULL ? NULL : PyObject_GetAttr(verify, PyTuple_GET_ITEM(route, E_TABLE));
+    if (r->table == NULL) {
+        return -1;
+    }
+    if (!PyUnicode_CheckExact(r->id) || !PyDict_CheckExact(r->table)) {
+        return 0;
+    }
+    int open = PyDict_Contains(r->table, r->id);
+    if (open <= 0) {
+        return open; /* not open: the verifier's error */
+    }
+    /* Accumulate: the store's own message, not an activity message, its text a str. */
+    const ItemSlots *is = &item_slots[1];
+    r->item = call_lookup(PyTuple_GET_ITEM(route, E_LOOKUP), r->id);
+    if (r->item == NULL) {
+        return -1;
+    }
+    if (Py_TYPE(r->item) != is->type) {
+        return 0; /* missing (a report), or not the store's class */
+    }
+    PyObject *role = slot_get(r->item, is->gate), *parts = slot_get(r->item, is->parts);
+    PyObject *text = slot_get(r->item, is->text), *metadata = slot_get(r->item, is->metadata);
+    if (role == NULL || !PyUnicode_CheckExact(role) || parts == NULL || !PyList_CheckExact(parts) ||
+        text == NULL || metadata == NULL ||
+        (PyList_GET_SIZE(parts) > 0 && !PyUnicode_CheckExact(text))) {
+        return 0;
+    }
+    if (PyUnicode_GET_LENGTH(role) == PyUnicode_GET_LENGTH(str_activity) &&
+        PyUnicode_Compare(role, str_activity) == 0) {
+        return 0; /* an activity message: accumulate reports the collision */
+    }
+    r->incoming = PyObject_GetAttr(event, s_metadata);
+    if (r->incoming == NULL) {
+        return -1;
+    }
+    if (r->incoming != unset && (ok = mergeable(metadata, r->incoming, unset)) <= 0) {
+        return ok;
+    }
+    /* The ledger: the Update's class known as a wrapper, a run open. */
+    PyObject *ledger = PyTuple_GET_ITEM(route, E_LEDGER);
+    PyObject *wrappers = PyObject_GetAttr(ledger, s_wrappers);
+    if (wrappers == NULL) {
+        return -1;
+    }
+    int known = PySet_CheckExact(wrappers) ? PySet_Contains(wrappers, update_cls) : 0;
+    Py_DECREF(wrappers);
+    if (known <= 0) {
+        return known;
+    }
+    PyObject *counts = PyObject_GetAttr(ledger, s_counts);
+    if (counts == NULL) {
+        return -1;
+    }
+    ok = PyDict_CheckExact(counts);
+    Py_DECREF(counts);
+    return ok;
+}
+
+/* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
+ * new reference; Py_True when build is false); 0: not this way (nothing changed); -1 with an
+ * exception. */
+static int
+end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, int build,
+          EndRead *r, PyObject **out)
+{
+    int ok = end_check(event, route, update_cls, unset, r);
+    if (ok <= 0) {
+        return ok;
+    }
+    if (PyDict_DelItem(r->table, r->id) < 0) { /* Verify: closed */
+        return -1;
+    }
+    const ItemSlots *is = &item_slots[1];
+    PyObject *item = r->item;
+    if (r->incoming != unset) {
+        PyObject *merged = merge_metadata(slot_get(item, is->metadata), r->incoming, unset);
+        if (merged == NULL) {
+            return -1;
+        }
+        if (merged == Py_None) {
+            Py_DECREF(merged);
+            PyErr_SetString(PyExc_SystemError, "end_route(): the merge refused what it takes");
+            return -1;
+        }
+        slot_set(item, is->metadata, merged);
+    }
+    Py_INCREF(Py_False);
+    slot_set(item, streaming_off, Py_False);
+    PyObject *parts = slot_get(item, is->parts);
+    if (PyList_GET_SIZE(parts) > 0) {
+        /* item.content: the deltas joined now, once */
+        PyObject *joined = PyUnicode_Join(empty_str, parts);
+        PyObject *text = joined == NULL ? NULL : PyUnicode_Concat(slot_get(item, is->text), joined);
+        Py_XDECREF(joined);
+        if (text == NULL) {
+            return -1;
+        }
+        slot_set(item, is->text, text);
+        if (PyList_SetSlice(parts, 0, PyList_GET_SIZE(parts), NULL) < 0) {
+            return -1;
+        }
+    }
+    if (build) {
+        PyObject *metadata = slot_get(item, is->metadata);
+        PyObject *fields[4] = {event, item, Py_True,
+                               metadata == NULL || metadata == unset ? Py_None : metadata};
+        *out = PyObject_Vectorcall(update_cls, fields, 4, NULL);
+        if (*out == NULL) {
+            return -1;
+        }
+    }
+    else {
+        *out = Py_NewRef(Py_True);
+    }
+    return 1;
+}
+
+/* The ledger's part, once the Update was emitted: the event's type counted. */
+static int
+end_after(PyObject *route)
+{
+    PyObject *counts = PyObject_GetAttr(PyTuple_GET_ITEM(route, E_LEDGER), s_counts);
+    if (counts == NULL) {
+        return -1;
+    }
+    int status = PyDict_CheckExact(counts) ? count_one(counts, PyTuple_GET_ITEM(route, E_KIND))
+                                           : (PyErr_SetString(PyExc_SystemError,
+                                                              "the ledger's run closed during "
+                                                              "the event"),
+                                              -1);
+    Py_DECREF(counts);
+    return status;
+}
+
+#endif /* AGUI_META_ENDS_H */
