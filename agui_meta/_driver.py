@@ -274,6 +274,11 @@ class Runner:
         #: the fast path's outputs in :attr:`discarded` instead of building them (the stages'
         #: effects on the store and the ledger are the same). Set any time; read per batch.
         self.discard = False
+        #: Whether the sink ignores every update that completes nothing (a durable segment's,
+        #: which takes completed items only): the fast path's outputs are content deltas, never
+        #: done, so the C core counts them in :attr:`discarded` instead of building them, as
+        #: with :attr:`discard`. Set any time; read per batch.
+        self.discard_fast = False
         #: How many outputs were counted instead of built (see :attr:`discard`).
         self.discarded = 0
         self._to_out = sink is None
@@ -595,8 +600,10 @@ class Runner:
         passed: list[type] = []
         k = 0
         n = len(todo)
-        # None: the outputs of the fast path go nowhere but :attr:`out`, which nobody reads.
-        tail = None if self.discard and self._to_out and fast.size == len(self.chain) else fast.tail
+        # None: the outputs of the fast path go nowhere but :attr:`out`, which nobody reads,
+        # or to a sink that ignores them (discard_fast).
+        unread = (self.discard and self._to_out) or self.discard_fast
+        tail = None if unread and fast.size == len(self.chain) else fast.tail
         try:
             while k < n:
                 tallies = fast.tallies

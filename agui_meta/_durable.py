@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import hashlib
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal
 
 import msgspec
 
+from . import _speedups
 from ._decode import Enforce
 from ._defaults import DefaultStages
 from ._driver import Runner
 from ._exceptions import DataError, Report, SequenceGap, SourceConflict, UsageError
 from ._ledger import Ledger, RunRecord
-from ._metadata import enc_hook
+from ._metadata import copy_wire, enc_hook
 from ._stage import Context, building_for
 from ._store import Store
 from ._threads import LedgerSummary, ThreadSnapshot
@@ -83,8 +85,15 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True):
     def digest(self) -> bytes:
         """16 bytes that identify what was sent: thread, seq, events and end (not the source's
         name, not ``received``). Ingest keeps it per source and ``seq`` and compares a retry's."""
-        content = _pack_content((self.thread, self.seq, self.frames, self.end))
-        return hashlib.blake2b(content, digest_size=16).digest()
+        return _digest_of(self._content())
+
+    def _content(self) -> bytes:
+        """What :meth:`digest` hashes (:func:`run_local` keeps it, and hashes it on a retry)."""
+        return _pack_content((self.thread, self.seq, self.frames, self.end))
+
+
+def _digest_of(content: bytes) -> bytes:
+    return hashlib.blake2b(content, digest_size=16).digest()
 
 
 _pack = msgspec.msgpack.Encoder().encode
@@ -105,6 +114,17 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _json = msgspec.json.Encoder(enc_hook=enc_hook).encode
+
+
+def _copy_wire_py(value: Any, fallback: Callable[[Any], Any]) -> Any:
+    return fallback(value)
+
+
+#: copy_wire(value, copy_wire): the C core's when in use (it calls the Python one for what it
+#: does not take), else the Python one.
+_copy_wire: Final[Callable[[Any, Callable[[Any], Any]], Any]] = (
+    _copy_wire_py if _speedups.NATIVE is None else _speedups.NATIVE.copy_wire
+)
 
 
 class _Type(msgspec.Struct):
@@ -258,10 +278,11 @@ class _Segment:
             )
             self.enforce = Enforce()
         self.runner = Runner([self.enforce, *self.stages], self.ctx, self._update)
+        self.runner.discard_fast = True  # _update takes completed items only
         self.events = 0
         self.entry_ids: list[str] = []
         self.envelopes: list[Envelope] = []
-        self.where: list[tuple[str, int, int]] = []  # per event: (source, seq, frame)
+        self.starts: list[int] = []  # per envelope: the index of its first event
         self.out: list[tuple[OutputKind, Any]] = []
 
     def renew(self) -> None:
@@ -283,7 +304,7 @@ class _Segment:
         self.events = 0
         self.entry_ids = []
         self.envelopes = []
-        self.where = []
+        self.starts = []
         self.out = []
 
     @property
@@ -294,16 +315,25 @@ class _Segment:
     def _update(self, update: Any) -> None:
         item = update.item
         if update.done and item is not None:
-            self.out.append(("item", {"event": update.event.type, "item": item.to_wire()}))
+            # item.to_wire(), its members copied in one go (in C when the core is in use):
+            # the output owns its containers, which no later event can reach
+            wire = _copy_wire(item._wire_view(), copy_wire)
+            self.out.append(("item", {"event": update.event.type, "item": wire}))
 
     def _run(self, record: RunRecord) -> None:
         self.ended[id(record)] = record
         self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
 
     def _report(self, report: Report) -> None:
-        index = report.index
-        at = self.where[index] if index is not None and 0 <= index < len(self.where) else None
-        self.out.append(("report", _report_data(report, at)))
+        self.out.append(("report", _report_data(report, self._where(report.index))))
+
+    def _where(self, index: int | None) -> tuple[str, int, int] | None:
+        """Where the segment's event ``index`` came from: (source, seq, frame), or None."""
+        if index is None or not 0 <= index < self.events:
+            return None
+        n = bisect_right(self.starts, index) - 1
+        envelope = self.envelopes[n]
+        return envelope.source, envelope.seq, index - self.starts[n]
 
     @property
     def open(self) -> bool:
@@ -327,11 +357,10 @@ class _Segment:
         )
 
     def take(self, envelope: Envelope) -> None:
-        self.envelopes.append(envelope)
-        self.now = envelope.received
-        where, source, seq = self.where, envelope.source, envelope.seq
-        where += [(source, seq, n) for n in range(len(envelope.frames))]
         frames = envelope.frames
+        self.envelopes.append(envelope)
+        self.starts.append(self.events)  # (an end marker's is its successor's: bisect_right)
+        self.now = envelope.received
         self.events += len(frames)
         if set(map(type, frames)) <= _BYTES:  # (a C loop: no generator step per frame)
             self.runner.feed_batch(frames)  # the fast path's loop over the whole envelope
@@ -651,19 +680,21 @@ def run_local(
         threads[thread_id].unload()
 
     live = LiveThreads(max_live, unload)
+    # Per source, what each envelope taken held (Envelope._content): its digest is taken only
+    # when a retry comes (most never do), the same as ingest's at that sequence number.
     taken: dict[str, list[bytes]] = {}
     closed: dict[str, ThreadState] = {}  # the threads that have a snapshot, in that order
     outputs: list[Output] = []
     usage: dict[str, int] = {}
     pending: dict[str, int] = {}
     for n, envelope in enumerate(envelopes, 1):
-        digests = taken.setdefault(envelope.source, [])
+        contents = taken.setdefault(envelope.source, [])
         if envelope.seq < 1:
             raise DataError(
                 f"source {envelope.source!r}: sequence numbers start at 1, not {envelope.seq}"
             )
-        if envelope.seq <= len(digests):
-            if digests[envelope.seq - 1] != envelope.digest():
+        if envelope.seq <= len(contents):
+            if _digest_of(contents[envelope.seq - 1]) != envelope.digest():
                 raise SourceConflict(
                     f"source {envelope.source!r}: envelope {envelope.seq} differs from the "
                     "one this source sent there before",
@@ -672,11 +703,11 @@ def run_local(
                     thread=envelope.thread,
                 )
             continue
-        if envelope.seq != len(digests) + 1:
+        if envelope.seq != len(contents) + 1:
             raise SequenceGap(
-                f"source {envelope.source!r} is at {len(digests)}, got {envelope.seq}"
+                f"source {envelope.source!r} is at {len(contents)}, got {envelope.seq}"
             )
-        digests.append(envelope.digest())
+        contents.append(envelope._content())
         state = threads.get(envelope.thread)
         if state is None:
             state = threads[envelope.thread] = ThreadState(

@@ -550,6 +550,123 @@ native_merge(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return merge_metadata(args[0], args[1], Unset);
 }
 
+/* _metadata.copy_wire(value) (the specification, called for what this does not take: fallback):
+ * new exact dicts and lists, the newest version of a MergedMetadata as a new dict of its
+ * values (copied), anything else shared. A dict or list subclass, an older version of merged
+ * metadata, or a call before configure() goes to fallback. New reference, or NULL. */
+static PyObject *
+wire_copy(PyObject *value, PyObject *fallback)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    if (type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
+        type == &PyBool_Type || value == Py_None) {
+        Py_INCREF(value);
+        return value;
+    }
+    PyObject *out = NULL, *source = NULL;
+    if (type == &PyDict_Type) {
+        source = value;
+    }
+    else if (type == &PyList_Type) {
+        if (Py_EnterRecursiveCall(" while copying a JSON value")) {
+            return NULL;
+        }
+        Py_ssize_t n = PyList_GET_SIZE(value);
+        out = PyList_New(n);
+        for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+            PyObject *element = i < PyList_GET_SIZE(value) ? PyList_GET_ITEM(value, i) : NULL;
+            PyObject *copy = NULL;
+            if (element != NULL) {
+                Py_INCREF(element); /* held while copied: a fallback may run Python */
+                copy = wire_copy(element, fallback);
+                Py_DECREF(element);
+            }
+            if (copy == NULL) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_RuntimeError, "list changed size during copy");
+                }
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i, copy);
+        }
+        Py_LeaveRecursiveCall();
+        return out;
+    }
+    else if (Merged_type != NULL && type == Merged_type) {
+        PyObject *writes = slot_get(value, mm_writes_off);
+        PyObject *version = slot_get(value, mm_version_off);
+        PyObject *newest = writes == NULL ? NULL : slot_get(writes, w_version_off);
+        PyObject *cells = writes == NULL ? NULL : slot_get(writes, w_cells_off);
+        int same = version != NULL && newest != NULL && cells != NULL &&
+                           PyDict_CheckExact(cells)
+                       ? PyObject_RichCompareBool(version, newest, Py_EQ)
+                       : 0;
+        if (same < 0) {
+            return NULL;
+        }
+        if (same) {
+            source = cells; /* the newest version: each cell's last value (see _plain_dict) */
+        }
+    }
+    if (source == NULL) {
+        if (Merged_type == NULL || PyDict_Check(value) || PyList_Check(value) ||
+            type == Merged_type) {
+            return PyObject_CallOneArg(fallback, value);
+        }
+        Py_INCREF(value);
+        return value;
+    }
+    if (Py_EnterRecursiveCall(" while copying a JSON value")) {
+        return NULL;
+    }
+    int cells = source != value;
+    out = PyDict_New();
+    Py_ssize_t pos = 0;
+    PyObject *key, *item;
+    while (out != NULL && PyDict_Next(source, &pos, &key, &item)) {
+        if (cells) {
+            /* (version, value), or [versions, values]: the last value */
+            if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 2) {
+                item = PyTuple_GET_ITEM(item, 1);
+            }
+            else if (PyList_CheckExact(item) && PyList_GET_SIZE(item) == 2 &&
+                     PyList_CheckExact(PyList_GET_ITEM(item, 1)) &&
+                     PyList_GET_SIZE(PyList_GET_ITEM(item, 1)) > 0) {
+                PyObject *values = PyList_GET_ITEM(item, 1);
+                item = PyList_GET_ITEM(values, PyList_GET_SIZE(values) - 1);
+            }
+            else {
+                PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
+                Py_CLEAR(out);
+                break;
+            }
+        }
+        Py_INCREF(item); /* held while copied: a fallback may run Python */
+        PyObject *copy = wire_copy(item, fallback);
+        Py_DECREF(item);
+        if (copy == NULL || PyDict_SetItem(out, key, copy) < 0) {
+            Py_XDECREF(copy);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(copy);
+    }
+    Py_LeaveRecursiveCall();
+    return out;
+}
+
+/* copy_wire(value, fallback) -> the copy: _metadata.copy_wire (see wire_copy). */
+static PyObject *
+native_copy_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "copy_wire() takes 2 arguments");
+        return NULL;
+    }
+    return wire_copy(args[0], args[1]);
+}
+
 static PyMethodDef native_methods[] = {
     {"scan", (PyCFunction)native_scan, METH_O,
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
@@ -558,6 +675,8 @@ static PyMethodDef native_methods[] = {
      "MergedMetadata, _Writes, copy_json): once."},
     {"merge", (PyCFunction)(void (*)(void))native_merge, METH_FASTCALL,
      "merge(existing, incoming) -> MergedMetadata | None: accumulate's merge, or None."},
+    {"copy_wire", (PyCFunction)(void (*)(void))native_copy_wire, METH_FASTCALL,
+     "copy_wire(value, fallback) -> a copy: _metadata.copy_wire (fallback: the Python one)."},
     {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,
      "run_batch(...) -> (k, event, exc, skipped): the driver's fast-path loop (see _driver)."},
     {"sse_run", (PyCFunction)(void (*)(void))frame_sse_run, METH_FASTCALL,
