@@ -39,7 +39,7 @@ from ._exceptions import DataError, Report, SequenceGap, SourceConflict, UsageEr
 from ._ledger import Ledger, RunRecord
 from ._metadata import copy_wire, enc_hook
 from ._stage import Context, building_for
-from ._store import Store
+from ._store import MessageItem, Store, ToolCallItem
 from ._threads import LedgerSummary, ThreadSnapshot
 from ._verify import Verify
 
@@ -116,14 +116,19 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
 _json = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
 
-def _copy_wire_py(value: Any, fallback: Callable[[Any], Any]) -> Any:
-    return fallback(value)
+def _wire_item_py(item: MessageItem | ToolCallItem) -> dict[str, Any]:
+    """``item.to_wire()``, its members copied in one go (``copy_wire`` of its wire view)."""
+    return copy_wire(item._wire_view())  # type: ignore[no-any-return]
 
 
-#: copy_wire(value, copy_wire): the C core's when in use (it calls the Python one for what it
-#: does not take), else the Python one.
-_copy_wire: Final[Callable[[Any, Callable[[Any], Any]], Any]] = (
-    _copy_wire_py if _speedups.NATIVE is None else _speedups.NATIVE.copy_wire
+def _call(item: Any, fallback: Callable[[Any], Any]) -> Any:
+    return fallback(item)
+
+
+#: wire_item(item, _wire_item_py): the C core's when in use (the common case in C, the rest
+#: given to the Python one), else the Python one.
+_wire_item: Final[Callable[[Any, Callable[[Any], Any]], Any]] = (
+    _call if _speedups.NATIVE is None else _speedups.NATIVE.wire_item
 )
 
 
@@ -317,7 +322,7 @@ class _Segment:
         if update.done and item is not None:
             # item.to_wire(), its members copied in one go (in C when the core is in use):
             # the output owns its containers, which no later event can reach
-            wire = _copy_wire(item._wire_view(), copy_wire)
+            wire = _wire_item(item, _wire_item_py)
             self.out.append(("item", {"event": update.event.type, "item": wire}))
 
     def _run(self, record: RunRecord) -> None:

@@ -741,3 +741,45 @@ def _containers(value: Any) -> set[int]:
     if isinstance(value, list):
         return {id(value)}.union(*map(_containers, value))
     return set()
+
+
+@native_only
+def test_the_c_wire_item_is_the_python_one_on_history_items_too() -> None:
+    # Items the C core hands back (nulls a history held, deltas not joined yet, odd members)
+    # and those it does itself: each is to_wire(), types included.
+    from agui_meta._store import MessageItem
+
+    native = agui_meta._speedups.NATIVE
+    assert native is not None
+    wire: list[dict[str, Any]] = [
+        {"id": None, "role": "assistant", "content": None, "metadata": None},
+        {"id": "m", "role": "assistant", "toolCalls": [{"id": None, "type": "function"}]},
+        {
+            "id": "m",
+            "role": "assistant",
+            "toolCalls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}},
+                {"id": "d", "type": "function", "function": "not an object", "x": [1]},
+                {"id": "e", "type": "function", "function": {"name": None, "extra": [2]}},
+            ],
+            "metadata": {"a": {"b": [1]}},
+            "extra": {"k": [None, 1.5, True]},
+        },
+        {"id": "t", "role": "tool", "content": "r", "toolCallId": "c"},
+        {"id": "p", "role": "activity", "content": {"steps": [{"s": 1}]}, "activityType": "P"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"id": "x", "role": "assistant", "toolCalls": "odd"},
+    ]
+    for data in wire:
+        for streaming in (False, True):
+            item = MessageItem.from_wire(data)
+            if streaming and isinstance(item.content, str):
+                item.append_content(" more")  # left to join
+            if streaming and item.tool_calls:
+                item.tool_calls[0].append_arguments("{")
+            got = native.wire_item(item, _durable._wire_item_py)
+            assert _typed(got) == _typed(item.to_wire())
+            owned = [item.fields, item._content, item.metadata]
+            for call in item.tool_calls or []:
+                owned += [call.fields, call.function_fields, call._args, call.metadata]
+            assert not _containers(got) & _containers(owned)  # the store's own: none shared
