@@ -101,8 +101,12 @@ _unpack = msgspec.msgpack.Decoder(Envelope).decode
 _pack_content = msgspec.msgpack.Encoder().encode
 
 
-class Output(msgspec.Struct, frozen=True, kw_only=True):
-    """One result, with a key that stays the same however often its entry is processed."""
+class Output(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One result, with a key that stays the same however often its entry is processed.
+
+    Not tracked by the cyclic garbage collector (``data`` is JSON data: no cycle goes
+    through an output), which every output kept would otherwise cost at each full collection.
+    """
 
     key: str
     thread: str
@@ -211,12 +215,23 @@ def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
             for count, value in msgspec.to_builtins(entry).items():
                 if count in ("provider", "model"):
                     continue
-                name = "tokens|" + _ENCODE([provider, model, count]).decode()
-                out[name] = out.get(name, 0) + value
+                key = (provider, model, count)
+                token = _TOKEN_NAMES.get(key)
+                if token is None:
+                    if len(_TOKEN_NAMES) >= _TOKEN_NAMES_KEPT:
+                        _TOKEN_NAMES.clear()
+                    token = _TOKEN_NAMES[key] = (
+                        "tokens|" + _ENCODE([provider, model, count]).decode()
+                    )
+                out[token] = out.get(token, 0) + value
     return out
 
 
 _ENCODE: Final = msgspec.json.Encoder().encode
+#: The token counter names made so far, by (provider, model, count): a run's usage names the
+#: same few again and again (at most this many kept: the names come from the events).
+_TOKEN_NAMES: Final[dict[tuple[str | None, str | None, str], str]] = {}
+_TOKEN_NAMES_KEPT: Final = 4096
 _TOKEN_NAME: Final = msgspec.json.Decoder(tuple[str | None, str | None, str]).decode
 
 
@@ -264,6 +279,10 @@ def _report_data(report: Report, at: tuple[str, int, int] | None) -> dict[str, A
     return data
 
 
+def _ignore(update: Any) -> None:
+    pass
+
+
 class _Segment:
     """One segment of a thread: a fresh pipeline over the entries since the last snapshot.
 
@@ -271,8 +290,11 @@ class _Segment:
     of the stages), one frame at a time, numbered from 0 per segment.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, quiet: bool = False) -> None:
         self.store = store
+        #: Whether no item or run output is made (a replay, read for its snapshot only): the
+        #: runs are still noted in :attr:`ended`, the reports still kept.
+        self.quiet = quiet
         self.ended: dict[int, RunRecord] = {}
         self.now = 0  # the time of receipt of the entry being processed
         self.ctx = Context("keep_going", self._report)
@@ -282,7 +304,9 @@ class _Segment:
                 self.store, verify=Verify(report_unfinished=True), ledger=ledger
             )
             self.enforce = Enforce()
-        self.runner = Runner([self.enforce, *self.stages], self.ctx, self._update)
+        self.runner = Runner(
+            [self.enforce, *self.stages], self.ctx, _ignore if quiet else self._update
+        )
         self.runner.discard_fast = True  # _update takes completed items only
         self.events = 0
         self.entry_ids: list[str] = []
@@ -327,7 +351,8 @@ class _Segment:
 
     def _run(self, record: RunRecord) -> None:
         self.ended[id(record)] = record
-        self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
+        if not self.quiet:
+            self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
 
     def _report(self, report: Report) -> None:
         self.out.append(("report", _report_data(report, self._where(report.index))))
@@ -429,6 +454,8 @@ class ThreadState:
     a pipeline, which costs about as much as a short run's events. Anything else (a failed or
     reported run, an unloaded store, a store rebuilt from a snapshot) builds a new one.
     ``reuse=False`` builds one for every segment (the results are the same; the tests compare).
+    ``quiet=True`` makes no item or run outputs and counts no usage: the state a snapshot is
+    rebuilt with (:meth:`_replayed`), read for that snapshot only.
     """
 
     def __init__(
@@ -439,10 +466,12 @@ class ThreadState:
         store: Store | None = None,
         defer: bool = True,
         reuse: bool = True,
+        quiet: bool = False,
     ) -> None:
         self.thread_id = snapshot.thread_id
         self._defer = defer
         self._reuse = reuse
+        self._quiet = quiet  # no item or run outputs, no usage: a replay (see _replayed)
         self._store = store
         # The pipeline of the last segment, kept for the next one while the store is live and
         # the segment was clean and reported nothing (``reuse``): renewed, not rebuilt.
@@ -501,7 +530,7 @@ class ThreadState:
     def _replayed(self) -> ThreadSnapshot:
         """The last closed segment's snapshot, from the last one taken and the entries since
         (the store has moved on): they are processed again on a store rebuilt from it."""
-        again = ThreadState(self._latest, defer=False)
+        again = ThreadState(self._latest, defer=False, quiet=True)  # read for its snapshot
         for envelope in self._since:
             again.apply("0-0", envelope)
         assert again._segment is None  # every one of those segments closed
@@ -527,12 +556,12 @@ class ThreadState:
             store = self._store
             kept, self._pipeline = self._pipeline, None
             if store is None:
-                segment = _Segment(self._latest.to_store())
+                segment = _Segment(self._latest.to_store(), quiet=self._quiet)
             elif kept is not None and kept.store is store:
                 kept.renew()
                 segment = kept
             else:
-                segment = _Segment(store)
+                segment = _Segment(store, quiet=self._quiet)
             self._segment = segment
             self._store = None
         segment.entry_ids.append(entry_id)
@@ -579,8 +608,9 @@ class ThreadState:
             self._unsaved = (segment.store, self._version, self._ledger)
             self._moved = False  # the store is this snapshot's again
             self._closed = True
-            for name, value in usage_fields(runs).items():
-                changes.usage[name] = changes.usage.get(name, 0) + value
+            if not self._quiet:
+                for name, value in usage_fields(runs).items():
+                    changes.usage[name] = changes.usage.get(name, 0) + value
         else:
             self._moved = False  # it took no event: the store is as the last segment left it
         if segment.clean:
