@@ -355,6 +355,11 @@ class Runner:
         #: the fast path's outputs in :attr:`discarded` instead of building them (the stages'
         #: effects on the store and the ledger are the same). Set any time; read per batch.
         self.discard = False
+        #: Whether the sink ignores every update that completes nothing (a durable segment's,
+        #: which takes completed items only): the fast path's outputs are content deltas, never
+        #: done, so the C core counts them in :attr:`discarded` instead of building them, as
+        #: with :attr:`discard`. Set any time; read per batch.
+        self.discard_fast = False
         #: How many outputs were counted instead of built (see :attr:`discard`).
         self.discarded = 0
         self._to_out = sink is None
@@ -676,13 +681,18 @@ class Runner:
         passed: dict[type, int] = {}  # the core counts the candidates that passed by class
         k = 0
         n = len(todo)
-        # None: the outputs of the fast path go nowhere but :attr:`out`, which nobody reads.
-        tail = None if self.discard and self._to_out and fast.size == len(self.chain) else fast.tail
+        # None: the outputs of the fast path go nowhere but :attr:`out`, which nobody reads,
+        # or to a sink that ignores them (discard_fast); the routes' outputs (events off the
+        # fast path: some complete an item) only in the first case.
+        whole = fast.size == len(self.chain)
+        unread = self.discard and self._to_out and whole
+        tail = None if unread or (self.discard_fast and whole) else fast.tail
+        route_tail = None if unread else fast.tail
         try:
             while k < n:
                 tallies = fast.tallies
                 rest = (
-                    (after_decode, fast.filters, fast._held, tallies, fast.routes)
+                    (after_decode, fast.filters, fast._held, tallies, fast.routes, route_tail)
                     if all(type(t) is dict for t in tallies)
                     else None
                 )

@@ -25,19 +25,21 @@ from __future__ import annotations
 
 import hashlib
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal
 
 import msgspec
 
+from . import _speedups
 from ._decode import Enforce
 from ._defaults import DefaultStages
 from ._driver import Runner
 from ._exceptions import DataError, Report, SequenceGap, SourceConflict, UsageError
 from ._ledger import Ledger, RunRecord
-from ._metadata import enc_hook
+from ._metadata import copy_wire, enc_hook
 from ._stage import Context, building_for
-from ._store import Store
+from ._store import MessageItem, Store, ToolCallItem
 from ._threads import LedgerSummary, ThreadSnapshot
 from ._verify import Verify
 
@@ -83,8 +85,15 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True):
     def digest(self) -> bytes:
         """16 bytes that identify what was sent: thread, seq, events and end (not the source's
         name, not ``received``). Ingest keeps it per source and ``seq`` and compares a retry's."""
-        content = _pack_content((self.thread, self.seq, self.frames, self.end))
-        return hashlib.blake2b(content, digest_size=16).digest()
+        return _digest_of(self._content())
+
+    def _content(self) -> bytes:
+        """What :meth:`digest` hashes (:func:`run_local` keeps it, and hashes it on a retry)."""
+        return _pack_content((self.thread, self.seq, self.frames, self.end))
+
+
+def _digest_of(content: bytes) -> bytes:
+    return hashlib.blake2b(content, digest_size=16).digest()
 
 
 _pack = msgspec.msgpack.Encoder().encode
@@ -92,8 +101,12 @@ _unpack = msgspec.msgpack.Decoder(Envelope).decode
 _pack_content = msgspec.msgpack.Encoder().encode
 
 
-class Output(msgspec.Struct, frozen=True, kw_only=True):
-    """One result, with a key that stays the same however often its entry is processed."""
+class Output(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One result, with a key that stays the same however often its entry is processed.
+
+    Not tracked by the cyclic garbage collector (``data`` is JSON data: no cycle goes
+    through an output), which every output kept would otherwise cost at each full collection.
+    """
 
     key: str
     thread: str
@@ -105,6 +118,22 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _json = msgspec.json.Encoder(enc_hook=enc_hook).encode
+
+
+def _wire_item_py(item: MessageItem | ToolCallItem) -> dict[str, Any]:
+    """``item.to_wire()``, its members copied in one go (``copy_wire`` of its wire view)."""
+    return copy_wire(item._wire_view())  # type: ignore[no-any-return]
+
+
+def _call(item: Any, fallback: Callable[[Any], Any]) -> Any:
+    return fallback(item)
+
+
+#: wire_item(item, _wire_item_py): the C core's when in use (the common case in C, the rest
+#: given to the Python one), else the Python one.
+_wire_item: Final[Callable[[Any, Callable[[Any], Any]], Any]] = (
+    _call if _speedups.NATIVE is None else _speedups.NATIVE.wire_item
+)
 
 
 class _Type(msgspec.Struct):
@@ -186,12 +215,23 @@ def usage_fields(records: Iterable[RunRecord]) -> dict[str, int]:
             for count, value in msgspec.to_builtins(entry).items():
                 if count in ("provider", "model"):
                     continue
-                name = "tokens|" + _ENCODE([provider, model, count]).decode()
-                out[name] = out.get(name, 0) + value
+                key = (provider, model, count)
+                token = _TOKEN_NAMES.get(key)
+                if token is None:
+                    if len(_TOKEN_NAMES) >= _TOKEN_NAMES_KEPT:
+                        _TOKEN_NAMES.clear()
+                    token = _TOKEN_NAMES[key] = (
+                        "tokens|" + _ENCODE([provider, model, count]).decode()
+                    )
+                out[token] = out.get(token, 0) + value
     return out
 
 
 _ENCODE: Final = msgspec.json.Encoder().encode
+#: The token counter names made so far, by (provider, model, count): a run's usage names the
+#: same few again and again (at most this many kept: the names come from the events).
+_TOKEN_NAMES: Final[dict[tuple[str | None, str | None, str], str]] = {}
+_TOKEN_NAMES_KEPT: Final = 4096
 _TOKEN_NAME: Final = msgspec.json.Decoder(tuple[str | None, str | None, str]).decode
 
 
@@ -239,6 +279,10 @@ def _report_data(report: Report, at: tuple[str, int, int] | None) -> dict[str, A
     return data
 
 
+def _ignore(update: Any) -> None:
+    pass
+
+
 class _Segment:
     """One segment of a thread: a fresh pipeline over the entries since the last snapshot.
 
@@ -246,8 +290,11 @@ class _Segment:
     of the stages), one frame at a time, numbered from 0 per segment.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, quiet: bool = False) -> None:
         self.store = store
+        #: Whether no item or run output is made (a replay, read for its snapshot only): the
+        #: runs are still noted in :attr:`ended`, the reports still kept.
+        self.quiet = quiet
         self.ended: dict[int, RunRecord] = {}
         self.now = 0  # the time of receipt of the entry being processed
         self.ctx = Context("keep_going", self._report)
@@ -257,11 +304,14 @@ class _Segment:
                 self.store, verify=Verify(report_unfinished=True), ledger=ledger
             )
             self.enforce = Enforce()
-        self.runner = Runner([self.enforce, *self.stages], self.ctx, self._update)
+        self.runner = Runner(
+            [self.enforce, *self.stages], self.ctx, _ignore if quiet else self._update
+        )
+        self.runner.discard_fast = True  # _update takes completed items only
         self.events = 0
         self.entry_ids: list[str] = []
         self.envelopes: list[Envelope] = []
-        self.where: list[tuple[str, int, int]] = []  # per event: (source, seq, frame)
+        self.starts: list[int] = []  # per envelope: the index of its first event
         self.out: list[tuple[OutputKind, Any]] = []
 
     def renew(self) -> None:
@@ -283,7 +333,7 @@ class _Segment:
         self.events = 0
         self.entry_ids = []
         self.envelopes = []
-        self.where = []
+        self.starts = []
         self.out = []
 
     @property
@@ -294,16 +344,26 @@ class _Segment:
     def _update(self, update: Any) -> None:
         item = update.item
         if update.done and item is not None:
-            self.out.append(("item", {"event": update.event.type, "item": item.to_wire()}))
+            # item.to_wire(), its members copied in one go (in C when the core is in use):
+            # the output owns its containers, which no later event can reach
+            wire = _wire_item(item, _wire_item_py)
+            self.out.append(("item", {"event": update.event.type, "item": wire}))
 
     def _run(self, record: RunRecord) -> None:
         self.ended[id(record)] = record
-        self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
+        if not self.quiet:
+            self.out.append(("run", msgspec.to_builtins(record, enc_hook=enc_hook)))
 
     def _report(self, report: Report) -> None:
-        index = report.index
-        at = self.where[index] if index is not None and 0 <= index < len(self.where) else None
-        self.out.append(("report", _report_data(report, at)))
+        self.out.append(("report", _report_data(report, self._where(report.index))))
+
+    def _where(self, index: int | None) -> tuple[str, int, int] | None:
+        """Where the segment's event ``index`` came from: (source, seq, frame), or None."""
+        if index is None or not 0 <= index < self.events:
+            return None
+        n = bisect_right(self.starts, index) - 1
+        envelope = self.envelopes[n]
+        return envelope.source, envelope.seq, index - self.starts[n]
 
     @property
     def open(self) -> bool:
@@ -327,11 +387,10 @@ class _Segment:
         )
 
     def take(self, envelope: Envelope) -> None:
-        self.envelopes.append(envelope)
-        self.now = envelope.received
-        where, source, seq = self.where, envelope.source, envelope.seq
-        where += [(source, seq, n) for n in range(len(envelope.frames))]
         frames = envelope.frames
+        self.envelopes.append(envelope)
+        self.starts.append(self.events)  # (an end marker's is its successor's: bisect_right)
+        self.now = envelope.received
         self.events += len(frames)
         if set(map(type, frames)) <= _BYTES:  # (a C loop: no generator step per frame)
             self.runner.feed_batch(frames)  # the fast path's loop over the whole envelope
@@ -395,6 +454,8 @@ class ThreadState:
     a pipeline, which costs about as much as a short run's events. Anything else (a failed or
     reported run, an unloaded store, a store rebuilt from a snapshot) builds a new one.
     ``reuse=False`` builds one for every segment (the results are the same; the tests compare).
+    ``quiet=True`` makes no item or run outputs and counts no usage: the state a snapshot is
+    rebuilt with (:meth:`_replayed`), read for that snapshot only.
     """
 
     def __init__(
@@ -405,10 +466,12 @@ class ThreadState:
         store: Store | None = None,
         defer: bool = True,
         reuse: bool = True,
+        quiet: bool = False,
     ) -> None:
         self.thread_id = snapshot.thread_id
         self._defer = defer
         self._reuse = reuse
+        self._quiet = quiet  # no item or run outputs, no usage: a replay (see _replayed)
         self._store = store
         # The pipeline of the last segment, kept for the next one while the store is live and
         # the segment was clean and reported nothing (``reuse``): renewed, not rebuilt.
@@ -467,7 +530,7 @@ class ThreadState:
     def _replayed(self) -> ThreadSnapshot:
         """The last closed segment's snapshot, from the last one taken and the entries since
         (the store has moved on): they are processed again on a store rebuilt from it."""
-        again = ThreadState(self._latest, defer=False)
+        again = ThreadState(self._latest, defer=False, quiet=True)  # read for its snapshot
         for envelope in self._since:
             again.apply("0-0", envelope)
         assert again._segment is None  # every one of those segments closed
@@ -493,12 +556,12 @@ class ThreadState:
             store = self._store
             kept, self._pipeline = self._pipeline, None
             if store is None:
-                segment = _Segment(self._latest.to_store())
+                segment = _Segment(self._latest.to_store(), quiet=self._quiet)
             elif kept is not None and kept.store is store:
                 kept.renew()
                 segment = kept
             else:
-                segment = _Segment(store)
+                segment = _Segment(store, quiet=self._quiet)
             self._segment = segment
             self._store = None
         segment.entry_ids.append(entry_id)
@@ -545,8 +608,9 @@ class ThreadState:
             self._unsaved = (segment.store, self._version, self._ledger)
             self._moved = False  # the store is this snapshot's again
             self._closed = True
-            for name, value in usage_fields(runs).items():
-                changes.usage[name] = changes.usage.get(name, 0) + value
+            if not self._quiet:
+                for name, value in usage_fields(runs).items():
+                    changes.usage[name] = changes.usage.get(name, 0) + value
         else:
             self._moved = False  # it took no event: the store is as the last segment left it
         if segment.clean:
@@ -651,19 +715,21 @@ def run_local(
         threads[thread_id].unload()
 
     live = LiveThreads(max_live, unload)
+    # Per source, what each envelope taken held (Envelope._content): its digest is taken only
+    # when a retry comes (most never do), the same as ingest's at that sequence number.
     taken: dict[str, list[bytes]] = {}
     closed: dict[str, ThreadState] = {}  # the threads that have a snapshot, in that order
     outputs: list[Output] = []
     usage: dict[str, int] = {}
     pending: dict[str, int] = {}
     for n, envelope in enumerate(envelopes, 1):
-        digests = taken.setdefault(envelope.source, [])
+        contents = taken.setdefault(envelope.source, [])
         if envelope.seq < 1:
             raise DataError(
                 f"source {envelope.source!r}: sequence numbers start at 1, not {envelope.seq}"
             )
-        if envelope.seq <= len(digests):
-            if digests[envelope.seq - 1] != envelope.digest():
+        if envelope.seq <= len(contents):
+            if _digest_of(contents[envelope.seq - 1]) != envelope.digest():
                 raise SourceConflict(
                     f"source {envelope.source!r}: envelope {envelope.seq} differs from the "
                     "one this source sent there before",
@@ -672,11 +738,11 @@ def run_local(
                     thread=envelope.thread,
                 )
             continue
-        if envelope.seq != len(digests) + 1:
+        if envelope.seq != len(contents) + 1:
             raise SequenceGap(
-                f"source {envelope.source!r} is at {len(digests)}, got {envelope.seq}"
+                f"source {envelope.source!r} is at {len(contents)}, got {envelope.seq}"
             )
-        digests.append(envelope.digest())
+        contents.append(envelope._content())
         state = threads.get(envelope.thread)
         if state is None:
             state = threads[envelope.thread] = ThreadState(

@@ -37,6 +37,7 @@ __all__ = [
     "CLIENT_METADATA_KEY",
     "MergedMetadata",
     "copy_json",
+    "copy_wire",
     "enc_hook",
     "fold_metadata",
     "is_prefixed",
@@ -186,7 +187,7 @@ def enc_hook(value: Any) -> Any:
     b'{"a":1}'
     """
     if type(value) is MergedMetadata:
-        return dict(value)
+        return value._plain_dict()  # dict(value), without the Mapping protocol's call per key
     raise NotImplementedError(f"Encoding objects of type {type(value).__name__} is unsupported")
 
 
@@ -264,9 +265,33 @@ def copy_json(value: Any) -> Any:
         return {k: copy_json(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
         return [copy_json(v) if isinstance(v, (dict, list)) else v for v in value]
-    if type(value) is MergedMetadata:
-        return {k: copy_json(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
+    if type(value) is MergedMetadata:  # its plain dict (no Mapping protocol call per key)
+        return {
+            k: copy_json(v) if isinstance(v, (dict, list)) else v
+            for k, v in value._plain_dict().items()
+        }
     return value
+
+
+def copy_wire(value: Any) -> Any:
+    """:func:`copy_json`, with a :class:`MergedMetadata` at any depth copied as the plain dict
+    it stands for: a store item's wire form built of its own containers
+    (``MessageItem._wire_view``) copied in one go, as :meth:`~agui_meta.MessageItem.to_wire`
+    copies it member by member. The C core, when in use, does the same (``_native.c``'s
+    ``wire_copy``, which calls this for what it does not take).
+    """
+    if isinstance(value, dict):
+        return {k: copy_wire(v) if isinstance(v, _COPIED) else v for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_wire(v) if isinstance(v, _COPIED) else v for v in value]
+    if type(value) is MergedMetadata:
+        return {
+            k: copy_wire(v) if isinstance(v, _COPIED) else v for k, v in value._plain_dict().items()
+        }
+    return value
+
+
+_COPIED = (dict, list, MergedMetadata)
 
 
 def vendor_keys(

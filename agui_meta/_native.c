@@ -41,8 +41,9 @@
  *     through). k == len(payloads) and replan False: all done. rest's fifth member,
  *     routes (None or a dict by event class), says where the run of stages is the default
  *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
- *     the other events it routes through the stages' handlers, without their feeds
- *     (_direct.h).
+ *     TEXT_MESSAGE_END and REASONING_MESSAGE_END too (_ends.h), the other events it routes
+ *     through the stages' handlers, without their feeds (_direct.h); their outputs go to
+ *     rest's sixth member, route_tail (None: counted, nobody reads them).
  *
  * configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
  *     Once, at import of the driver: the classes _steps.h makes and compares with.
@@ -631,15 +632,15 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *plans = args[7], *tail = args[8], *rest = args[10];
     PyObject *unset = Unset, *update_cls = Update_cls;
     PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
-    PyObject *routes = NULL;
+    PyObject *routes = NULL, *route_tail = Py_None;
     if (rest != Py_None) {
-        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) != 5 ||
+        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) != 6 ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 1)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 2)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3)) ||
             (PyTuple_GET_ITEM(rest, 4) != Py_None && !PyDict_CheckExact(PyTuple_GET_ITEM(rest, 4)))) {
-            PyErr_SetString(PyExc_TypeError,
-                            "run_batch(): rest is (after_decode, filters, held, tallies, routes)");
+            PyErr_SetString(PyExc_TypeError, "run_batch(): rest is (after_decode, filters, held, "
+                                             "tallies, routes, route_tail)");
             return bail(&passed, note);
         }
         after_decode = PyTuple_GET_ITEM(rest, 0);
@@ -650,6 +651,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (routes == Py_None || StepRecord_cls == NULL) {
             routes = NULL;
         }
+        route_tail = PyTuple_GET_ITEM(rest, 5);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tallies); i++) {
             if (!PyDict_CheckExact(PyList_GET_ITEM(tallies, i))) {
                 PyErr_SetString(PyExc_TypeError, "run_batch(): a tally is a dict");
@@ -674,6 +676,12 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *out_list = build && bound_builtin(tail, list_append_def, &PyList_Type)
                              ? PyCFunction_GET_SELF(tail)
                              : NULL;
+    /* The routes' outputs (events off the fast path, some completing an item) go to
+     * route_tail: None only when nothing reads any output (then counted, as the fast path's). */
+    int route_build = route_tail != Py_None;
+    PyObject *route_list = route_build && bound_builtin(route_tail, list_append_def, &PyList_Type)
+                               ? PyCFunction_GET_SELF(route_tail)
+                               : NULL;
     Py_ssize_t skipped = 0;
     for (; k < PyList_GET_SIZE(payloads); k++) {
         if (number && set_index(ctx, index_slot, PyLong_FromSsize_t(index + k)) < 0) {
@@ -828,13 +836,13 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             EndRead ended = {0};
             PyObject *out = NULL;
             Py_INCREF(route); /* held: the stages' attributes may run Python code */
-            int took = size == 3 ? step_route(event, route, update_cls, unset, build, &read, &out)
-                       : size == E_SIZE
-                           ? end_route(event, route, update_cls, unset, build, &ended, &out)
-                           : direct_route(event, route, update_cls, &out);
+            int took =
+                size == 3        ? step_route(event, route, update_cls, unset, route_build, &read, &out)
+                : size == E_SIZE ? end_route(event, route, update_cls, unset, route_build, &ended, &out)
+                                 : direct_route(event, route, update_cls, &out);
             if (took == 1) {
                 /* emitted, then the ledger's part (it emits before it records) */
-                if (emit_out(out, build, out_list, tail, &skipped) < 0 ||
+                if (emit_out(out, route_build, route_list, route_tail, &skipped) < 0 ||
                     (size == 3        ? step_after(event, route, unset, &read)
                      : size == E_SIZE ? end_after(route)
                                       : direct_after(event, route, out)) < 0) {
@@ -914,6 +922,332 @@ native_configure_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* _metadata.copy_wire(value) (the specification, called for what this does not take: fallback):
+ * new exact dicts and lists, the newest version of a MergedMetadata as a new dict of its
+ * values (copied), anything else shared. A dict or list subclass, an older version of merged
+ * metadata, or a call before configure() goes to fallback. New reference, or NULL. */
+static PyObject *
+wire_copy(PyObject *value, PyObject *fallback)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    if (type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
+        type == &PyBool_Type || value == Py_None) {
+        Py_INCREF(value);
+        return value;
+    }
+    PyObject *out = NULL, *source = NULL;
+    if (type == &PyDict_Type) {
+        source = value;
+    }
+    else if (type == &PyList_Type) {
+        if (Py_EnterRecursiveCall(" while copying a JSON value")) {
+            return NULL;
+        }
+        Py_ssize_t n = PyList_GET_SIZE(value);
+        out = PyList_New(n);
+        for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+            PyObject *element = i < PyList_GET_SIZE(value) ? PyList_GET_ITEM(value, i) : NULL;
+            PyObject *copy = NULL;
+            if (element != NULL) {
+                Py_INCREF(element); /* held while copied: a fallback may run Python */
+                copy = wire_copy(element, fallback);
+                Py_DECREF(element);
+            }
+            if (copy == NULL) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_RuntimeError, "list changed size during copy");
+                }
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i, copy);
+        }
+        Py_LeaveRecursiveCall();
+        return out;
+    }
+    else if (Merged_type != NULL && type == Merged_type) {
+        PyObject *writes = slot_get(value, mm_writes_off);
+        PyObject *version = slot_get(value, mm_version_off);
+        PyObject *newest = writes == NULL ? NULL : slot_get(writes, w_version_off);
+        PyObject *cells = writes == NULL ? NULL : slot_get(writes, w_cells_off);
+        int same = version != NULL && newest != NULL && cells != NULL &&
+                           PyDict_CheckExact(cells)
+                       ? PyObject_RichCompareBool(version, newest, Py_EQ)
+                       : 0;
+        if (same < 0) {
+            return NULL;
+        }
+        if (same) {
+            source = cells; /* the newest version: each cell's last value (see _plain_dict) */
+        }
+    }
+    if (source == NULL) {
+        if (Merged_type == NULL || PyDict_Check(value) || PyList_Check(value) ||
+            type == Merged_type) {
+            return PyObject_CallOneArg(fallback, value);
+        }
+        Py_INCREF(value);
+        return value;
+    }
+    if (Py_EnterRecursiveCall(" while copying a JSON value")) {
+        return NULL;
+    }
+    int cells = source != value;
+    out = PyDict_New();
+    Py_ssize_t pos = 0;
+    PyObject *key, *item;
+    while (out != NULL && PyDict_Next(source, &pos, &key, &item)) {
+        if (cells) {
+            /* (version, value), or [versions, values]: the last value */
+            if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 2) {
+                item = PyTuple_GET_ITEM(item, 1);
+            }
+            else if (PyList_CheckExact(item) && PyList_GET_SIZE(item) == 2 &&
+                     PyList_CheckExact(PyList_GET_ITEM(item, 1)) &&
+                     PyList_GET_SIZE(PyList_GET_ITEM(item, 1)) > 0) {
+                PyObject *values = PyList_GET_ITEM(item, 1);
+                item = PyList_GET_ITEM(values, PyList_GET_SIZE(values) - 1);
+            }
+            else {
+                PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
+                Py_CLEAR(out);
+                break;
+            }
+        }
+        Py_INCREF(item); /* held while copied: a fallback may run Python */
+        PyObject *copy = wire_copy(item, fallback);
+        Py_DECREF(item);
+        if (copy == NULL || PyDict_SetItem(out, key, copy) < 0) {
+            Py_XDECREF(copy);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(copy);
+    }
+    Py_LeaveRecursiveCall();
+    return out;
+}
+
+/* The slots of MessageItem and ToolCallItem that wire_item reads, found at its first call. */
+typedef struct {
+    Py_ssize_t id, nulls, fields, metadata, parts, text; /* text: _content or _args */
+    Py_ssize_t role, tool_calls;                         /* a message's */
+    Py_ssize_t name, function_fields;                    /* a call's */
+} WireSlots;
+static WireSlots wire_slots[3]; /* by kind, as item_slots; [0] unused */
+static int wire_slots_read;     /* 1: read, -1: they could not be (wire_item always falls back) */
+
+static int
+read_wire_slots(void)
+{
+    if (wire_slots_read == 0) {
+        wire_slots_read = -1;
+        for (int kind = 1; kind < 3; kind++) {
+            PyObject *cls = (PyObject *)item_slots[kind].type;
+            if (cls == NULL) {
+                return -1;
+            }
+            WireSlots *ws = &wire_slots[kind];
+            ws->id = slot_offset(cls, "id");
+            ws->nulls = slot_offset(cls, "_nulls");
+            ws->fields = slot_offset(cls, "fields");
+            ws->metadata = slot_offset(cls, "metadata");
+            ws->parts = slot_offset(cls, kind == 1 ? "_parts" : "_arg_parts");
+            ws->text = slot_offset(cls, kind == 1 ? "_content" : "_args");
+            ws->role = kind == 1 ? slot_offset(cls, "role") : 0;
+            ws->tool_calls = kind == 1 ? slot_offset(cls, "tool_calls") : 0;
+            ws->name = kind == 2 ? slot_offset(cls, "name") : 0;
+            ws->function_fields = kind == 2 ? slot_offset(cls, "function_fields") : 0;
+            if (PyErr_Occurred()) {
+                PyErr_Clear(); /* no fast way: the Python one, always */
+                return -1;
+            }
+        }
+        wire_slots_read = 1;
+    }
+    return wire_slots_read;
+}
+
+/* The wire members' names (interned by native_exec). */
+static PyObject *str_id, *str_role, *str_content, *str_tool_calls, *str_function, *str_name,
+    *str_arguments, *str_metadata;
+
+/* out[key] = wire_copy(value); 0, or -1 with an exception. */
+static int
+wire_set(PyObject *out, PyObject *key, PyObject *value, PyObject *fallback)
+{
+    PyObject *copy = wire_copy(value, fallback);
+    if (copy == NULL) {
+        return -1;
+    }
+    int status = PyDict_SetItem(out, key, copy);
+    Py_DECREF(copy);
+    return status;
+}
+
+/* out.update(fields), each value copied; 0, or -1 with an exception. */
+static int
+wire_update(PyObject *out, PyObject *fields, PyObject *fallback)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(fields, &pos, &key, &value)) {
+        Py_INCREF(value);
+        PyObject *copy = wire_copy(value, fallback);
+        Py_DECREF(value);
+        if (copy == NULL) {
+            return -1;
+        }
+        int status = PyDict_SetItem(out, key, copy);
+        Py_DECREF(copy);
+        if (status < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* copy_wire(item._wire_view()) for a MessageItem or ToolCallItem in the common case (every
+ * slot set, no null member a history held, no deltas left to join, plain dicts and lists);
+ * anything else is fallback(item)'s. New reference, or NULL. */
+static PyObject *
+wire_item(PyObject *item, PyObject *fallback)
+{
+    int kind = 0;
+    if (read_wire_slots() == 1) {
+        kind = Py_IS_TYPE(item, item_slots[1].type) ? 1 : Py_IS_TYPE(item, item_slots[2].type) ? 2 : 0;
+    }
+    if (kind == 0) {
+        return PyObject_CallOneArg(fallback, item);
+    }
+    const WireSlots *ws = &wire_slots[kind];
+    PyObject *id = slot_get(item, ws->id), *nulls = slot_get(item, ws->nulls);
+    PyObject *fields = slot_get(item, ws->fields), *metadata = slot_get(item, ws->metadata);
+    PyObject *parts = slot_get(item, ws->parts), *text = slot_get(item, ws->text);
+    PyObject *role = NULL, *calls = NULL, *name = NULL, *function_fields = NULL;
+    int common = id != NULL && nulls != NULL && PyFrozenSet_CheckExact(nulls) &&
+                 PySet_GET_SIZE(nulls) == 0 && fields != NULL && PyDict_CheckExact(fields) &&
+                 metadata != NULL && parts != NULL && PyList_CheckExact(parts) &&
+                 PyList_GET_SIZE(parts) == 0 && text != NULL;
+    if (common && kind == 1) {
+        role = slot_get(item, ws->role);
+        calls = slot_get(item, ws->tool_calls);
+        common = role != NULL && calls != NULL && (calls == Py_None || PyList_CheckExact(calls));
+    }
+    else if (common) {
+        name = slot_get(item, ws->name);
+        function_fields = slot_get(item, ws->function_fields);
+        common = name != NULL && function_fields != NULL &&
+                 (function_fields == Py_None || PyDict_CheckExact(function_fields));
+    }
+    if (!common) {
+        return PyObject_CallOneArg(fallback, item);
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    if (id != Py_None && wire_set(out, str_id, id, fallback) < 0) {
+        goto fail;
+    }
+    if (kind == 1) {
+        if (role != Py_None && wire_set(out, str_role, role, fallback) < 0) {
+            goto fail;
+        }
+        if (text != Unset && wire_set(out, str_content, text, fallback) < 0) {
+            goto fail;
+        }
+        if (wire_update(out, fields, fallback) < 0) {
+            goto fail;
+        }
+        if (calls != Py_None) {
+            Py_INCREF(calls);
+            Py_ssize_t n = PyList_GET_SIZE(calls);
+            PyObject *wired = PyList_New(n);
+            for (Py_ssize_t i = 0; wired != NULL && i < n; i++) {
+                PyObject *call = i < PyList_GET_SIZE(calls) ? PyList_GET_ITEM(calls, i) : NULL;
+                PyObject *copy = NULL;
+                if (call != NULL) {
+                    Py_INCREF(call);
+                    copy = wire_item(call, fallback);
+                    Py_DECREF(call);
+                }
+                if (copy == NULL) {
+                    if (!PyErr_Occurred()) {
+                        PyErr_SetString(PyExc_RuntimeError, "tool calls changed during copy");
+                    }
+                    Py_CLEAR(wired);
+                    break;
+                }
+                PyList_SET_ITEM(wired, i, copy);
+            }
+            Py_DECREF(calls);
+            if (wired == NULL) {
+                goto fail;
+            }
+            int status = PyDict_SetItem(out, str_tool_calls, wired);
+            Py_DECREF(wired);
+            if (status < 0) {
+                goto fail;
+            }
+        }
+    }
+    else {
+        if (wire_update(out, fields, fallback) < 0) {
+            goto fail;
+        }
+        if (function_fields != Py_None) {
+            PyObject *function = PyDict_New();
+            int status = function == NULL ? -1 : 0;
+            if (status == 0 && name != Py_None) {
+                status = wire_set(function, str_name, name, fallback);
+            }
+            if (status == 0 && text != Unset) {
+                status = wire_set(function, str_arguments, text, fallback);
+            }
+            if (status == 0) {
+                status = wire_update(function, function_fields, fallback);
+            }
+            if (status == 0) {
+                status = PyDict_SetItem(out, str_function, function);
+            }
+            Py_XDECREF(function);
+            if (status < 0) {
+                goto fail;
+            }
+        }
+    }
+    if (metadata != Py_None && wire_set(out, str_metadata, metadata, fallback) < 0) {
+        goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* wire_item(item, fallback) -> item.to_wire(): see wire_item (fallback: the Python way). */
+static PyObject *
+native_wire_item(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "wire_item() takes 2 arguments");
+        return NULL;
+    }
+    return wire_item(args[0], args[1]);
+}
+
+/* copy_wire(value, fallback) -> the copy: _metadata.copy_wire (see wire_copy). */
+static PyObject *
+native_copy_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "copy_wire() takes 2 arguments");
+        return NULL;
+    }
+    return wire_copy(args[0], args[1]);
+}
+
 static PyMethodDef native_methods[] = {
     {"scan", (PyCFunction)native_scan, METH_O,
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
@@ -926,6 +1260,10 @@ static PyMethodDef native_methods[] = {
      "configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord): once (see _steps.h)."},
     {"merge", (PyCFunction)(void (*)(void))native_merge, METH_FASTCALL,
      "merge(existing, incoming) -> MergedMetadata | None: accumulate's merge, or None."},
+    {"copy_wire", (PyCFunction)(void (*)(void))native_copy_wire, METH_FASTCALL,
+     "copy_wire(value, fallback) -> a copy: _metadata.copy_wire (fallback: the Python one)."},
+    {"wire_item", (PyCFunction)(void (*)(void))native_wire_item, METH_FASTCALL,
+     "wire_item(item, fallback) -> item.to_wire(), copied in one go (fallback: the Python way)."},
     {"run_batch", (PyCFunction)(void (*)(void))native_run_batch, METH_FASTCALL,
      "run_batch(...) -> (k, event, exc, skipped): the driver's fast-path loop (see _driver)."},
     {"sse_run", (PyCFunction)(void (*)(void))frame_sse_run, METH_FASTCALL,
@@ -945,6 +1283,18 @@ native_exec(PyObject *module)
     str_fast_tally = PyUnicode_InternFromString("fast_tally");
     one = PyLong_FromLong(1);
     if (!str_index || !str_activity || !str_type || !str_fast_passes || !str_fast_tally || !one) {
+        return -1;
+    }
+    str_id = PyUnicode_InternFromString("id");
+    str_role = PyUnicode_InternFromString("role");
+    str_content = PyUnicode_InternFromString("content");
+    str_tool_calls = PyUnicode_InternFromString("toolCalls");
+    str_function = PyUnicode_InternFromString("function");
+    str_name = PyUnicode_InternFromString("name");
+    str_arguments = PyUnicode_InternFromString("arguments");
+    str_metadata = PyUnicode_InternFromString("metadata");
+    if (!str_id || !str_role || !str_content || !str_tool_calls || !str_function || !str_name ||
+        !str_arguments || !str_metadata) {
         return -1;
     }
     if (PyModule_AddIntConstant(module, "MAX_NESTING", MAX_NESTING) < 0) {

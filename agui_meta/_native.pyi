@@ -31,7 +31,7 @@ def run_batch(
     tail: Any,
     note: dict[type, int] | None,
     rest: tuple[
-        Any, list[Any], list[Any], list[dict[str, int]], dict[type, tuple[Any, Any, Any]] | None
+        Any, list[Any], list[Any], list[dict[str, int]], dict[type, tuple[Any, ...]] | None, Any
     ]
     | None,
     /,

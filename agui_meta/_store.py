@@ -221,6 +221,32 @@ class ToolCallItem:
             out["metadata"] = copy_json(self.metadata)
         return out
 
+    def _wire_view(self) -> dict[str, Any]:
+        """:meth:`to_wire`'s members, in its order, without its copies: the item's own
+        containers and merged metadata, for a caller that copies them at once
+        (``msgspec.to_builtins`` with ``enc_hook``: see ``_durable``). Kept in step with
+        :meth:`to_wire` (``tests/test_durable.py`` compares the two)."""
+        nulls = self._nulls
+        out: dict[str, Any] = {"id": self.id} if self.id is not None or "id" in nulls else {}
+        fields = self.fields
+        if fields:
+            out.update(fields)
+        function_fields = self.function_fields
+        if function_fields is not None:
+            function: dict[str, Any] = (
+                {"name": self.name} if self.name is not None or "name" in nulls else {}
+            )
+            if self._arg_parts:
+                self.arguments  # noqa: B018  (joins the streamed deltas)
+            if self._args is not UNSET:
+                function["arguments"] = self._args
+            if function_fields:
+                function.update(function_fields)
+            out["function"] = function
+        if self.metadata is not None or "metadata" in nulls:
+            out["metadata"] = self.metadata
+        return out
+
     def __repr__(self) -> str:
         return f"ToolCallItem(id={self.id!r}, name={self.name!r}, arguments={self.arguments!r})"
 
@@ -368,6 +394,27 @@ class MessageItem:
             out["toolCalls"] = [call.to_wire() for call in self.tool_calls]
         if self.metadata is not None or "metadata" in nulls:
             out["metadata"] = copy_json(self.metadata)
+        return out
+
+    def _wire_view(self) -> dict[str, Any]:
+        """:meth:`to_wire`'s members, in its order, without its copies (see
+        :meth:`ToolCallItem._wire_view`)."""
+        nulls = self._nulls
+        out: dict[str, Any] = {"id": self.id} if self.id is not None or "id" in nulls else {}
+        if self.role is not None or "role" in nulls:
+            out["role"] = self.role
+        if self._parts:
+            self.content  # noqa: B018  (joins the streamed deltas)
+        if self._content is not UNSET:
+            out["content"] = self._content
+        fields = self.fields
+        if fields:
+            out.update(fields)
+        calls = self.tool_calls
+        if calls is not None:
+            out["toolCalls"] = [call._wire_view() for call in calls]
+        if self.metadata is not None or "metadata" in nulls:
+            out["metadata"] = self.metadata
         return out
 
     def copy(self) -> MessageItem:

@@ -517,7 +517,7 @@ def test_renewed_stages_are_as_new_ones(name: str) -> None:
         getattr(new_ctx, k) for k in Context.__slots__ if k != "on_report"
     ]
     assert segment.runner._count == 0 and not segment.runner.out
-    assert (segment.out, segment.where, segment.events) == ([], [], 0)
+    assert (segment.out, segment.envelopes, segment.starts, segment.events) == ([], [], [], 0)
 
 
 @given(
@@ -592,3 +592,194 @@ def test_a_clean_run_renews_the_pipeline_and_an_unclean_one_rebuilds_it() -> Non
     assert again is not None and again is not first
     state.unload()
     assert state._pipeline is None
+
+
+def _typed(value: Any) -> Any:
+    """A value as plain data with every type in it: equal only if equal with the same types."""
+    if isinstance(value, dict):
+        return (type(value), [(k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value), [_typed(v) for v in value])
+    return (type(value), value)
+
+
+def _all_runs() -> list[bytes]:
+    return [f for run in _RUNS for f in run] + [
+        f for name in NAMES for f in read_frames(str(STREAMS / name))
+    ]
+
+
+def test_an_item_output_is_the_items_wire_form_as_of_its_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The item outputs are built from the store's own containers copied in one go
+    # (MessageItem._wire_view, copy_wire; in C when the core is in use): each is to_wire()
+    # exactly, types included, taken when its event completed the item.
+    checked = []
+    update_of = _durable._Segment._update
+
+    def _update(self: Any, update: Any) -> None:
+        update_of(self, update)
+        if update.done and update.item is not None:
+            kind, data = self.out[-1]
+            assert kind == "item"
+            want = {"event": update.event.type, "item": update.item.to_wire()}
+            assert _typed(data) == _typed(want)
+            assert _typed(agui_meta._metadata.copy_wire(update.item._wire_view())) == _typed(
+                want["item"]
+            )
+            checked.append(update.event.type)
+
+    monkeypatch.setattr(_durable._Segment, "_update", _update)
+    for batch in (1, 7, 64):
+        run_local(envelopes(_all_runs(), thread="t", source=f"s{batch}", batch=batch))
+    assert {"TEXT_MESSAGE_END", "TOOL_CALL_END", "TOOL_CALL_RESULT", "ACTIVITY_DELTA"} <= set(
+        checked
+    )
+
+
+def test_no_later_event_or_change_reaches_an_output_already_given() -> None:
+    # Outputs own their containers: the events after them (reopened messages, activity
+    # deltas patching content, metadata merged again) leave them as they were given, and
+    # changing an output changes nothing in the thread.
+    frames = _all_runs() * 2  # the same ids again: every item reopened, patched, merged
+    state = ThreadState(ThreadSnapshot(thread_id="t"))
+    given: list[tuple[Any, bytes]] = []
+    for n, envelope in enumerate(envelopes(frames, thread="t", source="s", batch=5), 1):
+        state.apply(f"0-{n}", envelope)
+        outputs = state.take(snapshot=False).outputs
+        given += [(o, msgspec.json.encode(o.data)) for o in outputs]
+    assert given
+    for output, encoded in given:
+        assert msgspec.json.encode(output.data) == encoded, output.key
+
+    def scribble(value: Any) -> None:
+        if isinstance(value, dict):
+            for v in list(value.values()):
+                scribble(v)
+            value["scribbled"] = True
+        elif isinstance(value, list):
+            for v in value:
+                scribble(v)
+            value.append("scribbled")
+
+    before = msgspec.json.encode(state.snapshot())
+    again = ThreadState(ThreadSnapshot(thread_id="t"))
+    for n, envelope in enumerate(envelopes(frames, thread="t", source="s", batch=5), 1):
+        again.apply(f"0-{n}", envelope)
+        for output in again.take(snapshot=False).outputs:
+            scribble(output.data)
+    assert msgspec.json.encode(again.snapshot()) == before
+
+
+def test_a_retry_is_compared_with_what_was_taken_not_with_a_list_changed_since() -> None:
+    # run_local keeps what each envelope held when it was taken and digests it on a retry:
+    # a list the caller changed since does not make the retry of what was taken a conflict.
+    frames = read_frames(str(STREAMS / "travel.sse"))
+    cut = list(envelopes(frames, thread="t", source="s", batch=9))
+    want = run_local(cut)
+    first = msgspec.structs.replace(cut[0], frames=list(cut[0].frames))
+
+    def then_changed() -> Any:
+        yield first
+        yield from cut[1:]
+        first.frames.append(b'{"type":"RUN_STARTED","threadId":"t","runId":"x"}')
+        yield cut[0]  # a retry of what was taken
+
+    got = run_local(then_changed())
+    assert (got.outputs, got.usage, got.pending) == (want.outputs, want.usage, want.pending)
+
+
+native_only = pytest.mark.skipif(
+    agui_meta._speedups.NATIVE is None, reason="the C core is not in use"
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@native_only
+@given(
+    value=_JSON,
+    merges=st.lists(st.dictionaries(st.text(max_size=2), _JSON, max_size=3), max_size=4),
+    older=st.booleans(),
+)
+def test_the_c_copy_wire_is_the_python_one(value: Any, merges: list[Any], older: bool) -> None:
+    from agui_meta._metadata import MergedMetadata, copy_wire, merge_metadata
+
+    native = agui_meta._speedups.NATIVE
+    assert native is not None
+    versions = [MergedMetadata()]
+    for incoming in merges:
+        versions.append(merge_metadata(versions[-1], incoming))
+    if older and len(versions) > 1:
+        versions.append(merge_metadata(versions[0], {"k": 1}))  # an older version, its record
+    wired = {"value": value, "metadata": versions[-1], "all": [value, *versions]}
+
+    class Sub(dict):  # type: ignore[type-arg]
+        pass
+
+    for case in (wired, value, versions[-1], [Sub(a=[value])], {"s": Sub(b=value)}):
+        got, want = native.copy_wire(case, copy_wire), copy_wire(case)
+        assert _typed(got) == _typed(want)
+
+        assert not _containers(got) & _containers(case)  # every container a new one
+
+
+def _containers(value: Any) -> set[int]:
+    """The ids of the dicts and lists in value (in merged metadata's values too)."""
+    from agui_meta._metadata import MergedMetadata
+
+    if type(value) is MergedMetadata:
+        return set().union(*map(_containers, value._plain_dict().values()))
+    if isinstance(value, dict):
+        return {id(value)}.union(*map(_containers, value.values()))
+    if isinstance(value, list):
+        return {id(value)}.union(*map(_containers, value))
+    return set()
+
+
+@native_only
+def test_the_c_wire_item_is_the_python_one_on_history_items_too() -> None:
+    # Items the C core hands back (nulls a history held, deltas not joined yet, odd members)
+    # and those it does itself: each is to_wire(), types included.
+    from agui_meta._store import MessageItem
+
+    native = agui_meta._speedups.NATIVE
+    assert native is not None
+    wire: list[dict[str, Any]] = [
+        {"id": None, "role": "assistant", "content": None, "metadata": None},
+        {"id": "m", "role": "assistant", "toolCalls": [{"id": None, "type": "function"}]},
+        {
+            "id": "m",
+            "role": "assistant",
+            "toolCalls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}},
+                {"id": "d", "type": "function", "function": "not an object", "x": [1]},
+                {"id": "e", "type": "function", "function": {"name": None, "extra": [2]}},
+            ],
+            "metadata": {"a": {"b": [1]}},
+            "extra": {"k": [None, 1.5, True]},
+        },
+        {"id": "t", "role": "tool", "content": "r", "toolCallId": "c"},
+        {"id": "p", "role": "activity", "content": {"steps": [{"s": 1}]}, "activityType": "P"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"id": "x", "role": "assistant", "toolCalls": "odd"},
+    ]
+    for data in wire:
+        for streaming in (False, True):
+            item = MessageItem.from_wire(data)
+            if streaming and isinstance(item.content, str):
+                item.append_content(" more")  # left to join
+            if streaming and item.tool_calls:
+                item.tool_calls[0].append_arguments("{")
+            got = native.wire_item(item, _durable._wire_item_py)
+            assert _typed(got) == _typed(item.to_wire())
+            owned = [item.fields, item._content, item.metadata]
+            for call in item.tool_calls or []:
+                owned += [call.fields, call.function_fields, call._args, call.metadata]
+            assert not _containers(got) & _containers(owned)  # the store's own: none shared
