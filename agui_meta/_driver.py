@@ -259,7 +259,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
         handle = accumulate._handlers.get(cls)
         if handle is None or handle == accumulate._raw_chunk:
             continue
-        if accumulate._evict and handle != accumulate._no_item:
+        if accumulate._evict:
             continue  # a store that evicts: accumulate's feed does more than its handler
         kind = ledger_counts(cls)
         record = None if kind is not None else ledger._handlers.get(cls)

@@ -285,9 +285,10 @@ def _steps_run(
     max_open: int | None,
     max_entries: int | None,
     refuse: str | None,
+    evict: bool = False,
 ) -> dict[str, Any]:
     reports: list[str] = []
-    store = agui_meta.Store()
+    store = agui_meta.Store(evict_completed=evict)
     ledger: Any = agui_meta.Ledger(clock=lambda: 0.5, max_entries=max_entries)
     calls = [0]
     stages: list[Transducer[Any, Any]] = [
@@ -349,6 +350,7 @@ _other = st.sampled_from(
         {"type": "REASONING_MESSAGE_END", "messageId": "n"},
         {"type": "ACTIVITY_SNAPSHOT", "messageId": "n", "activityType": "a", "content": {}},
         {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "n", "role": "assistant"}]},
+        {"type": "RUN_ERROR", "message": "e"},
     ]
 )
 
@@ -361,6 +363,7 @@ _other = st.sampled_from(
     st.sampled_from([None, 1, 2, 10]),
     st.sampled_from([None, 0, 1, 3]),
     st.sampled_from([None, "a"]),
+    st.booleans(),
 )
 def test_steps_and_message_ends_in_the_core_equal_the_stages(
     events: list[dict[str, Any]],
@@ -369,11 +372,29 @@ def test_steps_and_message_ends_in_the_core_equal_the_stages(
     max_open: int | None,
     max_entries: int | None,
     refuse: str | None,
+    evict: bool,
 ) -> None:
     head = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
     data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in head + events)
     with _must_run():
-        _both(_steps_run, data, mode, expand, max_open, max_entries, refuse)
+        _both(_steps_run, data, mode, expand, max_open, max_entries, refuse, evict)
+
+
+def test_a_run_error_evicts_idle_messages_with_the_core_too() -> None:
+    # A store that evicts: RUN_ERROR makes accumulate evict the idle messages, which its
+    # handler alone does not do, so the core routes none of an evicting chain's events there.
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "h", "role": "user", "content": "q"}]},
+        {"type": "TEXT_MESSAGE_START", "messageId": "n"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "n", "delta": "x"},
+        {"type": "STEP_STARTED", "stepName": "a"},
+        {"type": "RUN_ERROR", "message": "e"},
+    ]
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    with _must_run():
+        for mode in MODES:
+            _both(_steps_run, data, mode, True, None, None, None, True)
 
 
 def test_events_off_the_fast_path_skip_the_stages_feeds() -> None:
