@@ -23,73 +23,21 @@
 
 #include <Python.h>
 
-static PyObject *s_counts, *s_item;
-
 /* The route: (chunks or None, verify, verify's handler or None, accumulate's handler,
  * ledger, the type the ledger counts or None, the ledger's handler or None). */
 enum { D_CHUNKS, D_VERIFY, D_VERIFY_HANDLER, D_ACCUMULATE_HANDLER, D_LEDGER, D_KIND,
        D_LEDGER_HANDLER, D_SIZE };
 
-/* The names read here, once. 0, or -1 with an exception. */
-static int
-direct_names(void)
-{
-    if (s_counts == NULL) {
-        s_counts = PyUnicode_InternFromString("_counts");
-        s_item = PyUnicode_InternFromString("_item");
-        if (s_counts == NULL || s_item == NULL) {
-            Py_CLEAR(s_counts);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* Whether the conditions hold (1), not (0), or -1 with an exception. Changes nothing. */
 static int
 direct_check(PyObject *route, PyObject *update_cls)
 {
-    if (direct_names() < 0) {
-        return -1;
-    }
-    PyObject *chunks = PyTuple_GET_ITEM(route, D_CHUNKS);
-    if (chunks != Py_None) {
-        PyObject *lanes = PyObject_GetAttr(chunks, s_lanes);
-        if (lanes == NULL) {
-            return -1;
-        }
-        Py_ssize_t open = dict_len(lanes);
-        Py_DECREF(lanes);
-        if (open != 0) {
-            return 0;
-        }
-    }
-    int ok = attr_false(PyTuple_GET_ITEM(route, D_VERIFY), s_gate);
+    int ok = chain_ready(PyTuple_GET_ITEM(route, D_CHUNKS), PyTuple_GET_ITEM(route, D_VERIFY));
     if (ok <= 0) {
         return ok;
     }
-    PyObject *ledger = PyTuple_GET_ITEM(route, D_LEDGER);
-    PyObject *wrappers = PyObject_GetAttr(ledger, s_wrappers);
-    if (wrappers == NULL) {
-        return -1;
-    }
-    int known = PySet_CheckExact(wrappers) ? PySet_Contains(wrappers, update_cls) : 0;
-    Py_DECREF(wrappers);
-    if (known <= 0) {
-        return known;
-    }
-    if (PyTuple_GET_ITEM(route, D_KIND) != Py_None) {
-        PyObject *counts = PyObject_GetAttr(ledger, s_counts);
-        if (counts == NULL) {
-            return -1;
-        }
-        int open = PyDict_CheckExact(counts);
-        Py_DECREF(counts);
-        if (!open) {
-            return 0; /* no run open: the ledger opens one first */
-        }
-    }
-    return 1;
+    return ledger_ready(PyTuple_GET_ITEM(route, D_LEDGER), update_cls,
+                        PyTuple_GET_ITEM(route, D_KIND) != Py_None);
 }
 
 /* The verifier's and the accumulator's handlers, the conditions held. 1 with *out the
@@ -120,20 +68,7 @@ direct_after(PyObject *event, PyObject *route, PyObject *update)
 {
     PyObject *ledger = PyTuple_GET_ITEM(route, D_LEDGER), *kind = PyTuple_GET_ITEM(route, D_KIND);
     if (kind != Py_None) {
-        PyObject *counts = PyObject_GetAttr(ledger, s_counts);
-        if (counts == NULL) {
-            return -1;
-        }
-        int status;
-        if (PyDict_CheckExact(counts)) {
-            status = count_one(counts, kind);
-        }
-        else {
-            PyErr_SetString(PyExc_SystemError, "the ledger's run closed during the event");
-            status = -1;
-        }
-        Py_DECREF(counts);
-        return status;
+        return ledger_count(ledger, kind);
     }
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;

@@ -87,9 +87,6 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
         return 0;
     }
     if (s_message_id == NULL) {
-        if (direct_names() < 0) {
-            return -1;
-        }
         streaming_off = slot_offset((PyObject *)item_slots[1].type, "_streaming");
         empty_str = streaming_off < 0 ? NULL : PyUnicode_FromStringAndSize("", 0);
         s_message_id = empty_str == NULL ? NULL : PyUnicode_InternFromString("message_id");
@@ -98,20 +95,8 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
             return -1;
         }
     }
-    PyObject *chunks = PyTuple_GET_ITEM(route, E_CHUNKS);
-    if (chunks != Py_None) {
-        PyObject *lanes = PyObject_GetAttr(chunks, s_lanes);
-        if (lanes == NULL) {
-            return -1;
-        }
-        Py_ssize_t open = dict_len(lanes);
-        Py_DECREF(lanes);
-        if (open != 0) {
-            return 0;
-        }
-    }
     PyObject *verify = PyTuple_GET_ITEM(route, E_VERIFY);
-    int ok = attr_false(verify, s_gate);
+    int ok = chain_ready(PyTuple_GET_ITEM(route, E_CHUNKS), verify);
     if (ok <= 0) {
         return ok;
     }
@@ -163,23 +148,7 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
         return ok;
     }
     /* The ledger: the Update's class known as a wrapper, a run open. */
-    PyObject *ledger = PyTuple_GET_ITEM(route, E_LEDGER);
-    PyObject *wrappers = PyObject_GetAttr(ledger, s_wrappers);
-    if (wrappers == NULL) {
-        return -1;
-    }
-    int known = PySet_CheckExact(wrappers) ? PySet_Contains(wrappers, update_cls) : 0;
-    Py_DECREF(wrappers);
-    if (known <= 0) {
-        return known;
-    }
-    PyObject *counts = PyObject_GetAttr(ledger, s_counts);
-    if (counts == NULL) {
-        return -1;
-    }
-    ok = PyDict_CheckExact(counts);
-    Py_DECREF(counts);
-    return ok;
+    return ledger_ready(PyTuple_GET_ITEM(route, E_LEDGER), update_cls, 1);
 }
 
 /* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
@@ -245,17 +214,7 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
 static int
 end_after(PyObject *route)
 {
-    PyObject *counts = PyObject_GetAttr(PyTuple_GET_ITEM(route, E_LEDGER), s_counts);
-    if (counts == NULL) {
-        return -1;
-    }
-    int status = PyDict_CheckExact(counts) ? count_one(counts, PyTuple_GET_ITEM(route, E_KIND))
-                                           : (PyErr_SetString(PyExc_SystemError,
-                                                              "the ledger's run closed during "
-                                                              "the event"),
-                                              -1);
-    Py_DECREF(counts);
-    return status;
+    return ledger_count(PyTuple_GET_ITEM(route, E_LEDGER), PyTuple_GET_ITEM(route, E_KIND));
 }
 
 #endif /* AGUI_META_ENDS_H */

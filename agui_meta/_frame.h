@@ -23,30 +23,7 @@
 static int
 frame_clean(const unsigned char *s, ptrdiff_t n)
 {
-    ptrdiff_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) { /* eight ASCII bytes, none a CR, at once */
-            uint64_t w = swar_load(s + i);
-            if (!((w & SWAR_HIGHS) | swar_has(w, '\r'))) {
-                i += 8;
-                continue;
-            }
-        }
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            if (c == '\r') {
-                return 0;
-            }
-            i++;
-            continue;
-        }
-        ptrdiff_t len = utf8_seq(s + i, n - i);
-        if (len == 0) {
-            return 0;
-        }
-        i += len;
-    }
-    return 1;
+    return utf8_clean(s, n, 1);
 }
 
 /* SSE: the end of the run a chunk may hold, just after its last "\n\n"; -1 when below 8. */

@@ -133,6 +133,24 @@ call_lookup(PyObject *lookup, PyObject *key)
     return PyObject_CallOneArg(lookup, key);
 }
 
+/* d[key] = d.get(key, 0) + n, for counts kept in a dict (n an int). 0, or -1 with an
+ * exception. */
+static int
+dict_add(PyObject *d, PyObject *key, PyObject *n)
+{
+    PyObject *was = PyDict_GetItemWithError(d, key); /* borrowed */
+    if (was == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *now = was == NULL ? Py_NewRef(n) : PyNumber_Add(was, n);
+    if (now == NULL) {
+        return -1;
+    }
+    int status = PyDict_SetItem(d, key, now);
+    Py_DECREF(now);
+    return status;
+}
+
 /* -- the metadata merge ------------------------------------------------------------------ */
 
 /* A new _Writes() (cells {}, keys [], version 0), or NULL with an exception. */

@@ -328,17 +328,10 @@ tally(PyObject *note, PyObject *tallies)
             return -1;
         }
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tallies); j++) {
-            PyObject *counts = PyList_GET_ITEM(tallies, j);
-            PyObject *was = PyDict_GetItemWithError(counts, kind); /* borrowed */
-            PyObject *now = was != NULL   ? PyNumber_Add(was, n)
-                            : PyErr_Occurred() ? NULL
-                                             : (Py_INCREF(n), n);
-            if (now == NULL || PyDict_SetItem(counts, kind, now) < 0) {
-                Py_XDECREF(now);
+            if (dict_add(PyList_GET_ITEM(tallies, j), kind, n) < 0) {
                 Py_DECREF(kind);
                 return -1;
             }
-            Py_DECREF(now);
         }
         Py_DECREF(kind);
     }
@@ -366,20 +359,11 @@ passed_flush(Passed *p, PyObject *note)
         int i = p->order[j];
         PyObject *cls = (PyObject *)delta_slots[i].type;
         PyObject *add = PyLong_FromSsize_t(p->n[i]);
-        if (add == NULL) {
+        int status = add == NULL ? -1 : dict_add(note, cls, add);
+        Py_XDECREF(add);
+        if (status < 0) {
             return -1;
         }
-        PyObject *was = PyDict_GetItemWithError(note, cls); /* borrowed */
-        PyObject *now = was != NULL ? PyNumber_Add(was, add) : PyErr_Occurred() ? NULL : add;
-        if (now == add) {
-            Py_INCREF(now);
-        }
-        Py_DECREF(add);
-        if (now == NULL || PyDict_SetItem(note, cls, now) < 0) {
-            Py_XDECREF(now);
-            return -1;
-        }
-        Py_DECREF(now);
         p->n[i] = 0;
     }
     p->len = 0;

@@ -96,17 +96,23 @@ swar_first(uint64_t m)
 #endif
 }
 
-/* Whether s[0:n] is valid UTF-8 (eight ASCII bytes at a time). */
-static int
-utf8_valid(const unsigned char *s, ptrdiff_t n)
+/* Whether s[0:n] is valid UTF-8, and free of CR when no_cr (eight ASCII bytes at a time). */
+static inline int
+utf8_clean(const unsigned char *s, ptrdiff_t n, int no_cr)
 {
     ptrdiff_t i = 0;
     while (i < n) {
-        if (i + 8 <= n && !(swar_load(s + i) & SWAR_HIGHS)) {
-            i += 8;
-            continue;
+        if (i + 8 <= n) {
+            uint64_t w = swar_load(s + i);
+            if (!((w & SWAR_HIGHS) | (no_cr ? swar_has(w, '\r') : 0))) {
+                i += 8;
+                continue;
+            }
         }
         if (s[i] < 0x80) {
+            if (no_cr && s[i] == '\r') {
+                return 0;
+            }
             i++;
             continue;
         }
@@ -117,6 +123,13 @@ utf8_valid(const unsigned char *s, ptrdiff_t n)
         i += len;
     }
     return 1;
+}
+
+/* Whether s[0:n] is valid UTF-8. */
+static int
+utf8_valid(const unsigned char *s, ptrdiff_t n)
+{
+    return utf8_clean(s, n, 0);
 }
 
 /* 1 for a byte that is plain inside a JSON string: ASCII, neither '"' nor '\\'. */

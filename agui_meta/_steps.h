@@ -31,7 +31,7 @@ static PyObject *s_lanes, *s_gate, *s_steps_v, *s_max_open_items, *s_text, *s_to
     *s_wrappers, *s_event_counts, *s_clock, *s_max_entries, *s_ctx, *s_latest, *s_timestamp,
     *s_step_name, *s_subagent_run_id, *s_metadata, *s_steps, *s_status, *s_finished_index,
     *s_finished_metadata, *s_ended_at, *s_ended_clock, *s_index, *s_k_started, *s_k_finished,
-    *s_receipt, *s_event, *s_finished;
+    *s_receipt, *s_event, *s_finished, *s_counts, *s_item;
 
 /* configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord): once, at the driver's
  * import. 0, or -1 with an exception. */
@@ -79,6 +79,8 @@ steps_configure(PyObject *started, PyObject *finished, PyObject *record)
         {&s_receipt, "receipt"},
         {&s_event, "event"},
         {&s_finished, "finished"},
+        {&s_counts, "_counts"},
+        {&s_item, "_item"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (*names[i].slot == NULL) {
@@ -167,20 +169,9 @@ attr_add(PyObject *o, PyObject *name, long by)
 static int
 count_one(PyObject *counts, PyObject *kind)
 {
-    PyObject *was = PyDict_GetItemWithError(counts, kind); /* borrowed */
-    if (was == NULL && PyErr_Occurred()) {
-        return -1;
-    }
     PyObject *inc = PyLong_FromLong(1);
-    PyObject *now = inc == NULL || was == NULL ? inc : PyNumber_Add(was, inc);
-    if (now != inc) {
-        Py_DECREF(inc);
-    }
-    if (now == NULL) {
-        return -1;
-    }
-    int status = PyDict_SetItem(counts, kind, now);
-    Py_DECREF(now);
+    int status = inc == NULL ? -1 : dict_add(counts, kind, inc);
+    Py_XDECREF(inc);
     return status;
 }
 
@@ -254,13 +245,12 @@ attr_false(PyObject *o, PyObject *name)
     return truth < 0 ? -1 : !truth;
 }
 
-/* The preconditions (see the top of the file), read into r. 1: they hold; 0: not this way;
- * -1 with an exception. Changes nothing. */
+/* What every route of the default chain checks first (here, _ends.h, _direct.h): no chunk
+ * stream open (ExpandChunks' feed closes them before the event), the verifier not gated (its
+ * feed checks the run's state first). 1, 0 (not this way), or -1 with an exception. */
 static int
-step_check(int started, PyObject *event, PyObject *chunks, PyObject *verify, PyObject *ledger,
-           PyObject *update_cls, StepRead *r)
+chain_ready(PyObject *chunks, PyObject *verify)
 {
-    int ok;
     if (chunks != Py_None) {
         PyObject *lanes = PyObject_GetAttr(chunks, s_lanes);
         if (lanes == NULL) {
@@ -269,11 +259,64 @@ step_check(int started, PyObject *event, PyObject *chunks, PyObject *verify, PyO
         Py_ssize_t open = dict_len(lanes);
         Py_DECREF(lanes);
         if (open != 0) {
-            return 0; /* chunk streams open (ExpandChunks closes them first), or not a dict */
+            return 0; /* chunk streams open, or not a dict */
         }
     }
-    if ((ok = attr_false(verify, s_gate)) <= 0) {
-        return ok; /* the verifier checks the run's state first */
+    return attr_false(verify, s_gate);
+}
+
+/* And the ledger's: the Update's class among the wrappers it knows (its feed learns it from
+ * the first one); with counts, a run open whose counts it keeps (_counts). 1, 0, or -1. */
+static int
+ledger_ready(PyObject *ledger, PyObject *update_cls, int counts)
+{
+    PyObject *wrappers = PyObject_GetAttr(ledger, s_wrappers);
+    if (wrappers == NULL) {
+        return -1;
+    }
+    int known = PySet_CheckExact(wrappers) ? PySet_Contains(wrappers, update_cls) : 0;
+    Py_DECREF(wrappers);
+    if (known <= 0 || !counts) {
+        return known;
+    }
+    PyObject *open = PyObject_GetAttr(ledger, s_counts);
+    if (open == NULL) {
+        return -1;
+    }
+    int ok = PyDict_CheckExact(open);
+    Py_DECREF(open);
+    return ok; /* no run open: the ledger opens one first */
+}
+
+/* The ledger's count of kind in its open run (ledger_ready held). 0, or -1 with an exception. */
+static int
+ledger_count(PyObject *ledger, PyObject *kind)
+{
+    PyObject *counts = PyObject_GetAttr(ledger, s_counts);
+    if (counts == NULL) {
+        return -1;
+    }
+    int status;
+    if (PyDict_CheckExact(counts)) {
+        status = count_one(counts, kind);
+    }
+    else {
+        PyErr_SetString(PyExc_SystemError, "the ledger's run closed during the event");
+        status = -1;
+    }
+    Py_DECREF(counts);
+    return status;
+}
+
+/* The preconditions (see the top of the file), read into r. 1: they hold; 0: not this way;
+ * -1 with an exception. Changes nothing. */
+static int
+step_check(int started, PyObject *event, PyObject *chunks, PyObject *verify, PyObject *ledger,
+           PyObject *update_cls, StepRead *r)
+{
+    int ok = chain_ready(chunks, verify);
+    if (ok <= 0) {
+        return ok;
     }
     r->name = PyObject_GetAttr(event, s_step_name);
     r->owner = r->name == NULL ? NULL : PyObject_GetAttr(event, s_subagent_run_id);
@@ -307,14 +350,8 @@ step_check(int started, PyObject *event, PyObject *chunks, PyObject *verify, PyO
     if (r->current == Py_None) {
         return 0; /* the ledger opens a run first */
     }
-    PyObject *wrappers = PyObject_GetAttr(ledger, s_wrappers);
-    if (wrappers == NULL) {
-        return -1;
-    }
-    int known = PySet_CheckExact(wrappers) ? PySet_Contains(wrappers, update_cls) : 0;
-    Py_DECREF(wrappers);
-    if (known <= 0) {
-        return known; /* the first Update the ledger sees: it learns the wrapper */
+    if ((ok = ledger_ready(ledger, update_cls, 0)) <= 0) {
+        return ok;
     }
     r->counts = PyObject_GetAttr(r->current, s_event_counts);
     r->open = r->counts == NULL ? NULL : PyObject_GetAttr(ledger, s_open_steps);
