@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from . import _speedups
@@ -28,6 +29,7 @@ from ._accumulate import Accumulate, Update
 from ._chunks import CHUNK_ROUTES, ExpandChunks, chunk_route
 from ._events import (
     EVENT_TYPES,
+    Metadata,
     ReasoningMessageEndEvent,
     StepFinishedEvent,
     StepStartedEvent,
@@ -64,6 +66,7 @@ if _speedups.NATIVE is not None:
         MergedMetadata,
         MetadataWrites,
         copy_json,
+        msgspec.json.Decoder(Metadata).decode,
     )
     _speedups.NATIVE.configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
 
@@ -166,22 +169,25 @@ class _FastPath:
         contract, see ``_stage``), so the plans made from the same mappings are the same: they
         are kept, by the mappings' identities (the mappings held with them), and made once.
         """
-        filters = self.filters
-        passes = [f.fast_passes for f in filters]
-        tallies = [f.fast_tally for f in filters]
-        self._held = [m for pair in zip(passes, tallies, strict=True) for m in pair]
-        self.tallies[:] = [t for t in tallies if t is not None]
+        held: list[Any] = []
+        tallies: list[dict[str, int]] = []
+        for f in self.filters:
+            tally = f.fast_tally
+            held += (f.fast_passes, tally)
+            if tally is not None:
+                tallies.append(tally)
+        self._held = held
+        self.tallies = tallies
+        passes = held[::2]
         key = tuple(map(id, passes))
         made = self._made.get(key)
         if made is None:
             if len(self._made) >= _PLANS_KEPT:
                 self._made.clear()
             made = self._made[key] = (passes, *self._make(passes))
-        _, plans, native = made
-        self.plans.clear()
-        self.plans.update(plans)
-        self.native_plans.clear()
-        self.native_plans.update(native)
+        # Each kept plan is its own pair of dicts, never changed: taken as they are (a loop
+        # that holds them reads them again after a refresh).
+        _, self.plans, self.native_plans = made
 
     def _make(
         self, passes: list[Mapping[type, Container[str] | None] | None]
@@ -646,6 +652,7 @@ class Runner:
                         exc.locate(offset=frame.offset, line=frame.line)
                     ctx.skip(exc)
                 fast.refresh()
+                plans = fast.plans
                 note = passed.append if fast.tallies else None
         finally:
             if passed:

@@ -76,6 +76,9 @@ native_scan(PyObject *module, PyObject *data)
 static PyObject *str_index, *str_type, *str_fast_passes, *str_fast_tally, *one;
 /* Set once by configure(): the classes and the sentinel the loop compares with. */
 static PyObject *Update_cls, *Unset;
+/* The typed decode of a metadata object alone (msgspec's, for the type of an event's
+ * "metadata" field): what a delta's metadata in the written form is decoded with. */
+static PyObject *metadata_decode;
 
 /* The class in args[i], checked to be a type (a borrowed reference), or NULL with an error. */
 static PyTypeObject *
@@ -110,8 +113,8 @@ method_def(PyObject *obj, const char *name)
 static PyObject *
 native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "configure() takes 10 arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes 11 arguments");
         return NULL;
     }
     PyTypeObject *message_item = type_arg(args, 1), *tool_call_item = type_arg(args, 2);
@@ -234,6 +237,8 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(Unset, args[4]);
     Py_INCREF(args[9]);
     Py_XSETREF(copy_json_func, args[9]);
+    Py_INCREF(args[10]);
+    Py_XSETREF(metadata_decode, args[10]);
     Py_RETURN_NONE;
 }
 
@@ -417,9 +422,11 @@ fetch_raised(void)
 
 /* The content delta class (its DeltaSlots; *which its index) whose shape s[0:n] has, its id
  * and delta in *sh; or NULL. The written form first: one comparison of its fixed part, and
- * the id and delta proven UTF-8, are all the scan would prove of it (one flat object, its
- * keys fixed, no escape, no number), so it is not scanned (*scanned stays -1). Else the scan
- * (*scanned: 1 clean, 0 not), and for clean text any order and spacing. */
+ * the id and delta proven UTF-8, are all the scan would prove of it when its delta has no
+ * escape and it has no metadata (one flat object, its keys fixed, no escape, no number), so
+ * it is not scanned (*scanned stays -1); with an escape or metadata it is scanned (*scanned:
+ * 1 clean, 0 not), and taken only when clean. Else the scan, and for clean text any order
+ * and spacing of the three members. */
 static const DeltaSlots *
 shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which, int *scanned)
 {
@@ -427,8 +434,14 @@ shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which, int *
         PyObject *prefix = delta_slots[i].prefix;
         if (prefix != NULL &&
             shape_written(s, n, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix), sh)) {
-            if (!utf8_valid(sh->id, sh->id_len) || !utf8_valid(sh->delta, sh->delta_len)) {
-                break; /* the scan refuses it too: the Python path says what is wrong */
+            if (sh->escaped || sh->metadata != NULL) {
+                *scanned = scan_clean(s, n);
+                if (!*scanned) {
+                    return NULL; /* the Python path says what is wrong */
+                }
+            }
+            else if (!utf8_valid(sh->id, sh->id_len) || !utf8_valid(sh->delta, sh->delta_len)) {
+                return NULL; /* the scan refuses it too: the Python path says what is wrong */
             }
             *which = i;
             return &delta_slots[i];
@@ -451,8 +464,92 @@ shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which, int *
     return NULL;
 }
 
-/* shape(data) -> (class, id, delta) | None: what the loop reads of a frame without decoding
- * it (for the tests: the typed decode of data must be that class with those fields). */
+/* The delta of *sh as a str, its escapes undone. A new reference; Py_None when the escapes
+ * are not JSON's own or pair no surrogates (the typed decode is left to refuse them); NULL
+ * with an exception. */
+static PyObject *
+shape_text(const DeltaShape *sh)
+{
+    if (!sh->escaped) {
+        return PyUnicode_DecodeUTF8((const char *)sh->delta, sh->delta_len, "strict");
+    }
+    unsigned char small[256];
+    unsigned char *buffer = sh->delta_len <= (ptrdiff_t)sizeof(small)
+                                ? small
+                                : PyMem_Malloc((size_t)sh->delta_len);
+    if (buffer == NULL) {
+        return PyErr_NoMemory();
+    }
+    ptrdiff_t len = shape_unescape(sh->delta, sh->delta_len, buffer);
+    PyObject *text = len < 0 ? Py_NewRef(Py_None)
+                             : PyUnicode_DecodeUTF8((const char *)buffer, len, "strict");
+    if (buffer != small) {
+        PyMem_Free(buffer);
+    }
+    return text;
+}
+
+/* The metadata object of *sh, decoded alone. A new reference to a dict; Py_None when it does
+ * not decode as one (the typed decode of the whole text says what is wrong); NULL with an
+ * exception (only one the typed decode would not be given a report for either). */
+static PyObject *
+shape_metadata(const DeltaShape *sh)
+{
+    if (metadata_decode == NULL) {
+        Py_RETURN_NONE;
+    }
+    PyObject *text = PyBytes_FromStringAndSize((const char *)sh->metadata, sh->metadata_len);
+    if (text == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_CallOneArg(metadata_decode, text);
+    Py_DECREF(text);
+    if (value == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError) ||
+            PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* as decode_one: the usual way reports it */
+        Py_RETURN_NONE;
+    }
+    if (!PyDict_CheckExact(value)) {
+        Py_DECREF(value);
+        Py_RETURN_NONE;
+    }
+    return value;
+}
+
+/* The delta and metadata (Py_None when absent) of *sh, as new references in *delta and
+ * *metadata. 1, 0 when the text is not what it seemed (both NULL), or -1 with an exception. */
+static int
+shape_values(const DeltaShape *sh, PyObject **delta, PyObject **metadata)
+{
+    *metadata = NULL;
+    *delta = shape_text(sh);
+    if (*delta == NULL) {
+        return -1;
+    }
+    if (*delta == Py_None) {
+        Py_CLEAR(*delta);
+        return 0;
+    }
+    if (sh->metadata == NULL) {
+        *metadata = Py_NewRef(Py_None);
+        return 1;
+    }
+    *metadata = shape_metadata(sh);
+    if (*metadata == NULL || *metadata == Py_None) {
+        int status = *metadata == NULL ? -1 : 0;
+        Py_CLEAR(*metadata);
+        Py_CLEAR(*delta);
+        return status;
+    }
+    return 1;
+}
+
+/* shape(data) -> (class, id, delta, metadata or None) | None: what the loop reads of a frame
+ * without decoding it (for the tests: the typed decode of data must be that class with those
+ * fields). */
 static PyObject *
 native_shape(PyObject *module, PyObject *data)
 {
@@ -467,13 +564,18 @@ native_shape(PyObject *module, PyObject *data)
     if (es == NULL) {
         Py_RETURN_NONE;
     }
-    return Py_BuildValue("(Os#s#)", (PyObject *)es->type, (const char *)sh.id, sh.id_len,
-                         (const char *)sh.delta, sh.delta_len);
+    PyObject *delta, *metadata;
+    int ok = shape_values(&sh, &delta, &metadata);
+    if (ok <= 0) {
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *back = Py_BuildValue("(Os#NN)", (PyObject *)es->type, (const char *)sh.id,
+                                   sh.id_len, delta, metadata);
+    return back;
 }
 
-/* A frame of the shape shape_delta() recognizes (s[0:n], scanned clean), when nobody reads
- * the outputs: what the loop does for its event, from the class, id and delta alone, without
- * the event. 1: done (*which: the DeltaSlots it counts as); 0: not this way (nothing
+/* A frame of a shape shape_of() recognizes (s[0:n]), when nobody reads the outputs: what the
+ * loop does for its event, from the class, id, delta and metadata alone, without the event. 1: done (*which: the DeltaSlots it counts as); 0: not this way (nothing
  * changed: the event is decoded and goes the usual way); -1 with an exception. */
 static int
 shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
@@ -505,7 +607,7 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
     }
     Py_INCREF(plan); /* held: the lookups may run Python code */
     int status = -1;
-    PyObject *delta = NULL;
+    PyObject *delta = NULL, *metadata = NULL;
     PyObject *id = *last_id;
     if (id != NULL && PyUnicode_IS_COMPACT_ASCII(id) && PyUnicode_GET_LENGTH(id) == sh.id_len &&
         memcmp(PyUnicode_DATA(id), sh.id, (size_t)sh.id_len) == 0) {
@@ -526,16 +628,19 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
             goto done;
         }
     }
-    if (convert == Py_None) {
+    if (convert == Py_None && !sh.escaped && sh.metadata == NULL) {
         status = 1; /* the event itself is the output, and nobody reads it */
         goto done;
     }
-    delta = PyUnicode_DecodeUTF8((const char *)sh.delta, sh.delta_len, "strict");
-    if (delta == NULL) {
+    /* The delta and the metadata, read (and so proven as the typed decode would) even when
+     * only the event would go on. */
+    status = shape_values(&sh, &delta, &metadata);
+    if (status <= 0 || convert == Py_None) {
         goto done;
     }
-    PyObject *out = content_apply(NULL, id, unset, delta, es->kind, PyTuple_GET_ITEM(plan, 3),
-                                  unset, update_cls, 0);
+    PyObject *out = content_apply(NULL, id, metadata == Py_None ? unset : metadata, delta,
+                                  es->kind, PyTuple_GET_ITEM(plan, 3), unset, update_cls, 0);
+    status = -1;
     if (out != NULL) {
         status = out == Py_None ? 0 : 1;
         Py_DECREF(out);
@@ -543,6 +648,7 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
 done:
     Py_XDECREF(id);
     Py_XDECREF(delta);
+    Py_XDECREF(metadata);
     Py_DECREF(plan);
     return status;
 }

@@ -3,7 +3,7 @@ from typing import Any
 MAX_NESTING: int
 
 def scan(data: bytes, /) -> bool: ...
-def shape(data: bytes, /) -> tuple[type, str, str] | None: ...
+def shape(data: bytes, /) -> tuple[type, str, str, dict[str, Any] | None] | None: ...
 def configure(
     update: type,
     message_item: type,
@@ -15,6 +15,7 @@ def configure(
     merged_metadata: type,
     metadata_writes: type,
     copy_json: Any,
+    metadata_decode: Any,
     /,
 ) -> None: ...
 def configure_steps(step_started: type, step_finished: type, step_record: type, /) -> None: ...

@@ -11,10 +11,11 @@
  * so only memory safety there) and, for JSON lines, not blank; that it equals its Python
  * specification is checked by tests/test_native_framing.py. Of the shape of a bare content
  * delta (agui_meta/_shape.h), that what it accepts is a JSON object whose id and delta are
- * plain strings inside the text: free of quotes, backslashes and control characters, and,
- * for the written form, exactly the prefix, the id, the middle and the delta, which the scan
- * finds clean when the two strings are UTF-8 (the core then skips the scan; that the typed
- * decode agrees is checked with Python by tests/test_native.py).
+ * plain strings inside the text: free of quotes, backslashes and control characters; for the
+ * written form, exactly the prefix, the id, the middle, the delta (escapes allowed: unescaping
+ * it stays within its length) and either the end or a metadata object, which the scan finds
+ * clean when there is neither escape nor metadata and the two strings are UTF-8 (the core then
+ * skips the scan; that the typed decode agrees is checked with Python by tests/test_native.py).
  */
 
 #include <stdint.h>
@@ -55,24 +56,58 @@ check_shape(const unsigned char *s, size_t n)
     const ptrdiff_t prefix_len = (ptrdiff_t)sizeof(prefix) - 1;
     if (shape_written(s, (ptrdiff_t)n, prefix, prefix_len, &sh)) {
         check_plain(s, n, sh.id, sh.id_len);
-        check_plain(s, n, sh.delta, sh.delta_len);
         if (memcmp(s, prefix, (size_t)prefix_len) != 0 || sh.id != s + prefix_len ||
             memcmp(sh.id + sh.id_len, "\",\"delta\":\"", 11) != 0 ||
-            sh.delta != sh.id + sh.id_len + 11 || sh.delta + sh.delta_len + 2 != s + n ||
-            memcmp(sh.delta + sh.delta_len, "\"}", 2) != 0) {
+            sh.delta != sh.id + sh.id_len + 11 || sh.delta_len < 0 ||
+            sh.delta + sh.delta_len >= s + n || sh.delta[sh.delta_len] != '"') {
             abort();
         }
-        /* the core skips the scan of such text when its strings are UTF-8: the scan must
-         * find it clean */
-        if (utf8_valid(sh.id, sh.id_len) && utf8_valid(sh.delta, sh.delta_len) &&
-            !scan_clean(s, (ptrdiff_t)n)) {
+        /* the delta: one string's contents, escapes stepped over, escaped said truly */
+        int backslash = 0;
+        for (ptrdiff_t i = 0; i < sh.delta_len; i++) {
+            if (sh.delta[i] < 0x20 || sh.delta[i] == '"') {
+                abort();
+            }
+            if (sh.delta[i] == '\\') {
+                backslash = 1;
+                i++;
+            }
+        }
+        if (backslash != sh.escaped) {
             abort();
         }
-        /* the written form is one of the shapes the general recognizer takes */
-        DeltaShape any;
-        if (!shape_delta(s, (ptrdiff_t)n, &any) || any.id_len != sh.id_len ||
-            any.delta_len != sh.delta_len) {
+        if (sh.metadata == NULL) {
+            if (sh.delta + sh.delta_len + 2 != s + n || memcmp(sh.delta + sh.delta_len, "\"}", 2)) {
+                abort();
+            }
+        }
+        else if (memcmp(sh.delta + sh.delta_len, "\",\"metadata\":{", 14) != 0 ||
+                 sh.metadata != sh.delta + sh.delta_len + 13 || sh.metadata_len < 2 ||
+                 sh.metadata + sh.metadata_len + 1 != s + n || s[n - 1] != '}' ||
+                 sh.metadata[sh.metadata_len - 1] != '}') {
             abort();
+        }
+        if (sh.escaped) {
+            /* undone escapes never lengthen the text: the buffer has exactly its room */
+            unsigned char *out = malloc((size_t)sh.delta_len + 1);
+            if (out == NULL || shape_unescape(sh.delta, sh.delta_len, out) > sh.delta_len) {
+                abort();
+            }
+            free(out);
+        }
+        else if (sh.metadata == NULL) {
+            /* the core skips the scan of such text when its strings are UTF-8: the scan must
+             * find it clean */
+            if (utf8_valid(sh.id, sh.id_len) && utf8_valid(sh.delta, sh.delta_len) &&
+                !scan_clean(s, (ptrdiff_t)n)) {
+                abort();
+            }
+            /* the plain written form is one of the shapes the general recognizer takes */
+            DeltaShape any;
+            if (!shape_delta(s, (ptrdiff_t)n, &any) || any.id_len != sh.id_len ||
+                any.delta_len != sh.delta_len) {
+                abort();
+            }
         }
     }
 }

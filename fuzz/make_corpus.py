@@ -25,6 +25,8 @@ SHAPES = [
     b'{"type":"TOOL_CALL_ARGS","toolCallId":"call-1","delta":"{\\"q\\":"}',
     b'{ "delta": "x", "messageId": "m", "type": "TEXT_MESSAGE_CONTENT" }',
     b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\tb"}',
+    b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\n\\u00e9\\"","metadata":{"k":[1]}}',
+    b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\\ud83d\\ude00\\/"}',
 ]
 FRAMING = [
     b"\xffdata: {}\n\ndata: [1]\n\n",

@@ -765,18 +765,44 @@ def _delta_texts(draw: st.DrawFn) -> bytes:
     return text.encode() + (draw(st.sampled_from([b"", b"}", b" x", b"\xff"])) if near else b"")
 
 
+@st.composite
+def _written_deltas(draw: st.DrawFn) -> bytes:
+    """Content deltas in the written form (no spacing, type, id, delta, then maybe metadata),
+    their deltas with escapes of every kind and their metadata any JSON object, and near
+    misses of that form: a member after the metadata, junk, a cut."""
+    tag = draw(st.sampled_from(_TAGS[:3]))
+    key = "toolCallId" if tag == "TOOL_CALL_ARGS" else "messageId"
+    delta = json.dumps(draw(_odd_text), ensure_ascii=draw(st.booleans()))
+    if draw(st.booleans()):  # escapes JSON has but json.dumps does not write
+        delta = delta.replace("/", "\\/").replace("a", "\\u0061")
+    text = f'{{"type":"{tag}","{key}":"m","delta":{delta}'
+    if draw(st.booleans()):
+        text += ',"metadata":' + draw(_json_text(2).filter(lambda t: t.startswith("{")))
+    text += "}"
+    if draw(st.booleans()):
+        text = draw(
+            st.sampled_from(
+                [text[:-1] + ',"x":{}}', text + "}", text[:-2] + "}", text.replace("{", "[", 2)]
+            )
+        )
+    return text.encode()
+
+
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
-@given(_delta_texts())
+@given(st.one_of(_delta_texts(), _written_deltas()))
 def test_the_shape_of_a_delta_is_its_typed_decode(text: bytes) -> None:
     # What the loop reads of a frame without decoding it, when nobody reads the events: the
-    # class, id and delta are exactly the typed decode's, every other field absent.
+    # class, id, delta and metadata are exactly the typed decode's, every other field absent.
     shape = NATIVE.shape(text)
     if shape is None:
         return
     assert NATIVE.scan(text)
-    cls, id_, delta = shape
+    cls, id_, delta, metadata = shape
     field = "tool_call_id" if cls is agui_meta.events.ToolCallArgsEvent else "message_id"
-    assert TYPED_DECODE(text) == cls(**{field: id_, "delta": delta})
+    fields: dict[str, Any] = {field: id_, "delta": delta}
+    if metadata is not None:
+        fields["metadata"] = metadata
+    assert TYPED_DECODE(text) == cls(**fields)
     assert fast_decode(text) == TYPED_DECODE(text)
 
 
@@ -787,20 +813,36 @@ def test_the_shape_of_deltas_as_producers_write_them() -> None:
         (agui_meta.events.ToolCallArgsEvent, "toolCallId"),
     ]
     for cls, key in classes:
-        for delta in ["", " a", "é😀", "x" * 40]:
-            text = json.dumps({"type": cls.type, key: "m-1", "delta": delta}, ensure_ascii=False)
-            for written in (text.replace(" ", "") if " " not in delta else text, text):
-                assert NATIVE.shape(written.encode()) == (cls, "m-1", delta), written
+        for delta in ["", " a", "é😀", "x" * 40, 'a\nb "c"\t/é\u2028', "{" * 300 + "\\"]:
+            event = {"type": cls.type, key: "m-1", "delta": delta}
+            written = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+            assert NATIVE.shape(written.encode()) == (cls, "m-1", delta, None), written
+            # With spacing, the general form, which takes no escape.
+            spaced = json.dumps(event, ensure_ascii=False)
+            plain = "\\" not in spaced
+            assert NATIVE.shape(spaced.encode()) == ((cls, "m-1", delta, None) if plain else None)
+            metadata: dict[str, Any] = {"usage": {"inputTokens": 3}, "k": [None, 1.5, "é", {}]}
+            with_metadata = json.dumps(
+                {**event, "metadata": metadata}, ensure_ascii=False, separators=(",", ":")
+            )
+            assert NATIVE.shape(with_metadata.encode()) == (cls, "m-1", delta, metadata)
         spaced = json.dumps({"delta": "d", key: "m", "type": cls.type}, indent=1)
-        assert NATIVE.shape(spaced.encode()) == (cls, "m", "d")
+        assert NATIVE.shape(spaced.encode()) == (cls, "m", "d", None)
     for miss in [
-        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\nb"}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\tb"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\ud800"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\x"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\u00g1"}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","delta":"b"}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"',
         b'{"type":"TEXT_MESSAGE_CONTENT","toolCallId":"m","delta":"a"}',
-        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":null}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":1,"k":2}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":1},"x":{}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":1}} ',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":1}',
         b'{"type":"TEXT_MESSAGE_CONTENT" "messageId":"m","delta":"a"}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m""delta":"a"}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"b"}',
@@ -821,9 +863,20 @@ def test_drain_of_deltas_near_the_common_shape(mode: str) -> None:
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"x","delta":"a"}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","timestamp":5}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":1}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b\\u00e9","metadata":{"k":[2]}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":null}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":1,"k":2}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","metadata":{"k":1},"x":{}}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\x"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\ud800"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"x","delta":"a","metadata":{"k":1}}',
         b'{"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"r"}',
+        b'{"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"\\"r\\"","metadata":{"k":3}}',
         b'{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\\"q\\":1"}',
         b'{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"}"}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":",\\"r\\":2","metadata":{"t":"x"}}',
         b'{"type":"TOOL_CALL_ARGS","toolCallId":"m","delta":"x"}',
         b'{"type":"TOOL_CALL_ARGS","messageId":"c","delta":"x"}',
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"c","delta":"a"}',
