@@ -178,6 +178,18 @@ class SSEDecoder(LineDecoder):
         self._spelt = 0
         try:
             pending = self._pending
+            if (
+                pending
+                and self._start_pos < 0
+                and pending.startswith(b"data: ")
+                and b"\r" not in chunk
+            ):
+                # The common case of a read that cut an event's one data line: between events,
+                # the held start of that line goes in front of the chunk, which then starts at
+                # a line start with "data: " (the held bytes are not yet counted in _pos), for
+                # _run_simple below to take with the rest, as if no read had cut it.
+                chunk = b"".join((pending, chunk))
+                pending.clear()
             if pending:
                 # Finish the pending line with the first line end of this chunk.
                 lf = chunk.find(b"\n")
