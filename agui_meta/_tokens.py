@@ -56,13 +56,20 @@ class Usage(msgspec.Struct, kw_only=True, frozen=True, rename="camel", omit_defa
         """The entry as agui-meta reports it (an entry that is a :class:`Usage` already, itself)."""
         if isinstance(entry, Usage):
             return entry
+        # Field by field (TokenUsage's eight fields are Usage's: tests/test_tokens.py checks).
+        unset = UNSET
+        provider, model = entry.provider, entry.model
+        i, o, t = entry.input_tokens, entry.output_tokens, entry.total_tokens
+        r, c, w = entry.reasoning_tokens, entry.cached_input_tokens, entry.cache_write_input_tokens
         return cls(
-            **{
-                name: None if value is UNSET else value
-                for name, value in zip(
-                    entry.__struct_fields__, msgspec.structs.astuple(entry), strict=True
-                )
-            }
+            provider=None if provider is unset else provider,
+            model=None if model is unset else model,
+            input_tokens=None if i is unset else i,
+            output_tokens=None if o is unset else o,
+            total_tokens=None if t is unset else t,
+            reasoning_tokens=None if r is unset else r,
+            cached_input_tokens=None if c is unset else c,
+            cache_write_input_tokens=None if w is unset else w,
         )
 
 
@@ -88,6 +95,9 @@ def aggregate_token_usage(entries: Iterable[TokenUsage | Usage]) -> list[Usage]:
     >>> msgspec.json.encode(aggregate_token_usage(entries))
     b'[{"model":"m","inputTokens":3,"outputTokens":5}]'
     """
+    if type(entries) is list and len(entries) == 1:
+        # One entry is its own sum: the same Usage (frozen, so it may be shared).
+        return [Usage.from_wire(entries[0])]
     groups: dict[tuple[str, str], tuple[Any, dict[str, int]]] = {}
     for entry in entries:
         provider = entry.provider

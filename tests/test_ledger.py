@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agui_meta import Usage, UsageError, aggregate_token_usage, run_sync
 from agui_meta._events import AnyEvent, Event, Interrupt, TokenUsage
@@ -29,6 +31,7 @@ from agui_meta._ledger import (
     RunRecord,
     RunSuccess,
 )
+from agui_meta._tokens import COUNTS
 from agui_meta.events import decode_event
 
 # ---------------------------------------------------------------------------------------------
@@ -493,6 +496,57 @@ def test_aggregate_is_exact_beyond_double_precision() -> None:
     assert aggregate_token_usage(_wire_usage([{"inputTokens": n}, {"inputTokens": n}])) == [
         Usage(input_tokens=2 * n)
     ]
+
+
+_LABELS = st.sampled_from([None, "", "p", "a b"])
+_COUNT = st.one_of(st.none(), st.integers(0, 2**53 - 1))
+
+
+@st.composite
+def _entries(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Usage entries by field name (snake case), absent members left out."""
+    entries = []
+    for _ in range(draw(st.integers(0, 3))):
+        entry = {"provider": draw(_LABELS), "model": draw(_LABELS)}
+        entry.update({name: draw(_COUNT) for name in COUNTS})
+        entries.append({k: v for k, v in entry.items() if v is not None})
+    return entries
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def test_usage_has_the_wire_entrys_fields() -> None:
+    # Usage.from_wire copies TokenUsage field by field: the two must name the same fields.
+    assert Usage.__struct_fields__ == TokenUsage.__struct_fields__
+
+
+@settings(max_examples=300, deadline=None)
+@given(_entries())
+def test_usage_from_the_wire_and_its_sum(by_name: list[dict[str, Any]]) -> None:
+    wire = [{_camel(k): v for k, v in entry.items()} for entry in by_name]
+    entries = _wire_usage(wire)
+    # Each entry: its fields, absent as None.
+    for entry in entries:
+        fields = msgspec.structs.asdict(entry)
+        assert Usage.from_wire(entry) == Usage(
+            **{k: None if v is msgspec.UNSET else v for k, v in fields.items()}
+        )
+    # The sum: one group per (provider, model), absent with empty, labels of the first entry,
+    # a count summed over the entries that report it (one entry or many alike).
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in by_name:
+        key = (entry.get("provider") or "", entry.get("model") or "")
+        group = groups.setdefault(
+            key, {"provider": entry.get("provider"), "model": entry.get("model")}
+        )
+        for name in COUNTS:
+            if name in entry:
+                group[name] = group.get(name, 0) + entry[name]
+    assert aggregate_token_usage(entries) == [Usage(**g) for g in groups.values()]
+    assert aggregate_token_usage(_usage(wire)) == aggregate_token_usage(entries)
 
 
 # ---------------------------------------------------------------------------------------------
