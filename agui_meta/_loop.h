@@ -202,9 +202,11 @@ merged_at(PyObject *writes)
 }
 
 /* _Writes.write(incoming): one more merge of incoming (an exact dict of str keys) into
- * writes. Returns 0, or -1 with an exception. */
+ * writes. sole: no version but the newest can ever read the record (see merge_metadata), so
+ * a key written again keeps its newest write only, (version, value), not its history.
+ * Returns 0, or -1 with an exception. */
 static int
-writes_write(PyObject *writes, PyObject *incoming)
+writes_write(PyObject *writes, PyObject *incoming, int sole)
 {
     PyObject *cells = slot_get(writes, w_cells_off), *keys = slot_get(writes, w_keys_off);
     PyObject *last = slot_get(writes, w_version_off);
@@ -240,6 +242,14 @@ writes_write(PyObject *writes, PyObject *incoming)
             made = PyTuple_Pack(2, version, value);
             if (made == NULL || PyDict_SetItem(cells, key, made) < 0 ||
                 PyList_Append(keys, key) < 0) {
+                Py_XDECREF(made);
+                goto done;
+            }
+        }
+        else if (sole) {
+            /* cells[key] = (version, value): the earlier writes are nobody's to read */
+            made = PyTuple_Pack(2, version, value);
+            if (made == NULL || PyDict_SetItem(cells, key, made) < 0) {
                 Py_XDECREF(made);
                 goto done;
             }
@@ -393,8 +403,30 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
         }
     }
     PyObject *merged = NULL;
-    if (PyDict_GET_SIZE(copied) == 0 || writes_write(writes, copied) == 0) {
+    /* The newest version held by its item alone (the caller's reference is borrowed from the
+     * item's slot), its record by it alone (and us): no other version exists or can, so the
+     * merge is made in place, unobservably, rather than as a new version over a record that
+     * keeps every write (which only other versions read). Under drain(), where nobody holds
+     * an Update, an item's metadata then stays one object and one write per key. */
+    int sole = existing != Py_None && existing != unset && Py_REFCNT(existing) == 1 &&
+               Py_REFCNT(writes) == 2;
+    if (PyDict_GET_SIZE(copied) == 0) {
         merged = merged_at(writes);
+    }
+    else if (writes_write(writes, copied, sole) == 0) {
+        if (sole) {
+            PyObject *version = slot_get(writes, w_version_off);
+            PyObject *size = PyLong_FromSsize_t(PyList_GET_SIZE(slot_get(writes, w_keys_off)));
+            if (size != NULL) {
+                Py_INCREF(version);
+                slot_set(existing, mm_version_off, version);
+                slot_set(existing, mm_size_off, size);
+                merged = Py_NewRef(existing);
+            }
+        }
+        else {
+            merged = merged_at(writes);
+        }
     }
     Py_DECREF(writes);
     Py_DECREF(copied);

@@ -905,6 +905,78 @@ def test_drain_of_deltas_near_the_common_shape(mode: str) -> None:
                 _same(native, python)
 
 
+def _metadata_stream(n: int) -> bytes:
+    """A message and a tool call whose deltas each write metadata: keys written again and
+    again, new keys now and then, containers among the values, and their ends merging more."""
+    frames = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m","metadata":{"k":0}}',
+        b'{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m"}',
+    ]
+    for i in range(n):
+        metadata = {"k": i, f"n{i % 5}": [i], "t": {"i": i}} if i % 3 else {"k": i}
+        for kind, key, ident in (
+            ("TEXT_MESSAGE_CONTENT", "messageId", "m"),
+            ("TOOL_CALL_ARGS", "toolCallId", "c"),
+        ):
+            event = {"type": kind, key: ident, "delta": "x", "metadata": metadata}
+            frames.append(json.dumps(event, separators=(",", ":")).encode())
+    frames += [
+        b'{"type":"TOOL_CALL_END","toolCallId":"c","metadata":{"k":"end"}}',
+        b'{"type":"TEXT_MESSAGE_END","messageId":"m","metadata":{"k":"end","u":1}}',
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}',
+    ]
+    return b"".join(b"data: " + f + b"\n\n" for f in frames)
+
+
+def test_metadata_held_by_updates_keeps_its_version_and_drained_items_their_last_writes() -> None:
+    import anyio
+
+    data = _metadata_stream(40)
+
+    def run(iterate: bool) -> dict[str, Any]:
+        stages = agui_meta.DefaultStages(agui_meta.Store())
+        seen: list[Any] = []
+
+        async def main() -> None:
+            async with agui_meta.wrap([data], *stages) as stream:
+                if iterate:
+                    updates = [u async for u in stream]
+                    # Every update still holds the metadata as of its event, as built.
+                    seen.extend((u.event.type, dict(u.metadata or {})) for u in updates)
+                else:
+                    await stream.drain()
+
+        anyio.run(main)
+        item = stages.store.message("m")
+        call = stages.store.tool_call("c")
+        assert item is not None and call is not None
+        return {
+            "seen": seen,
+            "item": dict(item.metadata),
+            "call": dict(call.metadata),
+            "wire": stages.store.messages_wire(),
+            "_writes": (item.metadata, call.metadata),
+        }
+
+    with _must_run():
+        with _core(True):
+            drained, iterated = run(False), run(True)
+        with _core(False):
+            python = run(True)
+    held = [r.pop("_writes") for r in (drained, iterated, python)]
+    assert iterated == python
+    assert drained["item"] == python["item"] and drained["call"] == python["call"]
+    assert drained["wire"] == python["wire"]
+    # Drained, nobody held an earlier version: the core merged in place, so the record keeps
+    # one write per key; held versions need every write (the Python path always keeps them).
+    # (The tool call's end merges in Python, as a new version: its own key "k" has two.)
+    item, call = held[0]
+    assert all(type(cell) is tuple for cell in item._writes.cells.values())
+    assert all(type(cell) is tuple for key, cell in call._writes.cells.items() if key != "k")
+    assert any(type(cell) is list for cell in held[2][0]._writes.cells.values())
+
+
 def test_drain_builds_what_a_stage_after_the_fast_path_reads() -> None:
     # A stage of the caller's after the default ones reads every update: none is skipped.
     import anyio
