@@ -49,7 +49,8 @@ metadata adds O(keys the event carries), never O(keys the item has):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from types import MethodType
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -96,7 +97,7 @@ from ._exceptions import ApplyError, UsageError
 from ._js import js_string
 from ._metadata import CLIENT_METADATA_KEY, MergedMetadata, copy_json, merge_metadata
 from ._patch import PatchError, apply_patch
-from ._stage import Transducer
+from ._stage import Transducer, handler_table
 from ._store import ItemStore, MessageItem, Store, ToolCallItem
 
 __all__ = ["Accumulate", "Update", "authoritative_activity_types"]
@@ -189,46 +190,23 @@ class Accumulate(Transducer[Event, Update]):
         self._message = self.store.message
         self._tool_call = self.store.tool_call
         self._evict = self.store.evict_completed
-        no_item = self._no_item
-        #: The content deltas' handlers, which :meth:`feed` tries first: the fast path's
-        #: conversion (see ``_stage``). Nothing else happens to a delta in :meth:`feed`.
-        self.fast_converts: dict[type, Callable[[Any], Update]] = {
-            TextMessageContentEvent: self._text_content,
-            ReasoningMessageContentEvent: self._text_content,
-            ToolCallArgsEvent: self._tool_args,
-        }
-        self._handlers: dict[type[Event], Callable[[Any], Update]] = {
-            TextMessageStartEvent: self._text_start,
-            TextMessageEndEvent: self._text_end,
-            ReasoningMessageStartEvent: self._reasoning_start,
-            ReasoningMessageEndEvent: self._text_end,
-            ToolCallStartEvent: self._tool_start,
-            ToolCallEndEvent: self._tool_end,
-            ToolCallResultEvent: self._tool_result,
-            StateSnapshotEvent: self._state_snapshot,
-            StateDeltaEvent: self._state_delta,
-            MessagesSnapshotEvent: self._messages_snapshot,
-            ActivitySnapshotEvent: self._activity_snapshot,
-            ActivityDeltaEvent: self._activity_delta,
-            RunStartedEvent: self._run_started,
-            RunFinishedEvent: self._run_finished,
-            ReasoningEncryptedValueEvent: self._encrypted_value,
-            TextMessageChunkEvent: self._raw_chunk,
-            ToolCallChunkEvent: self._raw_chunk,
-            ReasoningMessageChunkEvent: self._raw_chunk,
-            RunErrorEvent: no_item,
-            RawEvent: no_item,
-            CustomEvent: no_item,
-            StepStartedEvent: no_item,
-            StepFinishedEvent: no_item,
-            ReasoningStartEvent: no_item,
-            ReasoningEndEvent: no_item,
-            SubagentStartedEvent: no_item,
-            SubagentFinishedEvent: no_item,
-            SubagentErrorEvent: no_item,
-        }
+        #: The content deltas' handlers, which :meth:`feed` tries first (the fast path's
+        #: conversions, see ``_stage``; ``fast_converts`` gives them bound), and the others'.
+        self._converts: dict[type, Callable[[Accumulate, Any], Update]] = handler_table(
+            type(self), _CONVERTS
+        )
+        self._handlers: dict[type, Callable[[Accumulate, Any], Update]] = handler_table(
+            type(self), _HANDLERS
+        )
 
-    def _handler_of(self, event: Any) -> Callable[[Any], Update]:
+    @property
+    def fast_converts(self) -> dict[type, Callable[[Any], Update]]:
+        """The content deltas' handlers, bound (the fast path's conversions, see ``_stage``):
+        a new dict each time, held by whoever asked, so that the stage holds none of its own
+        bound methods."""
+        return {cls: MethodType(f, self) for cls, f in self._converts.items()}
+
+    def _handler_of(self, event: Any) -> Callable[[Accumulate, Any], Update]:
         """The handler of an event class not in the table: a subclass of an AG-UI event class."""
         cls = protocol_class(type(event))
         if cls is None:
@@ -238,20 +216,20 @@ class Accumulate(Transducer[Event, Update]):
                 "event yet first (wrap() and run_sync() do; in a hand-built chain put "
                 "agui_meta.Enforce() first)"
             )
-        handler = self._handlers.get(cls) or self.fast_converts[cls]
+        handler = self._handlers.get(cls) or self._converts[cls]
         self._handlers[type(event)] = handler
         return handler
 
     def feed(self, event: Event) -> None:
-        convert = self.fast_converts.get(type(event))
+        convert = self._converts.get(type(event))
         if convert is not None:
-            self.emit(convert(event))
+            self.emit(convert(self, event))
             return
         try:
             handler = self._handlers[type(event)]
         except KeyError:
             handler = self._handler_of(event)
-        update = handler(event)
+        update = handler(self, event)
         self.emit(update)
         if self._evict:
             if update.done:
@@ -678,3 +656,42 @@ class Accumulate(Transducer[Event, Update]):
 
 
 Accumulate.fast_feed = Accumulate.feed
+
+
+#: The content deltas' handlers, by method name (see ``handler_table``).
+_CONVERTS: Final[Mapping[type, str]] = {
+    TextMessageContentEvent: "_text_content",
+    ReasoningMessageContentEvent: "_text_content",
+    ToolCallArgsEvent: "_tool_args",
+}
+#: The other events' handlers, by method name.
+_HANDLERS: Final[Mapping[type, str]] = {
+    TextMessageStartEvent: "_text_start",
+    TextMessageEndEvent: "_text_end",
+    ReasoningMessageStartEvent: "_reasoning_start",
+    ReasoningMessageEndEvent: "_text_end",
+    ToolCallStartEvent: "_tool_start",
+    ToolCallEndEvent: "_tool_end",
+    ToolCallResultEvent: "_tool_result",
+    StateSnapshotEvent: "_state_snapshot",
+    StateDeltaEvent: "_state_delta",
+    MessagesSnapshotEvent: "_messages_snapshot",
+    ActivitySnapshotEvent: "_activity_snapshot",
+    ActivityDeltaEvent: "_activity_delta",
+    RunStartedEvent: "_run_started",
+    RunFinishedEvent: "_run_finished",
+    ReasoningEncryptedValueEvent: "_encrypted_value",
+    TextMessageChunkEvent: "_raw_chunk",
+    ToolCallChunkEvent: "_raw_chunk",
+    ReasoningMessageChunkEvent: "_raw_chunk",
+    RunErrorEvent: "_no_item",
+    RawEvent: "_no_item",
+    CustomEvent: "_no_item",
+    StepStartedEvent: "_no_item",
+    StepFinishedEvent: "_no_item",
+    ReasoningStartEvent: "_no_item",
+    ReasoningEndEvent: "_no_item",
+    SubagentStartedEvent: "_no_item",
+    SubagentFinishedEvent: "_no_item",
+    SubagentErrorEvent: "_no_item",
+}

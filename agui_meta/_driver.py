@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from types import MethodType
 from typing import Any
 
 import msgspec
@@ -123,10 +124,11 @@ class _FastPath:
             t = chain[i]
             if not _offers(t):
                 break
-            if t.fast_converts is not None:
+            converts = t.fast_converts
+            if converts is not None:
                 if self.converts is not None:
                     break  # one conversion per run: what follows sees its outputs
-                self.converts = t.fast_converts
+                self.converts = converts
             elif t.fast_passes is None or (self.converts is not None and not t.fast_wrapped):
                 break
             else:
@@ -258,12 +260,13 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     assert isinstance(verify, Verify) and isinstance(accumulate, Accumulate)
     assert isinstance(ledger, Ledger)
     routes: dict[type, tuple[Any, ...]] = {}
-    converts = accumulate.fast_converts or {}
+    # The stages' tables hold their handlers as plain functions (handler_table): the routes
+    # hold them bound, as the feeds call them.
     for cls in EVENT_TYPES.values():
-        if cls in CONTENT_DELTAS or cls in converts or chunk_route(cls) >= CHUNK_ROUTES:
+        if cls in CONTENT_DELTAS or cls in accumulate._converts or chunk_route(cls) >= CHUNK_ROUTES:
             continue
         handle = accumulate._handlers.get(cls)
-        if handle is None or handle == accumulate._raw_chunk:
+        if handle is None or handle is Accumulate._raw_chunk:
             continue
         if accumulate._evict:
             continue  # a store that evicts: accumulate's feed does more than its handler
@@ -272,25 +275,33 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
         if kind is None and record is None:
             continue
         check = verify._handlers.get(cls.type)
-        routes[cls] = (chunks, verify, check, handle, ledger, kind, record)
+        routes[cls] = (
+            chunks,
+            verify,
+            None if check is None else MethodType(check, verify),
+            MethodType(handle, accumulate),
+            ledger,
+            kind,
+            None if record is None else MethodType(record, ledger),
+        )
     steps = (
-        verify._handlers.get("STEP_STARTED") == verify._step_started
-        and verify._handlers.get("STEP_FINISHED") == verify._step_finished
-        and ledger._handlers.get(StepStartedEvent) == ledger._step_started
-        and ledger._handlers.get(StepFinishedEvent) == ledger._step_finished
-        and all(accumulate._handlers.get(cls) == accumulate._no_item for cls in _STEPS)
+        verify._handlers.get("STEP_STARTED") is Verify._step_started
+        and verify._handlers.get("STEP_FINISHED") is Verify._step_finished
+        and ledger._handlers.get(StepStartedEvent) is Ledger._step_started
+        and ledger._handlers.get(StepFinishedEvent) is Ledger._step_finished
+        and all(accumulate._handlers.get(cls) is Accumulate._no_item for cls in _STEPS)
     )
     if steps:
         routes.update(dict.fromkeys(_STEPS, (chunks, verify, ledger)))
     for cls, table, check in (
-        (TextMessageEndEvent, "_text", verify._text_end),
-        (ReasoningMessageEndEvent, "_reasoning_messages", verify._reasoning_message_end),
+        (TextMessageEndEvent, "_text", Verify._text_end),
+        (ReasoningMessageEndEvent, "_reasoning_messages", Verify._reasoning_message_end),
     ):
         kind = ledger_counts(cls)
         if (
             not accumulate._evict
-            and verify._handlers.get(cls.type) == check
-            and accumulate._handlers.get(cls) == accumulate._text_end
+            and verify._handlers.get(cls.type) is check
+            and accumulate._handlers.get(cls) is Accumulate._text_end
             and kind is not None
         ):
             routes[cls] = (chunks, verify, table, accumulate._message, ledger, kind)

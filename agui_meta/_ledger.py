@@ -98,7 +98,7 @@ from ._events import (
 from ._exceptions import UsageError
 from ._metadata import MergedMetadata, enc_hook
 from ._prices import PriceTable
-from ._stage import CONTENT_DELTAS, Transducer, default_context
+from ._stage import CONTENT_DELTAS, Transducer, default_context, handler_table
 from ._tally import ToolCallTally
 from ._tokens import Usage, aggregate_token_usage
 
@@ -486,23 +486,9 @@ class Ledger(Transducer[T, T]):
             ToolCallArgsEvent: self._live,
         }
         self._clock = clock or _now_ms
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            RunStartedEvent: self._run_started,
-            RunFinishedEvent: self._run_finished,
-            RunErrorEvent: self._run_error,
-            StepStartedEvent: self._step_started,
-            StepFinishedEvent: self._step_finished,
-            SubagentStartedEvent: self._subagent_started,
-            SubagentFinishedEvent: self._subagent_finished,
-            SubagentErrorEvent: self._subagent_error,
-            RawEvent: self._raw,
-            CustomEvent: self._custom,
-            ToolCallStartEvent: self._tool_call_start,
-            ToolCallChunkEvent: self._tool_call_chunk,
-            ToolCallArgsEvent: self._tool_call_args,
-            ToolCallEndEvent: self._tool_call_end,
-            ToolCallResultEvent: self._tool_call_result,
-        }
+        self._handlers: dict[type, Callable[[Ledger[Any], Any], None]] = handler_table(
+            type(self), _HANDLERS
+        )
         self._renew()
 
     def _renew(self) -> None:
@@ -589,7 +575,7 @@ class Ledger(Transducer[T, T]):
                 self._observe(item, event)
                 return
             self._item = item
-            handler(event)
+            handler(self, event)
             return
         counts = self._counts
         if counts is None:
@@ -601,7 +587,7 @@ class Ledger(Transducer[T, T]):
         self._item = item
         handler = self._handlers.get(type(event))
         if handler is not None:
-            handler(event)
+            handler(self, event)
             return
         if not isinstance(event, Event):
             found = _event_of(item)
@@ -612,7 +598,7 @@ class Ledger(Transducer[T, T]):
         cls = _event_class(type(event))
         handler = self._handlers.get(cls)
         if handler is not None:
-            handler(event)
+            handler(self, event)
         else:
             self._counted(cls.type)
 
@@ -1044,3 +1030,23 @@ _EVERY_DELTA: Final[Mapping[type, Container[str] | None]] = {
     cls: None for cls in CONTENT_DELTAS if cls in _PLAIN
 }
 _NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}
+
+
+#: The handler of each event class, by method name (see ``handler_table``).
+_HANDLERS: Final[Mapping[type, str]] = {
+    RunStartedEvent: "_run_started",
+    RunFinishedEvent: "_run_finished",
+    RunErrorEvent: "_run_error",
+    StepStartedEvent: "_step_started",
+    StepFinishedEvent: "_step_finished",
+    SubagentStartedEvent: "_subagent_started",
+    SubagentFinishedEvent: "_subagent_finished",
+    SubagentErrorEvent: "_subagent_error",
+    RawEvent: "_raw",
+    CustomEvent: "_custom",
+    ToolCallStartEvent: "_tool_call_start",
+    ToolCallChunkEvent: "_tool_call_chunk",
+    ToolCallArgsEvent: "_tool_call_args",
+    ToolCallEndEvent: "_tool_call_end",
+    ToolCallResultEvent: "_tool_call_result",
+}

@@ -52,13 +52,22 @@ from ._events import ReasoningMessageContentEvent, TextMessageContentEvent, Tool
 from ._exceptions import DataError, Report, Severity, StrictError, UsageError
 from ._warn import ReportWarnings
 
-__all__ = ["CONTENT_DELTAS", "Context", "Mode", "ReportHandler", "Transducer", "building_for"]
+__all__ = [
+    "CONTENT_DELTAS",
+    "Context",
+    "Mode",
+    "ReportHandler",
+    "Transducer",
+    "building_for",
+    "handler_table",
+]
 
 #: The event classes the fast path takes: content deltas of an open item.
 CONTENT_DELTAS: Final = (TextMessageContentEvent, ReasoningMessageContentEvent, ToolCallArgsEvent)
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+Key = TypeVar("Key")
 
 #: ``"default"``: what the reference client warns about is reported, what it rejects raises.
 #: ``"strict"``: every report raises :class:`StrictError`.
@@ -234,12 +243,18 @@ class Transducer(Generic[In, Out]):
 
     fast_feed: ClassVar[Callable[..., None] | None] = None
     fast_wrapped: ClassVar[bool] = False
-    fast_converts: Mapping[type, Callable[[Any], Any]] | None = None
     fast_decode: Callable[[Any], Any] | None = None
     #: The candidates this stage lets pass now (see the module documentation).
     fast_passes: Mapping[type, Container[str] | None] | None = None
     #: Where the driver counts the candidates this stage let pass.
     fast_tally: dict[str, int] | None = None
+
+    @property
+    def fast_converts(self) -> Mapping[type, Callable[[Any], Any]] | None:
+        """See the module documentation: a property, so that a stage can give its own bound
+        methods without holding them (a stage that holds its bound methods is a reference
+        cycle, which only the cyclic garbage collector frees)."""
+        return None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         # A stage never connected drops its outputs and reports to a context of its own. Set
@@ -300,3 +315,15 @@ def building_for(ctx: Context) -> Iterator[Context]:
         yield ctx
     finally:
         _building.reset(token)
+
+
+def handler_table(cls: type, names: Mapping[Key, str]) -> dict[Key, Callable[..., Any]]:
+    """A stage's table of handlers: by key, the method ``cls`` has under each name (its own
+    or inherited), as the plain function, to be called with the stage first.
+
+    A table of the stage's bound methods would make every stage a reference cycle (the stage
+    holds the table, each method holds the stage), which only the cyclic garbage collector
+    frees; with plain functions, a finished pipeline's stages are freed as soon as nothing
+    refers to them.
+    """
+    return {key: getattr(cls, name) for key, name in names.items()}

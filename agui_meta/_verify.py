@@ -136,7 +136,7 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._exceptions import UsageError, VerifyError
-from ._stage import Transducer
+from ._stage import Transducer, handler_table
 
 __all__ = ["OpenItems", "OwnerKind", "RunState", "Verify"]
 
@@ -280,32 +280,9 @@ class Verify(Transducer[Event, Event]):
         self._subagents: dict[str, _Started] = {}
         self._closed_subagents: OrderedDict[str, tuple[_Started, _SubagentEnd]] = OrderedDict()
         self._subagents_started = 0
-        self._handlers: dict[str, Callable[[Any], None]] = {
-            "TEXT_MESSAGE_START": self._text_start,
-            "TEXT_MESSAGE_CONTENT": self._text_continue,
-            "TEXT_MESSAGE_END": self._text_end,
-            "TOOL_CALL_START": self._tool_call_start,
-            "TOOL_CALL_ARGS": self._tool_call_continue,
-            "TOOL_CALL_END": self._tool_call_end,
-            "TOOL_CALL_RESULT": self._tool_call_result,
-            "REASONING_START": self._reasoning_span_start,
-            "REASONING_END": self._reasoning_span_end,
-            "REASONING_MESSAGE_START": self._reasoning_message_start,
-            "REASONING_MESSAGE_CONTENT": self._reasoning_message_continue,
-            "REASONING_MESSAGE_END": self._reasoning_message_end,
-            "REASONING_ENCRYPTED_VALUE": self._encrypted_value,
-            "ACTIVITY_SNAPSHOT": self._activity_snapshot,
-            "ACTIVITY_DELTA": self._activity_delta,
-            "STEP_STARTED": self._step_started,
-            "STEP_FINISHED": self._step_finished,
-            "SUBAGENT_STARTED": self._subagent_started,
-            "SUBAGENT_FINISHED": self._subagent_ended,
-            "SUBAGENT_ERROR": self._subagent_ended,
-            "MESSAGES_SNAPSHOT": self._messages_snapshot,
-            "RUN_STARTED": self._run_started_event,
-            "RUN_FINISHED": self._run_finished_event,
-            "RUN_ERROR": self._run_error_event,
-        }
+        self._handlers: dict[str, Callable[[Verify, Any], None]] = handler_table(
+            type(self), _HANDLERS
+        )
 
     # -----------------------------------------------------------------------------------------
     # Driving
@@ -328,7 +305,7 @@ class Verify(Transducer[Event, Event]):
                     return
         handler = self._handlers.get(item.type)
         if handler is not None:
-            handler(item)
+            handler(self, item)
         self.emit(item)
 
     def close(self) -> None:
@@ -956,3 +933,32 @@ def _step_owner(owner: _Owner) -> str:
 
 Verify.fast_feed = Verify.feed
 _NO_DELTA: Final[Mapping[type, Container[str] | None]] = {}
+
+
+#: The handler of each event type, by method name (see ``handler_table``).
+_HANDLERS: Final[Mapping[str, str]] = {
+    "TEXT_MESSAGE_START": "_text_start",
+    "TEXT_MESSAGE_CONTENT": "_text_continue",
+    "TEXT_MESSAGE_END": "_text_end",
+    "TOOL_CALL_START": "_tool_call_start",
+    "TOOL_CALL_ARGS": "_tool_call_continue",
+    "TOOL_CALL_END": "_tool_call_end",
+    "TOOL_CALL_RESULT": "_tool_call_result",
+    "REASONING_START": "_reasoning_span_start",
+    "REASONING_END": "_reasoning_span_end",
+    "REASONING_MESSAGE_START": "_reasoning_message_start",
+    "REASONING_MESSAGE_CONTENT": "_reasoning_message_continue",
+    "REASONING_MESSAGE_END": "_reasoning_message_end",
+    "REASONING_ENCRYPTED_VALUE": "_encrypted_value",
+    "ACTIVITY_SNAPSHOT": "_activity_snapshot",
+    "ACTIVITY_DELTA": "_activity_delta",
+    "STEP_STARTED": "_step_started",
+    "STEP_FINISHED": "_step_finished",
+    "SUBAGENT_STARTED": "_subagent_started",
+    "SUBAGENT_FINISHED": "_subagent_ended",
+    "SUBAGENT_ERROR": "_subagent_ended",
+    "MESSAGES_SNAPSHOT": "_messages_snapshot",
+    "RUN_STARTED": "_run_started_event",
+    "RUN_FINISHED": "_run_finished_event",
+    "RUN_ERROR": "_run_error_event",
+}

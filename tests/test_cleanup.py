@@ -24,6 +24,7 @@ import gc
 import json
 import sys
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -435,3 +436,46 @@ async def test_the_prefix_comparison_can_fail() -> None:
     with pytest.raises(AssertionError):
         assert_store_is_the_prefix(store, EVENTS, 4)
     assert_store_is_the_prefix(store, EVENTS, 3)
+
+
+@pytest.mark.parametrize("iterate", [False, True])
+def test_a_finished_pipeline_is_freed_without_the_cycle_collector(iterate: bool) -> None:
+    # The stages hold none of their own bound methods (handler_table, fast_converts): once
+    # nothing refers to a finished pipeline, reference counting frees its stages, its stream
+    # and a store without messages; the cyclic collector (off here) is not needed for them.
+    frames = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"STEP_STARTED","stepName":"s"}',
+        b'{"type":"STEP_FINISHED","stepName":"s"}',
+        b'{"type":"CUSTOM","name":"x","value":1}',
+        b'{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1}]}',
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}',
+    ]
+    data = b"".join(b"data: " + f + b"\n\n" for f in frames)
+
+    def run() -> list[weakref.ref[Any]]:
+        stages = agui_meta.DefaultStages(agui_meta.Store())
+        refs: list[weakref.ref[Any]] = [weakref.ref(s) for s in stages]
+        refs.append(weakref.ref(stages.store))
+
+        async def main() -> None:
+            async with agui_meta.wrap([data], *stages) as stream:
+                refs.append(weakref.ref(stream))
+                if iterate:
+                    async for _ in stream:
+                        pass
+                else:
+                    await stream.drain()
+
+        anyio.run(main)
+        assert stages.ledger.runs[0].event_counts["STEP_STARTED"] == 1
+        return refs
+
+    gc.collect()
+    gc.disable()
+    try:
+        refs = run()
+        alive = [type(r()).__name__ for r in refs if r() is not None]
+    finally:
+        gc.enable()
+    assert len(refs) == 6 and alive == []
