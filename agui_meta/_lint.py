@@ -11,7 +11,7 @@ JSON, results of unknown calls, …), each with a stable code and a default seve
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -34,7 +34,7 @@ from ._events import (
 )
 from ._exceptions import Severity, UsageError
 from ._metadata import AGUI_METADATA_KEY, is_prefixed, iter_metadata, key_path
-from ._stage import CONTENT_DELTAS, Transducer
+from ._stage import CONTENT_DELTAS, Transducer, handler_table
 
 __all__ = ["RULES", "Lint", "LintMetadataKeys", "Rule"]
 
@@ -241,22 +241,9 @@ class Lint(Transducer[Any, Any]):
         self._open_calls: dict[str, list[str]] = {}
         self._run: tuple[str, str] | None = None  # (thread id, run id) of the run started
         self._state_seen = False
-        self._handlers: dict[str, Callable[[Any], None]] = {
-            "RUN_STARTED": self._run_started,
-            "RUN_FINISHED": self._run_finished,
-            "TEXT_MESSAGE_START": self._message_start,
-            "REASONING_MESSAGE_START": self._message_start,
-            "TEXT_MESSAGE_END": self._message_end,
-            "REASONING_MESSAGE_END": self._message_end,
-            "TOOL_CALL_START": self._call_start,
-            "TOOL_CALL_END": self._call_end,
-            "TOOL_CALL_RESULT": self._call_result,
-            "MESSAGES_SNAPSHOT": self._messages_snapshot,
-            "STATE_SNAPSHOT": self._state_snapshot,
-            "STATE_DELTA": self._state_delta,
-            "RAW": self._raw,
-            "CUSTOM": self._custom,
-        }
+        self._handlers: dict[str, Callable[[Lint, Any], None]] = handler_table(
+            type(self), _HANDLERS
+        )
 
     def feed(self, item: Any) -> None:
         event: Event = item.event if type(item) is Update else item
@@ -274,7 +261,7 @@ class Lint(Transducer[Any, Any]):
             return
         handler = self._handlers.get(event.type)
         if handler is not None:
-            handler(event)
+            handler(self, event)
         if event.metadata is not UNSET or isinstance(event, _NESTED_CARRIERS):
             self._metadata(event)
         self.emit(item)
@@ -505,3 +492,22 @@ def _version(text: str) -> tuple[int, ...] | None:
     while len(numbers) > 2 and numbers[-1] == 0:
         numbers.pop()
     return tuple(numbers)
+
+
+#: The handler of each event type, by method name (see ``handler_table``).
+_HANDLERS: Final[Mapping[str, str]] = {
+    "RUN_STARTED": "_run_started",
+    "RUN_FINISHED": "_run_finished",
+    "TEXT_MESSAGE_START": "_message_start",
+    "REASONING_MESSAGE_START": "_message_start",
+    "TEXT_MESSAGE_END": "_message_end",
+    "REASONING_MESSAGE_END": "_message_end",
+    "TOOL_CALL_START": "_call_start",
+    "TOOL_CALL_END": "_call_end",
+    "TOOL_CALL_RESULT": "_call_result",
+    "MESSAGES_SNAPSHOT": "_messages_snapshot",
+    "STATE_SNAPSHOT": "_state_snapshot",
+    "STATE_DELTA": "_state_delta",
+    "RAW": "_raw",
+    "CUSTOM": "_custom",
+}
