@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
+from weakref import ref
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -300,7 +301,7 @@ class MessageItem:
         self.fields: dict[str, Any] = fields if fields is not None else {}
         self.metadata: Any = metadata
         self.tool_calls: list[ToolCallItem] | None = None
-        self._node: _Node | None = None
+        self._node: ref[_Node] | None = None  # the first position's node (see _Node)
         self._refs = 0
         self._streaming = False
         self._open_calls = 0
@@ -428,18 +429,32 @@ class MessageItem:
 
 
 class _Node:
-    """A position in the message order."""
+    """A position in the message order.
 
-    __slots__ = ("alive", "item", "next", "prev", "tail", "tail_epoch")
+    The order is a doubly linked list whose strong links all point forward (the store to its
+    head, a node to the next one, to its item and to ``tail``); ``prev`` and an item's
+    ``_node`` are weak. A store holds no reference cycle, so a store nobody refers to is freed
+    by reference counting, not left for the cyclic garbage collector (a tool call and the
+    message holding it still point at each other). A linked node is always alive: its
+    predecessor (or the store) holds it.
+    """
+
+    __slots__ = ("__weakref__", "alive", "item", "next", "prev", "tail", "tail_epoch")
 
     def __init__(self, item: MessageItem) -> None:
         self.item = item
-        self.prev: _Node | None = None
+        self.prev: ref[_Node] | None = None
         self.next: _Node | None = None
         self.alive = True
         # The last node of the run of tool messages behind this node, as of `tail_epoch`.
         self.tail: _Node | None = None
         self.tail_epoch = -1
+
+
+def _first(item: MessageItem) -> _Node | None:
+    """The node of ``item``'s first position, or ``None`` when it has none."""
+    node = item._node
+    return None if node is None else node()
 
 
 class ItemStore(Protocol):
@@ -668,27 +683,29 @@ class Store:
     def _link_after(self, node: _Node, after: _Node | None) -> None:
         """Link ``node`` after ``after`` (``None``: at the end)."""
         if after is None or after is self._tail:
-            node.prev = self._tail
-            if self._tail is None:
+            tail = self._tail
+            if tail is None:
                 self._head = node
             else:
-                self._tail.next = node
+                node.prev = ref(tail)
+                tail.next = node
             self._tail = node
         else:
-            node.prev = after
+            node.prev = ref(after)
             node.next = after.next
             assert after.next is not None
-            after.next.prev = node
+            after.next.prev = ref(node)
             after.next = node
         self._count += 1
 
     def _unlink(self, node: _Node) -> None:
-        if node.prev is None:
+        prev = None if node.prev is None else node.prev()
+        if prev is None:
             self._head = node.next
         else:
-            node.prev.next = node.next
+            prev.next = node.next
         if node.next is None:
-            self._tail = node.prev
+            self._tail = prev
         else:
             node.next.prev = node.prev
         node.prev = node.next = None
@@ -710,8 +727,8 @@ class Store:
     def _new_node(self, item: MessageItem) -> _Node:
         node = _Node(item)
         item._refs += 1
-        if item._node is None:
-            item._node = node
+        if _first(item) is None:
+            item._node = ref(node)
         item.evicted = False
         return node
 
@@ -719,13 +736,14 @@ class Store:
         # _new_node and _link_after(node, None), inlined: a message is appended per start.
         node = _Node(item)
         item._refs += 1
-        if item._node is None:
-            item._node = node
+        if _first(item) is None:
+            item._node = ref(node)
         item.evicted = False
-        tail = node.prev = self._tail
+        tail = self._tail
         if tail is None:
             self._head = node
         else:
+            node.prev = ref(tail)
             tail.next = node
         self._tail = node
         self._count += 1
@@ -743,7 +761,7 @@ class Store:
             owner.tool_calls = []
         owner.tool_calls.append(call)
         call.owner = owner
-        if owner._node is not None and isinstance(call.id, str):
+        if _first(owner) is not None and isinstance(call.id, str):
             if call.id in self._calls:
                 self._dup_calls.add(call.id)
                 self._reindex()
@@ -751,7 +769,7 @@ class Store:
                 self._calls[call.id] = call
 
     def insert_result(self, item: MessageItem, owner: MessageItem | None) -> None:
-        anchor = None if owner is None else owner._node
+        anchor = None if owner is None else _first(owner)
         if anchor is None or not anchor.alive:
             self.append(item)
             return
@@ -773,20 +791,22 @@ class Store:
                 self._dup_ids.add(key)
                 # Rare: the id exists; the new node is first if the old one comes after it.
                 walk = node.next
-                while walk is not None and walk is not first._node:
+                first_node = _first(first)
+                while walk is not None and walk is not first_node:
                     walk = walk.next
                 if walk is not None:
                     self._by_id[key] = item
         self._index_calls(item)
 
     def replace(self, old: MessageItem, new: MessageItem) -> None:
-        node = old._node
+        node = _first(old)
         if node is None:
             return
         node.item = new
         old._refs -= 1
         new._refs += 1
-        new._node = node if new._node is None else new._node
+        if _first(new) is None:
+            new._node = ref(node)
         old._node = None
         self._epoch += 1  # the role at this position may have changed
         key = old.id
@@ -833,14 +853,14 @@ class Store:
                     self._by_id[key] = item
             if id(item) not in seen:
                 seen.add(id(item))
-                item._node = node
+                item._node = ref(node)
                 self._index_calls(item)
             node = node.next
         # A shared item's calls were indexed at its first position only, which is what a scan
         # in message order finds first.
 
     def evict(self, item: MessageItem) -> None:
-        if item.evicted or item._node is None:
+        if item.evicted or _first(item) is None:
             return
         rare = item._refs > 1
         if rare:
@@ -851,7 +871,8 @@ class Store:
                     self._unlink(node)
                 node = following
         else:
-            node = item._node
+            node = _first(item)
+            assert node is not None
             self._unlink(node)
             key = item.id
             if isinstance(key, str) and self._by_id.get(key) is item:

@@ -18,6 +18,7 @@ from agui_meta import (
     run_sync,
 )
 from agui_meta._stage import Context
+from agui_meta._store import _first
 from agui_meta.events import AnyEvent, Event, UserMessage
 
 
@@ -262,9 +263,10 @@ class TestStructure:
             store,
         )
         owner = store.message("m")
-        assert owner is not None and owner._node is not None
+        assert owner is not None
+        node = _first(owner)
         last = store.message("r4")
-        assert owner._node.tail is not None and owner._node.tail.item is last
+        assert node is not None and node.tail is not None and node.tail.item is last
 
     def test_a_message_appended_behind_the_tool_run_joins_it(self) -> None:
         """Tool messages added by other means after the run still count as part of it."""
