@@ -479,3 +479,50 @@ def test_a_finished_pipeline_is_freed_without_the_cycle_collector(iterate: bool)
     finally:
         gc.enable()
     assert len(refs) == 6 and alive == []
+
+
+def test_a_store_of_messages_is_freed_without_the_cycle_collector() -> None:
+    # The store's order holds no cycle (weak back-links, see _store._Node): once nothing
+    # refers to it, reference counting frees its messages and their positions. (A tool call
+    # and the message holding it point at each other: this stream has none.)
+    from agui_meta._store import _Node
+
+    frames = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}']
+    for i in range(20):
+        frames += [
+            b'{"type":"TEXT_MESSAGE_START","messageId":"m%d","metadata":{"k":%d}}' % (i, i),
+            b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m%d","delta":"x"}' % i,
+            b'{"type":"TEXT_MESSAGE_END","messageId":"m%d","metadata":{"u":1}}' % i,
+        ]
+    frames += [
+        b'{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"p","content":{"n":1}}',
+        b'{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m0","role":"user","content":"hi"},'
+        b'{"id":"m1","role":"assistant","content":"yo"},{"id":"m0","role":"user","content":"x"}]}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m9"}',
+        b'{"type":"TEXT_MESSAGE_END","messageId":"m9"}',
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}',
+    ]
+    data = b"".join(b"data: " + f + b"\n\n" for f in frames)
+
+    def live() -> int:
+        return sum(type(o) in (agui_meta.MessageItem, _Node) for o in gc.get_objects())
+
+    def run() -> int:
+        stages = agui_meta.DefaultStages(agui_meta.Store())
+
+        async def main() -> None:
+            async with agui_meta.wrap([data], *stages) as stream:
+                await stream.drain()
+
+        anyio.run(main)
+        return len(stages.store)
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = live()
+        held = run()
+        after = live()
+    finally:
+        gc.enable()
+    assert held == 4 and after == before
