@@ -496,8 +496,10 @@ def test_a_store_of_messages_is_freed_without_the_cycle_collector() -> None:
         ]
     frames += [
         b'{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"p","content":{"n":1}}',
-        b'{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m0","role":"user","content":"hi"},'
-        b'{"id":"m1","role":"assistant","content":"yo"},{"id":"m0","role":"user","content":"x"}]}',
+        (
+            b'{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m0","role":"user","content":"hi"},'
+            b'{"id":"m1","role":"assistant","content":"yo"},{"id":"m0","role":"user","content":"x"}]}'
+        ),
         b'{"type":"TEXT_MESSAGE_START","messageId":"m9"}',
         b'{"type":"TEXT_MESSAGE_END","messageId":"m9"}',
         b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}',
