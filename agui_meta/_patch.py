@@ -334,12 +334,72 @@ class _Patcher:
 
     def apply(self, op: Any, index: int) -> None:
         self.index = index
+        if self._simple(op):
+            return
         self._check_shape(op)
         kind = op["op"]
         if op["path"] == "":
             self._apply_root(op, kind)
         else:
             self._walk(op, validate=True)
+
+    def _simple(self, op: Any) -> bool:
+        """The commonest operation, done in one walk: ``replace`` of a location that exists, or
+        ``add`` of a member of an object that exists, the path's keys plain (no ``~``, no
+        ``__proto__``/``prototype``, array indices canonical and within the array). Exactly
+        what :meth:`_walk` does for it (every check it makes passes); False, nothing done, for
+        anything else."""
+        if type(op) is not dict:
+            return False
+        kind = op.get("op")
+        if kind != "replace" and kind != "add":
+            return False
+        path = op.get("path")
+        if type(path) is not str or path[:1] != "/" or "~" in path or "value" not in op:
+            return False
+        keys: list[Any] = path[1:].split("/")
+        last = len(keys) - 1
+        # First the proof, changing nothing: every container on the path exists (kept, with
+        # the key into it, an array's index made an int).
+        chain: list[Any] = []
+        obj: Any = self.root
+        for i, key in enumerate(keys):
+            if key == "__proto__" or key == "prototype":
+                return False
+            if isinstance(obj, dict):
+                if key not in obj and (i != last or kind != "add"):
+                    return False
+            elif isinstance(obj, list):
+                if i == last and kind == "add":
+                    return False  # an array's add inserts: the general walk's
+                if not (key.isdigit() and key.isascii() and (key == "0" or key[0] != "0")):
+                    return False
+                if len(key) >= _MAX_INDEX_DIGITS or int(key) >= len(obj):
+                    return False
+                keys[i] = key = int(key)
+            else:
+                return False
+            chain.append(obj)
+            if i != last:
+                obj = obj[key]
+        value = op["value"]
+        if isinstance(value, (dict, list)):
+            value = self._value(op)
+        # Then the copies on write along the path (each container at most once per patch),
+        # and the write.
+        fresh = self.fresh
+        parent: Any = None
+        for i, obj in enumerate(chain):
+            if id(obj) not in fresh:
+                obj = dict(obj) if isinstance(obj, dict) else list(obj)
+                fresh[id(obj)] = obj
+                if parent is None:
+                    self.root = obj
+                else:
+                    parent[keys[i - 1]] = obj
+            parent = obj
+        parent[keys[last]] = value
+        return True
 
     def _apply_root(self, op: Mapping[str, Any], kind: str) -> None:
         if kind in ("add", "replace"):

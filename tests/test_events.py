@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import agui_meta
 from agui_meta import from_agui_core, to_agui_core
@@ -557,3 +560,18 @@ def test_every_event_round_trips_through_sse_and_json_lines() -> None:
         frames = [f for i in range(0, len(blob), 97) for f in decoder.feed(blob[i : i + 97])]
         frames += decoder.close()
         assert [agui_meta.events.decode_event(f) for f in frames] == events
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="/~01a\n", max_size=8))
+def test_a_patch_path_is_a_json_pointer_as_rfc_6901_writes_it(path: str) -> None:
+    from agui_meta._events import _check_patch
+
+    pointer = re.compile(r"(/([^/~]|~[01])*)*")  # RFC 6901's grammar, whole
+    try:
+        _check_patch([{"op": "remove", "path": path}], "delta")
+    except ValueError as exc:
+        assert "Invalid JSON Pointer" in str(exc) and "$.delta[0].path" in str(exc)
+        assert pointer.fullmatch(path) is None
+    else:
+        assert pointer.fullmatch(path) is not None

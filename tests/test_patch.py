@@ -13,7 +13,10 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from agui_meta import _patch
 from agui_meta._patch import PatchError, apply_patch, js_equal
 from agui_meta._runners import run_case
 from tests.oracle import OracleServer, assert_same_result
@@ -321,3 +324,112 @@ def test_patches_on_a_falsy_document_agree_with_the_reference(oracle: OracleServ
     cases = _falsy_root_cases()
     for case, expected in zip(cases, oracle.run(cases, verify=False), strict=True):
         assert_same_result(run_case(case, verify=False), expected, case)
+
+
+# -- the one-walk path of replace and add (_Patcher._simple) against the general walk
+
+
+class _GeneralOnly(_patch._Patcher):
+    """The patcher without its one-walk path: every operation through the general walk."""
+
+    __slots__ = ()
+
+    def _simple(self, op: Any) -> bool:
+        return False
+
+
+def _general(document: Any, operations: list[Any]) -> Any:
+    patcher = _GeneralOnly(document, _patch.DOCUMENT_DEPTH)
+    for index, op in enumerate(operations):
+        try:
+            patcher.apply(op, index)
+        except TypeError as exc:
+            raise PatchError(str(exc), "TYPE_ERROR", index) from None
+    return patcher.root
+
+
+_ODD_KEYS = st.sampled_from(
+    ["01", "-", "", "~0", "a~1b", "__proto__", "constructor", "prototype", "toString"]
+)
+_KEYS = st.one_of(st.sampled_from(["a", "b", "c", "0", "1", "2"]), _ODD_KEYS)
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["", "s"]))
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(inner, min_size=1, max_size=3),
+        st.dictionaries(_KEYS, inner, min_size=1, max_size=3),
+    )
+
+
+_VALUES = st.recursive(_SCALARS, _containers, max_leaves=10)
+#: Documents: a container at the root, as a state or an activity's content is.
+_DOCS = _containers(st.recursive(_SCALARS, _containers, max_leaves=8))
+
+
+def _paths_into(doc: Any) -> list[str]:
+    """Every location of ``doc`` as a pointer (so that generated operations mostly hit)."""
+    found = [""]
+    if isinstance(doc, dict):
+        items: list[tuple[str, Any]] = list(doc.items())
+    elif isinstance(doc, list):
+        items = [(str(i), v) for i, v in enumerate(doc)]
+    else:
+        return found
+    for key, value in items:
+        escaped = key.replace("~", "~0").replace("/", "~1")
+        found += ["/" + escaped + rest for rest in _paths_into(value)]
+    return found
+
+
+@st.composite
+def _replaces_and_adds(draw: st.DrawFn) -> tuple[Any, list[Any]]:
+    doc = draw(_DOCS)
+    paths = _paths_into(doc)
+    ops: list[Any] = []
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(paths))
+        if not draw(st.integers(0, 3)):
+            path += "/" + draw(_KEYS)  # one level below a location: new, or not there
+        op: dict[str, Any] = {
+            "op": draw(st.sampled_from(["replace", "replace", "add", "add", "test", "remove"]))
+        }
+        if draw(st.integers(0, 9)):
+            op["path"] = path
+        if draw(st.integers(0, 9)):
+            op["value"] = draw(_VALUES)
+        ops.append(op)
+    return doc, ops
+
+
+@settings(max_examples=400, deadline=None)
+@given(_replaces_and_adds())
+def test_the_one_walk_path_is_the_general_walk(case: tuple[Any, list[Any]]) -> None:
+    doc, ops = case
+    before = copy.deepcopy(doc)
+    try:
+        expected: Any = ("ok", _general(doc, copy.deepcopy(ops)))
+    except PatchError as exc:
+        expected = ("failed", exc.name, exc.index, str(exc))
+    try:
+        got: Any = ("ok", apply_patch(doc, copy.deepcopy(ops)))
+    except PatchError as exc:
+        got = ("failed", exc.name, exc.index, str(exc))
+    assert got == expected
+    assert doc == before, "the original document was modified"
+
+
+def test_the_one_walk_path_copies_only_the_containers_on_its_path() -> None:
+    doc: dict[str, Any] = {"steps": [{"status": "pending"}, {"status": "pending"}], "t": {"x": 1}}
+    ops = [
+        {"op": "replace", "path": "/steps/0/status", "value": "done"},
+        {"op": "add", "path": "/steps/0/at", "value": [1]},
+    ]
+    out = apply_patch(doc, ops)
+    assert out == {
+        "steps": [{"status": "done", "at": [1]}, {"status": "pending"}],
+        "t": {"x": 1},
+    }
+    assert doc["steps"][0] == {"status": "pending"}
+    assert out["t"] is doc["t"] and out["steps"][1] is doc["steps"][1]
+    assert out["steps"][0]["at"] is not ops[1]["value"]  # values are copied, never aliased
