@@ -421,11 +421,11 @@ def test_the_one_walk_path_is_the_general_walk(case: tuple[Any, list[Any]]) -> N
 
 def test_the_one_walk_path_copies_only_the_containers_on_its_path() -> None:
     doc: dict[str, Any] = {"steps": [{"status": "pending"}, {"status": "pending"}], "t": {"x": 1}}
-    ops = [
+    ops: list[dict[str, Any]] = [
         {"op": "replace", "path": "/steps/0/status", "value": "done"},
         {"op": "add", "path": "/steps/0/at", "value": [1]},
     ]
-    out = apply_patch(doc, ops)
+    out: Any = apply_patch(doc, ops)
     assert out == {
         "steps": [{"status": "done", "at": [1]}, {"status": "pending"}],
         "t": {"x": 1},
