@@ -164,6 +164,12 @@ class _FastPath:
                 return
             i += 2
 
+    def replanned(self) -> tuple[dict[type, Any], list[Any], list[dict[str, int]]]:
+        """For the C loop, which found a filter's members changed (as :meth:`refresh` would):
+        the plans made again, and the members they were made from, as the loop takes them."""
+        self._plan()
+        return self.native_plans, self._held, self.tallies
+
     def _plan(self) -> None:
         """The plans from the stages' members as they are now.
 
@@ -710,7 +716,15 @@ class Runner:
             while k < n:
                 tallies = fast.tallies
                 rest = (
-                    (after_decode, fast.filters, fast._held, tallies, fast.routes, route_tail)
+                    (
+                        after_decode,
+                        fast.filters,
+                        fast._held,
+                        tallies,
+                        fast.routes,
+                        route_tail,
+                        fast.replanned,
+                    )
                     if all(type(t) is dict for t in tallies)
                     else None
                 )
@@ -724,7 +738,7 @@ class Runner:
                     decode,
                     fast.native_plans,
                     tail,
-                    passed if tallies else None,
+                    passed,  # counted even while no stage tallies (then into nothing)
                     rest,
                 )
                 self.discarded += skipped

@@ -43,7 +43,10 @@
  *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
  *     TEXT_MESSAGE_END and REASONING_MESSAGE_END too (_ends.h), the other events it routes
  *     through the stages' handlers, without their feeds (_direct.h); their outputs go to
- *     rest's sixth member, route_tail (None: counted, nobody reads them).
+ *     rest's sixth member, route_tail (None: counted, nobody reads them). Its seventh, if
+ *     given and not None, replan: called when a filter's members changed, it makes the plans
+ *     again and gives (plans, held, tallies), which the loop goes on with, unless tallies
+ *     appear where note is None (then it returns as without replan).
  *
  * configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
  *     Once, at import of the driver: the classes _steps.h makes and compares with.
@@ -701,8 +704,55 @@ bail(Passed *p, PyObject *note)
     return NULL;
 }
 
+/* A filter's fast-path members changed (members_changed): the plans made again by rest's
+ * seventh member, replan (_FastPath.replanned: (plans, held, tallies)), taken here so that
+ * the loop goes on. 1: taken (*kept holds them; the loop's plans, held and tallies are
+ * theirs); 0: the loop returns, and the driver reads them (tallies where note is None, or
+ * one that is not a dict); -1 with an exception. */
+static int
+replan_here(PyObject *replan, PyObject **kept, PyObject **plans, PyObject **held,
+            PyObject **tallies, PyObject *note)
+{
+    PyObject *got = PyObject_CallNoArgs(replan);
+    if (got == NULL) {
+        return -1;
+    }
+    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 3 ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(got, 0)) || !PyList_CheckExact(PyTuple_GET_ITEM(got, 1)) ||
+        !PyList_CheckExact(PyTuple_GET_ITEM(got, 2))) {
+        Py_DECREF(got);
+        PyErr_SetString(PyExc_TypeError, "run_batch(): replan() gives (plans, held, tallies)");
+        return -1;
+    }
+    PyObject *t = PyTuple_GET_ITEM(got, 2);
+    int ok = note != Py_None || PyList_GET_SIZE(t) == 0;
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(t); i++) {
+        ok = PyDict_CheckExact(PyList_GET_ITEM(t, i));
+    }
+    if (!ok) {
+        Py_DECREF(got);
+        return 0;
+    }
+    Py_XSETREF(*kept, got);
+    *plans = PyTuple_GET_ITEM(got, 0);
+    *held = PyTuple_GET_ITEM(got, 1);
+    *tallies = t;
+    return 1;
+}
+
+static PyObject *run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept);
+
 static PyObject *
 native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *kept = NULL; /* the plans of a replan made in the loop (replan_here) */
+    PyObject *back = run_batch(args, nargs, &kept);
+    Py_XDECREF(kept);
+    return back;
+}
+
+static PyObject *
+run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
 {
     Passed passed = {{0, 0, 0}, {0, 0, 0}, 0, NULL};
     PyObject *note = nargs == 11 ? args[9] : Py_None;
@@ -722,15 +772,15 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *plans = args[7], *tail = args[8], *rest = args[10];
     PyObject *unset = Unset, *update_cls = Update_cls;
     PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
-    PyObject *routes = NULL, *route_tail = Py_None;
+    PyObject *routes = NULL, *route_tail = Py_None, *replan = NULL;
     if (rest != Py_None) {
-        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) != 6 ||
+        if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) < 6 || PyTuple_GET_SIZE(rest) > 7 ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 1)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 2)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3)) ||
             (PyTuple_GET_ITEM(rest, 4) != Py_None && !PyDict_CheckExact(PyTuple_GET_ITEM(rest, 4)))) {
             PyErr_SetString(PyExc_TypeError, "run_batch(): rest is (after_decode, filters, held, "
-                                             "tallies, routes, route_tail)");
+                                             "tallies, routes, route_tail[, replan])");
             return bail(&passed, note);
         }
         after_decode = PyTuple_GET_ITEM(rest, 0);
@@ -742,6 +792,9 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             routes = NULL;
         }
         route_tail = PyTuple_GET_ITEM(rest, 5);
+        if (PyTuple_GET_SIZE(rest) == 7 && PyTuple_GET_ITEM(rest, 6) != Py_None) {
+            replan = PyTuple_GET_ITEM(rest, 6);
+        }
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tallies); i++) {
             if (!PyDict_CheckExact(PyList_GET_ITEM(tallies, i))) {
                 PyErr_SetString(PyExc_TypeError, "run_batch(): a tally is a dict");
@@ -955,6 +1008,10 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(event);
                 if (size == D_SIZE) { /* a handler may have changed a stage's fast-path members */
                     int changed = members_changed(filters, held);
+                    if (changed > 0 && replan != NULL) {
+                        changed = replan_here(replan, kept, &plans, &held, &tallies, note);
+                        changed = changed < 0 ? -1 : !changed;
+                    }
                     if (changed != 0) {
                         return changed < 0 ? bail(&passed, note)
                                            : finish(&passed, note, k + 1, NULL, NULL, skipped, 1);
@@ -975,6 +1032,10 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(back);
         Py_DECREF(event);
         int changed = members_changed(filters, held);
+        if (changed > 0 && replan != NULL) {
+            changed = replan_here(replan, kept, &plans, &held, &tallies, note);
+            changed = changed < 0 ? -1 : !changed;
+        }
         if (changed != 0) {
             return changed < 0 ? bail(&passed, note)
                                : finish(&passed, note, k + 1, NULL, NULL, skipped, 1);

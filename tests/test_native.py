@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_meta
+from agui_meta import _driver as driver_module
 from agui_meta import _speedups
 from agui_meta._driver import Runner
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
@@ -651,6 +652,76 @@ def test_a_foreign_tally_and_a_context_of_its_own(mode: str) -> None:
     with _must_run():
         result = _both(_foreign, data, mode)
     assert result["fused"] == 4 and result["counts"] and result["indexes"]
+
+
+class _Switching(Transducer[Any, Any]):
+    """A stage whose fast-path members change at each run's start and end: in a run a plain
+    dict tally, outside one a tally of its own class (the C loop makes the first replan in
+    place and hands the second back to the driver)."""
+
+    takes_events = True
+
+    def __init__(self) -> None:
+        self.fast_passes: dict[type, None] = dict.fromkeys(CONTENT_DELTAS)
+        self.fast_tally: dict[str, int] = _CountingTally()
+        self.tallies: list[dict[str, int]] = [self.fast_tally]
+        self.seen: list[str] = []
+
+    def feed(self, item: Any) -> None:
+        self.seen.append(item.type)
+        if item.type in ("RUN_STARTED", "RUN_FINISHED"):
+            self.fast_passes = dict.fromkeys(CONTENT_DELTAS)
+            self.fast_tally = {} if item.type == "RUN_STARTED" else _CountingTally()
+            self.tallies.append(self.fast_tally)
+        self.emit(item)
+
+
+_Switching.fast_feed = _Switching.feed
+
+
+def _switching(data: bytes, mode: str, chunk: int) -> dict[str, Any]:
+    switching = _Switching()
+    store = agui_meta.Store()
+    ledger: Any = agui_meta.Ledger(clock=lambda: 0.0)
+    record = test_fuse._Record()
+    ctx = Context(mode, lambda r: None)  # type: ignore[arg-type]
+    stages = [agui_meta.Enforce(), agui_meta.Verify(), switching, agui_meta.Accumulate(store)]
+    runner = Runner([*stages, ledger, record], ctx, framing="sse")
+    error = None
+    try:
+        for at in range(0, len(data), chunk):
+            runner.feed(data[at : at + chunk])
+        runner.close()
+    except agui_meta.AguiMetaError as exc:
+        error = (type(exc).__name__, str(exc), getattr(exc, "index", None))
+    return {
+        "tallies": [dict(t) for t in switching.tallies],
+        "seen": switching.seen,
+        "outputs": record.seen,
+        "messages": store.messages_wire(),
+        "runs": [r.to_json() for r in ledger.runs],
+        "error": error,
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("chunk", [700, 1 << 16])
+def test_members_changed_in_the_loop_replanned_there_or_by_the_driver(
+    mode: str, chunk: int
+) -> None:
+    data = b"".join(b"data: " + f + b"\n\n" for f in workload.frames(1500, seed=5))
+    replans = 0
+    original = driver_module._FastPath.replanned
+
+    def counted(self: Any) -> Any:
+        nonlocal replans
+        replans += 1
+        return original(self)
+
+    with _must_run(), mock.patch.object(driver_module._FastPath, "replanned", counted):
+        result = _both(_switching, data, mode, chunk)
+    assert replans > 0, "the C loop never replanned in place"
+    assert sum(1 for t in result["tallies"] if t) > 2 and len(result["runs"]) > 2
 
 
 # -- drain(): the updates nobody reads are not built ------------------------------------------
