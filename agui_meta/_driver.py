@@ -48,7 +48,7 @@ from ._framing import (
     ignored_report,
 )
 from ._ledger import Ledger, StepRecord, ledger_counts
-from ._metadata import MergedMetadata, MetadataWrites, copy_json
+from ._metadata import MergedMetadata, MetadataWrites
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, ToolCallItem
 from ._verify import Verify
@@ -66,7 +66,6 @@ if _speedups.NATIVE is not None:
         Context,
         MergedMetadata,
         MetadataWrites,
-        copy_json,
         msgspec.json.Decoder(Metadata).decode,
     )
     _speedups.NATIVE.configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)

@@ -87,8 +87,86 @@ static PyObject *ctx_index_descr;
 static PyTypeObject *Merged_type, *Writes_type;
 static Py_ssize_t mm_writes_off, mm_version_off, mm_size_off;
 static Py_ssize_t w_cells_off, w_keys_off, w_version_off;
-/* _metadata.copy_json, for the containers a merged event's metadata holds. */
+/* _metadata._copy_json, the specification of json_copy, which calls it for what it does not
+ * take (set once by configure_copy, at import of _metadata). */
 static PyObject *copy_json_func;
+
+/* _metadata.copy_json: a deep copy of a JSON value, new dicts and lists, everything else
+ * shared. Exact dicts and lists are copied here, and JSON's scalars shared; anything else (a
+ * subclass of dict or list, a MergedMetadata, any other object) goes to copy_json_func, which
+ * does it as the specification. New reference, or NULL with an exception. */
+static PyObject *
+json_copy(PyObject *value)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    if (type != &PyDict_Type && type != &PyList_Type) {
+        if (type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
+            type == &PyBool_Type || value == Py_None) {
+            Py_INCREF(value);
+            return value;
+        }
+        if (copy_json_func == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "copy_json(): configure_copy() was not called");
+            return NULL;
+        }
+        return PyObject_CallOneArg(copy_json_func, value);
+    }
+    if (Py_EnterRecursiveCall(" while copying a JSON value")) {
+        return NULL;
+    }
+    PyObject *out;
+    if (type == &PyList_Type) {
+        /* Element by element while the list has them, as a list comprehension reads it (a
+         * subclass's copy runs Python code, which may change the list). */
+        out = PyList_New(0);
+        for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(value); i++) {
+            PyObject *element = PyList_GET_ITEM(value, i);
+            PyObject *copy;
+            if (PyDict_Check(element) || PyList_Check(element)) {
+                Py_INCREF(element);
+                copy = json_copy(element);
+                Py_DECREF(element);
+            }
+            else {
+                copy = element;
+                Py_INCREF(copy);
+            }
+            if (copy == NULL || PyList_Append(out, copy) < 0) {
+                Py_CLEAR(out);
+            }
+            Py_XDECREF(copy);
+        }
+    }
+    else {
+        out = PyDict_New();
+        Py_ssize_t pos = 0, size = PyDict_GET_SIZE(value);
+        PyObject *key, *item;
+        while (out != NULL && PyDict_Next(value, &pos, &key, &item)) {
+            int status;
+            if (PyDict_Check(item) || PyList_Check(item)) {
+                Py_INCREF(key);
+                Py_INCREF(item);
+                PyObject *copy = json_copy(item);
+                status = copy == NULL ? -1 : PyDict_SetItem(out, key, copy);
+                Py_XDECREF(copy);
+                Py_DECREF(item);
+                Py_DECREF(key);
+                if (status == 0 && PyDict_GET_SIZE(value) != size) {
+                    PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
+                    status = -1;
+                }
+            }
+            else {
+                status = PyDict_SetItem(out, key, item);
+            }
+            if (status < 0) {
+                Py_CLEAR(out);
+            }
+        }
+    }
+    Py_LeaveRecursiveCall();
+    return out;
+}
 
 /* dict.get and list.append, known by their method definitions (a bound one is called
  * directly on its dict or list). */
@@ -376,7 +454,7 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
         while (PyDict_Next(incoming, &pos, &key, &value)) {
             int status;
             if (PyDict_Check(value) || PyList_Check(value)) {
-                PyObject *copy = PyObject_CallOneArg(copy_json_func, value);
+                PyObject *copy = json_copy(value);
                 if (copy == NULL) {
                     Py_DECREF(copied);
                     Py_XDECREF(writes);

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, overload
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from . import _speedups
 from ._events import (
     AssistantMessage,
     Event,
@@ -255,22 +256,31 @@ def merge_wire(
     return merged
 
 
-def copy_json(value: Any) -> Any:
+def _copy_json(value: Any) -> Any:
     """A deep copy of a JSON value: new dicts and lists, shared immutable scalars.
 
     Much cheaper than :func:`copy.deepcopy` for decoded JSON; used so that a later mutation of
-    an event's containers cannot reach an item that merged its metadata.
+    an event's containers cannot reach an item that merged its metadata. The specification of
+    :data:`copy_json`, which is the C core's when in use (``_loop.h``'s ``json_copy``: exact
+    dicts and lists copied there, anything else given to this function).
     """
     if isinstance(value, dict):
-        return {k: copy_json(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
+        return {k: _copy_json(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) if isinstance(v, (dict, list)) else v for v in value]
+        return [_copy_json(v) if isinstance(v, (dict, list)) else v for v in value]
     if type(value) is MergedMetadata:  # its plain dict (no Mapping protocol call per key)
         return {
-            k: copy_json(v) if isinstance(v, (dict, list)) else v
+            k: _copy_json(v) if isinstance(v, (dict, list)) else v
             for k, v in value._plain_dict().items()
         }
     return value
+
+
+#: :func:`_copy_json`, the C core's way when it is in use.
+copy_json: Callable[[Any], Any] = _copy_json
+if _speedups.NATIVE is not None:
+    _speedups.NATIVE.configure_copy(_copy_json)
+    copy_json = _speedups.NATIVE.copy_json
 
 
 def copy_wire(value: Any) -> Any:

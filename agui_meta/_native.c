@@ -14,9 +14,13 @@
  *     event. False means only "not proven": the Python fast_decode decides.
  *
  * configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context,
- *           MergedMetadata, MetadataWrites, copy_json)
+ *           MergedMetadata, MetadataWrites, metadata_decode)
  *     Once, at import of the driver: the classes the loop builds and compares with, and the
  *     offsets of the slots it reads and writes (see _loop.h).
+ *
+ * configure_copy(_copy_json), copy_json(value) -> a copy
+ *     At import of _metadata: its specification of copy_json, then the copy the C way
+ *     (json_copy in _loop.h), which the loop uses for the containers metadata holds too.
  *
  * merge(existing, incoming) -> MergedMetadata | None
  *     _accumulate._merged for the common case (see merge_metadata in _loop.h), for the
@@ -116,8 +120,8 @@ method_def(PyObject *obj, const char *name)
 static PyObject *
 native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "configure() takes 11 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes 10 arguments");
         return NULL;
     }
     PyTypeObject *message_item = type_arg(args, 1), *tool_call_item = type_arg(args, 2);
@@ -239,9 +243,7 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(args[4]);
     Py_XSETREF(Unset, args[4]);
     Py_INCREF(args[9]);
-    Py_XSETREF(copy_json_func, args[9]);
-    Py_INCREF(args[10]);
-    Py_XSETREF(metadata_decode, args[10]);
+    Py_XSETREF(metadata_decode, args[9]);
     Py_RETURN_NONE;
 }
 
@@ -1388,6 +1390,27 @@ native_wire_item(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return wire_item(args[0], args[1]);
 }
 
+/* configure_copy(fallback): _metadata._copy_json, which json_copy calls for what it does not
+ * take; once, at import of _metadata. */
+static PyObject *
+native_configure_copy(PyObject *module, PyObject *fallback)
+{
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "configure_copy() takes a callable");
+        return NULL;
+    }
+    Py_INCREF(fallback);
+    Py_XSETREF(copy_json_func, fallback);
+    Py_RETURN_NONE;
+}
+
+/* copy_json(value) -> the copy: _metadata.copy_json (see json_copy in _loop.h). */
+static PyObject *
+native_copy_json(PyObject *module, PyObject *value)
+{
+    return json_copy(value);
+}
+
 /* copy_wire(value, fallback) -> the copy: _metadata.copy_wire (see wire_copy). */
 static PyObject *
 native_copy_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1404,7 +1427,11 @@ static PyMethodDef native_methods[] = {
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
     {"configure", (PyCFunction)(void (*)(void))native_configure, METH_FASTCALL,
      "configure(Update, MessageItem, ToolCallItem, ToolCallArgsEvent, UNSET, deltas, Context, "
-     "MergedMetadata, _Writes, copy_json): once."},
+     "MergedMetadata, _Writes, metadata_decode): once."},
+    {"configure_copy", (PyCFunction)native_configure_copy, METH_O,
+     "configure_copy(fallback): _metadata._copy_json, for what copy_json does not take."},
+    {"copy_json", (PyCFunction)native_copy_json, METH_O,
+     "copy_json(value) -> a deep copy: _metadata.copy_json (new dicts and lists)."},
     {"shape", (PyCFunction)native_shape, METH_O,
      "shape(data: bytes) -> (class, id, delta) | None: a bare content delta, undecoded."},
     {"configure_steps", (PyCFunction)(void (*)(void))native_configure_steps, METH_FASTCALL,

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from typing import Any
 
 MAX_NESTING: int
@@ -14,11 +15,12 @@ def configure(
     context: type,
     merged_metadata: type,
     metadata_writes: type,
-    copy_json: Any,
     metadata_decode: Any,
     /,
 ) -> None: ...
 def configure_steps(step_started: type, step_finished: type, step_record: type, /) -> None: ...
+def configure_copy(fallback: Callable[[Any], Any], /) -> None: ...
+def copy_json(value: Any, /) -> Any: ...
 def merge(existing: Any, incoming: Any, /) -> Any: ...
 def run_batch(
     payloads: list[bytes | None],
@@ -33,6 +35,15 @@ def run_batch(
     note: dict[type, int] | None,
     rest: tuple[
         Any, list[Any], list[Any], list[dict[str, int]], dict[type, tuple[Any, ...]] | None, Any
+    ]
+    | tuple[
+        Any,
+        list[Any],
+        list[Any],
+        list[dict[str, int]],
+        dict[type, tuple[Any, ...]] | None,
+        Any,
+        Callable[[], tuple[dict[type, Any], list[Any], list[dict[str, int]]]] | None,
     ]
     | None,
     /,

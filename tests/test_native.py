@@ -45,6 +45,7 @@ from tests import test_fuse
 from tests.helpers import random_chunks
 from tests.needs import missing
 from tests.strategies import cases, misordered_cases
+from tests.test_durable import _typed
 
 if _speedups.NATIVE is None:
     if _speedups.WHY_NOT == "AGUI_META_NO_EXTENSIONS is set":
@@ -575,6 +576,99 @@ def test_a_delta_merges_into_an_older_version_the_python_way() -> None:
     with _must_run():
         result = _both(run)
     assert result["updates"] == [{"a": 1}, {"a": 2}, {"a": 1, "b": 3}]
+
+
+# -- copy_json: exact dicts and lists in C, anything else the specification's -------------------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _reachable(value: Any, into_merged: bool) -> set[int]:
+    """The ids of the containers reachable from value through dicts and lists (a
+    MergedMetadata counted itself, and walked into when into_merged)."""
+    from agui_meta._metadata import MergedMetadata
+
+    if type(value) is MergedMetadata:
+        inner = value._plain_dict().values() if into_merged else ()
+        return {id(value)}.union(*(_reachable(v, into_merged) for v in inner))
+    if isinstance(value, dict):
+        return {id(value)}.union(*(_reachable(v, into_merged) for v in value.values()))
+    if isinstance(value, list):
+        return {id(value)}.union(*(_reachable(v, into_merged) for v in value))
+    return set()
+
+
+class _SubDict(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _OddItems(dict):  # type: ignore[type-arg]
+    """A dict whose items() is not its contents: the specification reads items()."""
+
+    def items(self) -> Any:
+        return [("odd", [1])]
+
+
+class _SubList(list):  # type: ignore[type-arg]
+    pass
+
+
+@given(
+    value=_JSON,
+    merges=st.lists(st.dictionaries(st.text(max_size=2), _JSON, max_size=3), max_size=3),
+)
+def test_the_c_copy_json_is_the_python_one(value: Any, merges: list[Any]) -> None:
+    from agui_meta._metadata import MergedMetadata, _copy_json, copy_json, merge_metadata
+
+    assert copy_json is NATIVE.copy_json
+    merged = MergedMetadata()
+    for incoming in merges:
+        merged = merge_metadata(merged, incoming)
+    cases = [
+        value,
+        {"v": value, "w": [value, {"x": value}]},
+        merged,
+        {"merged": merged, "v": value},
+        _SubDict(a=[value]),
+        {"s": _SubDict(b=value), "o": _OddItems(c=1), "l": _SubList([value])},
+        [_SubList([value]), _OddItems(), (value,), b"bytes"],
+    ]
+    for case in cases:
+        got, want = copy_json(case), _copy_json(case)
+        assert _typed(got) == _typed(want)
+        # The same containers shared with the original (none but what the specification
+        # shares: a MergedMetadata held as a value), all others new.
+        reachable = _reachable(case, into_merged=True)
+        assert _reachable(got, False) & reachable == _reachable(want, False) & reachable
+
+
+def test_the_c_copy_json_fails_as_the_python_one() -> None:
+    from agui_meta._metadata import _copy_json, copy_json
+
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    for copy in (copy_json, _copy_json):
+        with pytest.raises(RecursionError):
+            copy({"deep": deep})
+
+    class Mutating(dict):  # type: ignore[type-arg]
+        """Its copy (the specification's, read through items()) grows the dict holding it."""
+
+        def items(self) -> Any:
+            parent["more"] = 1
+            return []
+
+    for copy in (copy_json, _copy_json):
+        parent: dict[str, Any] = {"a": Mutating(), "b": 2}
+        with pytest.raises(RuntimeError, match="changed size during iteration"):
+            copy(parent)
 
 
 # -- what the C loop must leave to Python: foreign tallies, a context of its own -----------------
