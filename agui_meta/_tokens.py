@@ -9,6 +9,7 @@ absent is ``None``; both encode to the same JSON (camelCase, absent members omit
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -98,21 +99,38 @@ def aggregate_token_usage(entries: Iterable[TokenUsage | Usage]) -> list[Usage]:
     if type(entries) is list and len(entries) == 1:
         # One entry is its own sum: the same Usage (frozen, so it may be shared).
         return [Usage.from_wire(entries[0])]
-    groups: dict[tuple[str, str], tuple[Any, dict[str, int]]] = {}
-    for entry in entries:
-        provider = entry.provider
-        if provider is UNSET:
+    # Each group: [provider, model, six sums], a sum None until an entry reports its count.
+    groups: dict[tuple[str, str], list[Any]] = {}
+    unset = UNSET
+    for values in map(_LABELS_AND_COUNTS, entries):
+        provider, model = values[0], values[1]
+        if provider is unset:
             provider = None
-        model = entry.model
-        if model is UNSET:
+        if model is unset:
             model = None
         key = ("" if provider is None else provider, "" if model is None else model)
         group = groups.get(key)
         if group is None:
-            group = groups[key] = ((provider, model), {})
-        sums = group[1]
-        for name in COUNTS:
-            value = getattr(entry, name)
-            if value is not UNSET and value is not None:
-                sums[name] = sums.get(name, 0) + value
-    return [Usage(provider=labels[0], model=labels[1], **sums) for labels, sums in groups.values()]
+            group = groups[key] = [provider, model, None, None, None, None, None, None]
+        for i in range(2, 8):
+            value = values[i]
+            if value is not unset and value is not None:
+                total = group[i]
+                group[i] = value if total is None else total + value
+    return [
+        Usage(
+            provider=g[0],
+            model=g[1],
+            input_tokens=g[2],
+            output_tokens=g[3],
+            total_tokens=g[4],
+            reasoning_tokens=g[5],
+            cached_input_tokens=g[6],
+            cache_write_input_tokens=g[7],
+        )
+        for g in groups.values()
+    ]
+
+
+#: An entry's labels and its six counts, in wire order (one call for the eight).
+_LABELS_AND_COUNTS = attrgetter("provider", "model", *COUNTS)
