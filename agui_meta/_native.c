@@ -22,6 +22,9 @@
  *     At import of _metadata: its specification of copy_json, then the copy the C way
  *     (json_copy in _loop.h), which the loop uses for the containers metadata holds too.
  *
+ * patch_simple(root, fresh, op) -> the new root | None
+ *     _patch._Patcher._simple for a value that is not a container (_patch.h).
+ *
  * merge(existing, incoming) -> MergedMetadata | None
  *     _accumulate._merged for the common case (see merge_metadata in _loop.h), for the
  *     handlers that run in Python; None: the Python merge does it.
@@ -67,6 +70,7 @@
 #include "_steps.h"
 #include "_direct.h"
 #include "_ends.h"
+#include "_patch.h"
 
 static PyObject *
 native_scan(PyObject *module, PyObject *data)
@@ -1448,6 +1452,9 @@ static PyMethodDef native_methods[] = {
      "sse_run(chunk: bytes, limit: int) -> (payloads, end) | None: _framing's sse_run."},
     {"jsonl_run", (PyCFunction)(void (*)(void))frame_jsonl_run, METH_FASTCALL,
      "jsonl_run(chunk: bytes, limit: int) -> (payloads, end) | None: _framing's jsonl_run."},
+    {"patch_simple", (PyCFunction)(void (*)(void))native_patch_simple, METH_FASTCALL,
+     "patch_simple(root, fresh, op) -> the new root | None: _patch._Patcher._simple's common "
+     "case (see _patch.h)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1461,6 +1468,18 @@ native_exec(PyObject *module)
     str_fast_tally = PyUnicode_InternFromString("fast_tally");
     one = PyLong_FromLong(1);
     if (!str_index || !str_activity || !str_type || !str_fast_passes || !str_fast_tally || !one) {
+        return -1;
+    }
+    str_op = PyUnicode_InternFromString("op");
+    str_path = PyUnicode_InternFromString("path");
+    str_value = PyUnicode_InternFromString("value");
+    str_replace = PyUnicode_InternFromString("replace");
+    str_add = PyUnicode_InternFromString("add");
+    str_proto = PyUnicode_InternFromString("__proto__");
+    str_prototype = PyUnicode_InternFromString("prototype");
+    str_slash = PyUnicode_InternFromString("/");
+    if (!str_op || !str_path || !str_value || !str_replace || !str_add || !str_proto ||
+        !str_prototype || !str_slash) {
         return -1;
     }
     str_id = PyUnicode_InternFromString("id");

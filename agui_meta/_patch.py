@@ -38,8 +38,10 @@ from a missing path (it leaves the document ``undefined``) and a ``move``/``copy
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
+
+from . import _speedups
 
 __all__ = ["DOCUMENT_DEPTH", "PatchError", "apply_patch", "js_equal"]
 
@@ -226,6 +228,13 @@ def _segments(path: str) -> int:
     return path.count("/")
 
 
+#: The C core's _Patcher._simple for a value that is not a container (``_patch.h``): the new
+#: root, or None when the Python path decides (``None`` when the C core is not in use).
+_NATIVE_SIMPLE: Callable[[Any, dict[int, Any], Any], Any] | None = (
+    None if _speedups.NATIVE is None else _speedups.NATIVE.patch_simple
+)
+
+
 class _Patcher:
     """Applies operations to ``root``, copying each container it mutates once (copy on write).
 
@@ -334,6 +343,11 @@ class _Patcher:
 
     def apply(self, op: Any, index: int) -> None:
         self.index = index
+        if _NATIVE_SIMPLE is not None:
+            root = _NATIVE_SIMPLE(self.root, self.fresh, op)
+            if root is not None:
+                self.root = root
+                return
         if self._simple(op):
             return
         self._check_shape(op)

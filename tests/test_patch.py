@@ -11,6 +11,7 @@ import copy
 import json
 import random
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -402,6 +403,35 @@ def _replaces_and_adds(draw: st.DrawFn) -> tuple[Any, list[Any]]:
     return doc, ops
 
 
+def _outcome(document: Any, operations: list[Any], native: bool) -> Any:
+    """apply_patch's result or failure, with the C core's one-walk path or without it."""
+    hook = _patch._NATIVE_SIMPLE if native else None
+    with mock.patch.object(_patch, "_NATIVE_SIMPLE", hook):
+        try:
+            return ("ok", apply_patch(document, copy.deepcopy(operations)))
+        except PatchError as exc:
+            return ("failed", exc.name, exc.index, str(exc))
+
+
+def _shared(result: Any, document: Any) -> list[tuple[str, bool]]:
+    """Each container of result by its place, and whether it is the document's own there."""
+    out: list[tuple[str, bool]] = []
+
+    def walk(value: Any, original: Any, place: str) -> None:
+        if not isinstance(value, (dict, list)):
+            return
+        out.append((place, value is original))
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            try:
+                inner = original[key]
+            except (KeyError, IndexError, TypeError):
+                inner = None
+            walk(item, inner, f"{place}/{key}")
+
+    walk(result, document, "")
+    return out
+
+
 @settings(max_examples=400, deadline=None)
 @given(_replaces_and_adds())
 def test_the_one_walk_path_is_the_general_walk(case: tuple[Any, list[Any]]) -> None:
@@ -411,12 +441,44 @@ def test_the_one_walk_path_is_the_general_walk(case: tuple[Any, list[Any]]) -> N
         expected: Any = ("ok", _general(doc, copy.deepcopy(ops)))
     except PatchError as exc:
         expected = ("failed", exc.name, exc.index, str(exc))
-    try:
-        got: Any = ("ok", apply_patch(doc, copy.deepcopy(ops)))
-    except PatchError as exc:
-        got = ("failed", exc.name, exc.index, str(exc))
-    assert got == expected
+    python = _outcome(doc, ops, native=False)
+    assert python == expected
+    if _patch._NATIVE_SIMPLE is not None:  # the C core's too, sharing what Python shares
+        native = _outcome(doc, ops, native=True)
+        assert native == expected
+        if native[0] == "ok":
+            assert _shared(native[1], doc) == _shared(python[1], doc)
     assert doc == before, "the original document was modified"
+
+
+@pytest.mark.skipif(_patch._NATIVE_SIMPLE is None, reason="the C core is not in use")
+def test_the_c_one_walk_path_takes_the_common_operations() -> None:
+    native = _patch._NATIVE_SIMPLE
+    assert native is not None
+    doc: dict[str, Any] = {"steps": [{"status": "pending"}], "n": {"a": 1}}
+    fresh: dict[int, Any] = {}
+    root = native(doc, fresh, {"op": "replace", "path": "/steps/0/status", "value": "done"})
+    assert root == {"steps": [{"status": "done"}], "n": {"a": 1}} and root["n"] is doc["n"]
+    assert sorted(fresh) == sorted(map(id, (root, root["steps"], root["steps"][0])))
+    again = native(root, fresh, {"op": "add", "path": "/steps/0/at", "value": 2})
+    assert again is root and root["steps"][0] == {"status": "done", "at": 2}
+    assert doc == {"steps": [{"status": "pending"}], "n": {"a": 1}}
+    # Anything else is the Python path's: nothing done, nothing recorded.
+    for op in (
+        {"op": "add", "path": "/steps/1", "value": 1},  # an array's add inserts
+        {"op": "replace", "path": "/steps/01/status", "value": 1},
+        {"op": "replace", "path": "/n/b", "value": 1},  # not there
+        {"op": "replace", "path": "/n/a", "value": {"x": 1}},  # a container: copied in Python
+        {"op": "replace", "path": "/n/a~1b", "value": 1},
+        {"op": "replace", "path": "/n/__proto__", "value": 1},
+        {"op": "replace", "path": "/n/a"},
+        {"op": "remove", "path": "/n/a"},
+        {"op": "replace", "path": "/n/é", "value": 1},
+    ):
+        fresh = {}
+        assert native(doc, fresh, op) is None and not fresh, op
+    with pytest.raises(TypeError):
+        native(doc, [], {"op": "add", "path": "/x", "value": 1})  # type: ignore[arg-type]
 
 
 def test_the_one_walk_path_copies_only_the_containers_on_its_path() -> None:
