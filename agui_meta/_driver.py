@@ -36,6 +36,7 @@ from ._events import (
     StepStartedEvent,
     TextMessageEndEvent,
     ToolCallArgsEvent,
+    ToolCallEndEvent,
 )
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
@@ -246,9 +247,10 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     ``ExpandChunks``), each of its own class: the core then does what their feeds do.
 
     STEP_STARTED and STEP_FINISHED: ``(chunks, verify, ledger)``, done in C (``_steps.h``).
-    TEXT_MESSAGE_END and REASONING_MESSAGE_END: ``(chunks, verify, the name of verify's table
-    of open ids, accumulate's message lookup, ledger, the type the ledger counts)``, done in C
-    (``_ends.h``).
+    TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END: ``(chunks, verify, the name of
+    verify's table of open ids, accumulate's lookup of the item, ledger, the type the ledger
+    counts or None, the item's kind (1 a message, 2 a tool call), the ledger's handler or
+    None)``, done in C (``_ends.h``).
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
     ``(chunks, verify, verify's handler or None, accumulate's handler, ledger, the type the
@@ -298,18 +300,35 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     )
     if steps:
         routes.update(dict.fromkeys(_STEPS, (chunks, verify, ledger)))
+    if accumulate._evict:
+        return routes
     for cls, table, check in (
         (TextMessageEndEvent, "_text", Verify._text_end),
         (ReasoningMessageEndEvent, "_reasoning_messages", Verify._reasoning_message_end),
     ):
         kind = ledger_counts(cls)
         if (
-            not accumulate._evict
-            and verify._handlers.get(cls.type) is check
+            verify._handlers.get(cls.type) is check
             and accumulate._handlers.get(cls) is Accumulate._text_end
             and kind is not None
         ):
-            routes[cls] = (chunks, verify, table, accumulate._message, ledger, kind)
+            routes[cls] = (chunks, verify, table, accumulate._message, ledger, kind, 1, None)
+    if (
+        verify._handlers.get(ToolCallEndEvent.type) is Verify._tool_call_end
+        and accumulate._handlers.get(ToolCallEndEvent) is Accumulate._tool_end
+        and ledger_counts(ToolCallEndEvent) is None
+        and ledger._handlers.get(ToolCallEndEvent) is Ledger._tool_call_end
+    ):
+        routes[ToolCallEndEvent] = (
+            chunks,
+            verify,
+            "_tool_calls",
+            accumulate._tool_call,
+            ledger,
+            None,
+            2,
+            MethodType(Ledger._tool_call_end, ledger),
+        )
     return routes
 
 

@@ -1,15 +1,19 @@
-/* The default chain's stages on TEXT_MESSAGE_END and REASONING_MESSAGE_END, in the C core
- * (included once, by _native.c, after _direct.h).
+/* The default chain's stages on TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END,
+ * in the C core (included once, by _native.c, after _direct.h).
  *
- * The commonest events off the fast path after steps: each ends a message whose deltas the
+ * The commonest events off the fast path after steps: each ends an item whose deltas the
  * fast path appended, and most carry metadata (usage). For an untagged one, the stages do:
  *
  *   ExpandChunks.feed   nothing, when no chunk stream is open;
- *   Verify.feed         _text_end / _reasoning_message_end: the id open in its table, removed;
+ *   Verify.feed         _text_end / _reasoning_message_end / _tool_call_end: the id open in
+ *                       its table, removed;
  *   Accumulate.feed     _text_end: the store's message (not an activity message), its metadata
  *                       merged with the event's, no longer streaming, its deltas joined; the
  *                       Update (done) emitted (a store that evicts nothing);
- *   Ledger.feed         the Update emitted first, then the event's type counted in the open run.
+ *                       _tool_end: the store's call, its metadata merged, no longer open (one
+ *                       call fewer open in its owner), its deltas joined; the Update emitted;
+ *   Ledger.feed         the Update emitted first, then the event's type counted in the open run
+ *                       (a message's end), or its handler called with the Update (a call's).
  *
  * Those Python methods are the specification. end_route() does what they do when every
  * condition they test holds, all checked before anything changes (the metadata's merge
@@ -23,11 +27,15 @@
 #include <Python.h>
 
 /* The route: (chunks or None, verify, the name of verify's table of open ids, accumulate's
- * message lookup, ledger, the type the ledger counts). */
-enum { E_CHUNKS, E_VERIFY, E_TABLE, E_LOOKUP, E_LEDGER, E_KIND, E_SIZE };
+ * lookup of the item, ledger, the type the ledger counts or None, the item's kind (1 a
+ * message, 2 a tool call, as item_slots), the ledger's handler or None). */
+enum { E_CHUNKS, E_VERIFY, E_TABLE, E_LOOKUP, E_LEDGER, E_KIND, E_ITEM, E_LEDGER_HANDLER, E_SIZE };
 
-static Py_ssize_t streaming_off = -1; /* MessageItem._streaming */
-static PyObject *s_message_id, *empty_str;
+static Py_ssize_t streaming_off = -1;   /* MessageItem._streaming */
+static Py_ssize_t open_calls_off = -1;  /* MessageItem._open_calls */
+static Py_ssize_t open_off = -1;        /* ToolCallItem._open */
+static Py_ssize_t owner_off = -1;       /* ToolCallItem.owner */
+static PyObject *s_message_id, *s_tool_call_id, *empty_str;
 
 /* Whether merge_metadata(existing, incoming) takes the common case (it merges rather than
  * handing the merge to Python): the same tests, nothing changed. 1, 0, or -1. */
@@ -65,9 +73,10 @@ mergeable(PyObject *existing, PyObject *incoming, PyObject *unset)
     return 1;
 }
 
-/* What end_route reads, each a new reference (NULL where not read). */
+/* What end_route reads, each a new reference (NULL where not read); kind: the item's. */
 typedef struct {
     PyObject *id, *table, *item, *incoming;
+    int kind;
 } EndRead;
 
 static void
@@ -79,22 +88,47 @@ end_read_clear(EndRead *r)
     Py_XDECREF(r->incoming);
 }
 
+/* The offsets and names end_check reads, once. 0, or -1 with an exception. */
+static int
+end_configure(void)
+{
+    PyObject *m = (PyObject *)item_slots[1].type, *t = (PyObject *)item_slots[2].type;
+    streaming_off = slot_offset(m, "_streaming");
+    open_calls_off = streaming_off < 0 ? -1 : slot_offset(m, "_open_calls");
+    open_off = open_calls_off < 0 ? -1 : slot_offset(t, "_open");
+    owner_off = open_off < 0 ? -1 : slot_offset(t, "owner");
+    if (owner_off < 0) {
+        return -1;
+    }
+    empty_str = PyUnicode_FromStringAndSize("", 0);
+    s_tool_call_id = empty_str == NULL ? NULL : PyUnicode_InternFromString("tool_call_id");
+    s_message_id = s_tool_call_id == NULL ? NULL : PyUnicode_InternFromString("message_id");
+    if (s_message_id == NULL) {
+        Py_CLEAR(empty_str);
+        Py_CLEAR(s_tool_call_id);
+        return -1;
+    }
+    return 0;
+}
+
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
 static int
 end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, EndRead *r)
 {
-    if (item_slots[1].type == NULL) {
+    if (item_slots[1].type == NULL || item_slots[2].type == NULL) {
         return 0;
     }
-    if (s_message_id == NULL) {
-        streaming_off = slot_offset((PyObject *)item_slots[1].type, "_streaming");
-        empty_str = streaming_off < 0 ? NULL : PyUnicode_FromStringAndSize("", 0);
-        s_message_id = empty_str == NULL ? NULL : PyUnicode_InternFromString("message_id");
-        if (s_message_id == NULL) {
-            Py_CLEAR(empty_str);
-            return -1;
-        }
+    if (s_message_id == NULL && end_configure() < 0) {
+        return -1;
     }
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(route, E_ITEM));
+    if (kind != 1 && kind != 2) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "end_route(): an item's kind is 1 or 2");
+        }
+        return -1;
+    }
+    r->kind = (int)kind;
     PyObject *verify = PyTuple_GET_ITEM(route, E_VERIFY);
     int ok = chain_ready(PyTuple_GET_ITEM(route, E_CHUNKS), verify);
     if (ok <= 0) {
@@ -108,7 +142,7 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     if (tag != unset) {
         return 0; /* a subagent's: verify checks its owner */
     }
-    r->id = PyObject_GetAttr(event, s_message_id);
+    r->id = PyObject_GetAttr(event, kind == 1 ? s_message_id : s_tool_call_id);
     r->table = r->id == NULL ? NULL : PyObject_GetAttr(verify, PyTuple_GET_ITEM(route, E_TABLE));
     if (r->table == NULL) {
         return -1;
@@ -120,8 +154,10 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     if (open <= 0) {
         return open; /* not open: the verifier's error */
     }
-    /* Accumulate: the store's own message, not an activity message, its text a str. */
-    const ItemSlots *is = &item_slots[1];
+    /* Accumulate: the store's own message, not an activity message, its text a str; or the
+     * store's own call, whose owner (if it is open) is the store's own message with a count of
+     * open calls. */
+    const ItemSlots *is = &item_slots[kind];
     r->item = call_lookup(PyTuple_GET_ITEM(route, E_LOOKUP), r->id);
     if (r->item == NULL) {
         return -1;
@@ -131,14 +167,30 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     }
     PyObject *role = slot_get(r->item, is->gate), *parts = slot_get(r->item, is->parts);
     PyObject *text = slot_get(r->item, is->text), *metadata = slot_get(r->item, is->metadata);
-    if (role == NULL || !PyUnicode_CheckExact(role) || parts == NULL || !PyList_CheckExact(parts) ||
+    if (role == NULL || (kind == 1 && !PyUnicode_CheckExact(role)) || parts == NULL ||
+        !PyList_CheckExact(parts) ||
         text == NULL || metadata == NULL ||
         (PyList_GET_SIZE(parts) > 0 && !PyUnicode_CheckExact(text))) {
         return 0;
     }
-    if (PyUnicode_GET_LENGTH(role) == PyUnicode_GET_LENGTH(str_activity) &&
+    if (kind == 1 && PyUnicode_GET_LENGTH(role) == PyUnicode_GET_LENGTH(str_activity) &&
         PyUnicode_Compare(role, str_activity) == 0) {
         return 0; /* an activity message: accumulate reports the collision */
+    }
+    if (kind == 2) {
+        PyObject *open = slot_get(r->item, open_off);
+        if (open != Py_True && open != Py_False) {
+            return 0;
+        }
+        if (open == Py_True) {
+            PyObject *owner = slot_get(r->item, owner_off);
+            PyObject *count = owner == NULL || Py_TYPE(owner) != item_slots[1].type
+                                  ? NULL
+                                  : slot_get(owner, open_calls_off);
+            if (count == NULL || !PyLong_CheckExact(count)) {
+                return 0;
+            }
+        }
     }
     r->incoming = PyObject_GetAttr(event, s_metadata);
     if (r->incoming == NULL) {
@@ -147,8 +199,9 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     if (r->incoming != unset && (ok = mergeable(metadata, r->incoming, unset)) <= 0) {
         return ok;
     }
-    /* The ledger: the Update's class known as a wrapper, a run open. */
-    return ledger_ready(PyTuple_GET_ITEM(route, E_LEDGER), update_cls, 1);
+    /* The ledger: the Update's class known as a wrapper, a run open (when it counts). */
+    return ledger_ready(PyTuple_GET_ITEM(route, E_LEDGER), update_cls,
+                        PyTuple_GET_ITEM(route, E_KIND) != Py_None);
 }
 
 /* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
@@ -165,7 +218,7 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     if (PyDict_DelItem(r->table, r->id) < 0) { /* Verify: closed */
         return -1;
     }
-    const ItemSlots *is = &item_slots[1];
+    const ItemSlots *is = &item_slots[r->kind];
     PyObject *item = r->item;
     if (r->incoming != unset) {
         PyObject *merged = merge_metadata(slot_get(item, is->metadata), r->incoming, unset);
@@ -179,8 +232,21 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
         }
         slot_set(item, is->metadata, merged);
     }
-    Py_INCREF(Py_False);
-    slot_set(item, streaming_off, Py_False);
+    if (r->kind == 1) {
+        slot_set(item, streaming_off, Py_NewRef(Py_False));
+    }
+    else if (slot_get(item, open_off) == Py_True) {
+        /* call.owner._open_calls -= 1 (both read by end_check; nothing ran since) */
+        PyObject *owner = slot_get(item, owner_off);
+        PyObject *one = PyLong_FromLong(1); /* a small int: cached, never fails */
+        PyObject *count = PyNumber_Subtract(slot_get(owner, open_calls_off), one);
+        Py_DECREF(one);
+        if (count == NULL) {
+            return -1;
+        }
+        slot_set(item, open_off, Py_NewRef(Py_False));
+        slot_set(owner, open_calls_off, count);
+    }
     PyObject *parts = slot_get(item, is->parts);
     if (PyList_GET_SIZE(parts) > 0) {
         /* item.content: the deltas joined now, once */
@@ -195,7 +261,7 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
             return -1;
         }
     }
-    if (build) {
+    if (build || r->kind == 2) { /* a call's: the ledger's handler reads it */
         PyObject *metadata = slot_get(item, is->metadata);
         PyObject *fields[4] = {event, item, Py_True,
                                metadata == NULL || metadata == unset ? Py_None : metadata};
@@ -210,11 +276,21 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     return 1;
 }
 
-/* The ledger's part, once the Update was emitted: the event's type counted. */
+/* The ledger's part, once the Update was emitted: the event's type counted, or its handler
+ * called with the Update as its item (as Ledger.feed does). 0, or -1 with an exception. */
 static int
-end_after(PyObject *route)
+end_after(PyObject *event, PyObject *route, PyObject *update)
 {
-    return ledger_count(PyTuple_GET_ITEM(route, E_LEDGER), PyTuple_GET_ITEM(route, E_KIND));
+    PyObject *ledger = PyTuple_GET_ITEM(route, E_LEDGER), *kind = PyTuple_GET_ITEM(route, E_KIND);
+    if (kind != Py_None) {
+        return ledger_count(ledger, kind);
+    }
+    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
+        return -1;
+    }
+    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, E_LEDGER_HANDLER), event);
+    Py_XDECREF(back);
+    return back == NULL ? -1 : 0;
 }
 
 #endif /* AGUI_META_ENDS_H */

@@ -971,8 +971,8 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             return bail(&passed, note);
         }
         if (route != NULL) {
-            /* a route's size says which: a step's (3), a message end's (E_SIZE), the
-             * stages' handlers (D_SIZE) */
+            /* a route's size says which: a step's (3), an item end's (E_SIZE), the stages'
+             * handlers (D_SIZE) */
             Py_ssize_t size = PyTuple_CheckExact(route) ? PyTuple_GET_SIZE(route) : -1;
             if (size != 3 && size != D_SIZE && size != E_SIZE) {
                 Py_DECREF(event);
@@ -981,6 +981,9 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                                 "stages' handlers (see _steps.h, _ends.h, _direct.h)");
                 return bail(&passed, note);
             }
+            /* whether Python code of the stages runs (their handlers) */
+            int handlers = size == D_SIZE ||
+                           (size == E_SIZE && PyTuple_GET_ITEM(route, E_LEDGER_HANDLER) != Py_None);
             StepRead read = {0};
             EndRead ended = {0};
             PyObject *out = NULL;
@@ -993,7 +996,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                 /* emitted, then the ledger's part (it emits before it records) */
                 if (emit_out(out, route_build, route_list, route_tail, &skipped) < 0 ||
                     (size == 3        ? step_after(event, route, unset, &read)
-                     : size == E_SIZE ? end_after(route)
+                     : size == E_SIZE ? end_after(event, route, out)
                                       : direct_after(event, route, out)) < 0) {
                     took = -1;
                 }
@@ -1012,7 +1015,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             }
             if (took == 1) {
                 Py_DECREF(event);
-                if (size == D_SIZE) { /* a handler may have changed a stage's fast-path members */
+                if (handlers) { /* a handler may have changed a stage's fast-path members */
                     int changed = members_changed(filters, held);
                     if (changed > 0 && replan != NULL) {
                         changed = replan_here(replan, kept, &plans, &held, &tallies, note);

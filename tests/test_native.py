@@ -578,6 +578,127 @@ def test_a_delta_merges_into_an_older_version_the_python_way() -> None:
     assert result["updates"] == [{"a": 1}, {"a": 2}, {"a": 1, "b": 3}]
 
 
+# -- TOOL_CALL_END in the core (_ends.h) ---------------------------------------------------------
+
+
+def _tool_stream(seed: int) -> bytes:
+    """Tool calls started, streamed and ended in any order, several under one parent: ends
+    with and without metadata (containers too), of calls never started, ended twice, tagged
+    with a subagent, and of a history's call; a restarted call."""
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
+    open_ids: list[str] = []
+    for n in range(60):
+        roll = rng.random()
+        if roll < 0.3 or not open_ids:
+            call = f"c{n}"
+            start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call}
+            start["toolCallName"] = "f"
+            if rng.random() < 0.6:
+                start["parentMessageId"] = rng.choice(["p1", "p2"])
+            if rng.random() < 0.3:
+                start["metadata"] = {"s": n}
+            events.append(start)
+            open_ids.append(call)
+        elif roll < 0.6:
+            events.append(
+                {"type": "TOOL_CALL_ARGS", "toolCallId": rng.choice(open_ids), "delta": f"{n},"}
+            )
+        else:
+            call = rng.choice([*open_ids, "nope", "h"])
+            end: dict[str, Any] = {"type": "TOOL_CALL_END", "toolCallId": call}
+            if rng.random() < 0.5:
+                end["metadata"] = rng.choice([{"e": n}, {"u": {"in": [n]}}, {}, {"s": None}])
+            if rng.random() < 0.05:
+                end["subagentRunId"] = "sub"
+            events.append(end)
+            if call in open_ids and rng.random() < 0.9:
+                open_ids.remove(call)
+    events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _tool_ends(data: bytes, chunk: int) -> dict[str, Any]:
+    """The default chain from bytes, a history with a call; every update held to the end."""
+    history = [
+        {
+            "id": "p1",
+            "role": "assistant",
+            "toolCalls": [
+                {"id": "h", "type": "function", "function": {"name": "g", "arguments": {"a": 1}}}
+            ],
+        }
+    ]
+    store = agui_meta.Store(history)
+    defaults: Any = agui_meta.DefaultStages(store)  # the default chain: the core's routes
+    ledger = defaults.ledger
+    ledger._clock = lambda: 0.0
+    reports: list[str] = []
+    runner = Runner(
+        [agui_meta.Enforce(), *defaults],
+        Context("keep_going", lambda r: reports.append(repr(r))),
+        framing="sse",
+    )
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+    runner.close()
+    updates = runner.take()
+    calls = [store.tool_call(f"c{n}") for n in range(60)] + [store.tool_call("h")]
+    return {
+        "updates": [
+            (u.event.type, u.done, None if u.metadata is None else dict(u.metadata))
+            for u in updates
+        ],
+        "calls": [
+            (c.arguments, c.streaming, _writes_of(c.metadata), c.owner.id, c.owner._open_calls)
+            for c in calls
+            if c is not None
+        ],
+        "messages": store.messages_wire(),
+        "ledger": ledger.to_builtins(),
+        "reports": reports,
+    }
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_tool_call_ends_in_the_core_equal_the_python_path(seed: int) -> None:
+    data = _tool_stream(seed)
+    with _must_run():
+        for chunk in (len(data), 997, 61):
+            result = _both(_tool_ends, data, chunk)
+            assert any(kind == "TOOL_CALL_END" for kind, _, _ in result["updates"])
+
+
+def test_a_tool_call_end_is_done_in_the_core() -> None:
+    # The verifier's check of a call's END is not called: the core did what it does.
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c0", "toolCallName": "f"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c0", "delta": "{}"},
+        {"type": "TOOL_CALL_END", "toolCallId": "c0", "metadata": {"k": 1}},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    seen: list[str] = []
+    check = agui_meta.Verify._tool_call_continue
+
+    def counted(self: Any, event: Any) -> None:
+        seen.append(event.type)
+        check(self, event)
+
+    with mock.patch.object(agui_meta.Verify, "_tool_call_continue", counted):
+        with _core(True):
+            native = _tool_ends(data, len(data))
+        assert seen == []
+        with _core(False):
+            python = _tool_ends(data, len(data))
+        assert seen == ["TOOL_CALL_END"]
+    assert native == python
+    # The call ended: its arguments joined, closed, its owner (a message made for it: no
+    # parent named) with no call open.
+    assert native["calls"][0][:2] + native["calls"][0][3:] == ("{}", False, "c0", 0)
+
+
 # -- copy_json: exact dicts and lists in C, anything else the specification's -------------------
 
 _JSON = st.recursive(
