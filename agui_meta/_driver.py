@@ -32,9 +32,11 @@ from ._events import (
     EVENT_TYPES,
     Metadata,
     ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageEndEvent,
+    TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
 )
@@ -51,7 +53,7 @@ from ._framing import (
 from ._ledger import Ledger, StepRecord, ledger_counts
 from ._metadata import MergedMetadata, MetadataWrites
 from ._stage import CONTENT_DELTAS, Context, Transducer
-from ._store import MessageItem, ToolCallItem
+from ._store import MessageItem, Store, ToolCallItem
 from ._verify import Verify
 
 __all__ = ["Runner"]
@@ -251,6 +253,10 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     verify's table of open ids, accumulate's lookup of the item, ledger, the type the ledger
     counts or None, the item's kind (1 a message, 2 a tool call), the ledger's handler or
     None)``, done in C (``_ends.h``).
+    TEXT_MESSAGE_START and REASONING_MESSAGE_START: ``(chunks, verify, the names of verify's
+    tables of open ids and of owners, accumulate's message lookup, the store's append, ledger,
+    the type the ledger counts, the message's role or None for the event's)``, done in C
+    (``_starts.h``) for a message the store has not seen.
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
     ``(chunks, verify, verify's handler or None, accumulate's handler, ledger, the type the
@@ -313,6 +319,30 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             and kind is not None
         ):
             routes[cls] = (chunks, verify, table, accumulate._message, ledger, kind, 1, None)
+    for cls, table, owners, check, handle, role in (
+        (TextMessageStartEvent, "_text", "_message_owners", Verify._text_start,
+         Accumulate._text_start, None),
+        (ReasoningMessageStartEvent, "_reasoning_messages", "_reasoning_owners",
+         Verify._reasoning_message_start, Accumulate._reasoning_start, "reasoning"),
+    ):  # fmt: skip
+        kind = ledger_counts(cls)
+        if (
+            verify._handlers.get(cls.type) is check
+            and accumulate._handlers.get(cls) is handle
+            and kind is not None
+            and type(accumulate.store) is Store
+        ):
+            routes[cls] = (
+                chunks,
+                verify,
+                table,
+                owners,
+                accumulate._message,
+                accumulate.store.append,
+                ledger,
+                kind,
+                role,
+            )
     if (
         verify._handlers.get(ToolCallEndEvent.type) is Verify._tool_call_end
         and accumulate._handlers.get(ToolCallEndEvent) is Accumulate._tool_end

@@ -48,7 +48,8 @@
  *     through). k == len(payloads) and replan False: all done. rest's fifth member,
  *     routes (None or a dict by event class), says where the run of stages is the default
  *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
- *     TEXT_MESSAGE_END and REASONING_MESSAGE_END too (_ends.h), the other events it routes
+ *     TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END too (_ends.h), the starts of
+ *     text and reasoning messages (_starts.h), the other events it routes
  *     through the stages' handlers, without their feeds (_direct.h); their outputs go to
  *     rest's sixth member, route_tail (None: counted, nobody reads them). Its seventh, if
  *     given and not None, replan: called when a filter's members changed, it makes the plans
@@ -70,6 +71,7 @@
 #include "_steps.h"
 #include "_direct.h"
 #include "_ends.h"
+#include "_starts.h"
 #include "_patch.h"
 
 static PyObject *
@@ -974,29 +976,34 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             /* a route's size says which: a step's (3), an item end's (E_SIZE), the stages'
              * handlers (D_SIZE) */
             Py_ssize_t size = PyTuple_CheckExact(route) ? PyTuple_GET_SIZE(route) : -1;
-            if (size != 3 && size != D_SIZE && size != E_SIZE) {
+            if (size != 3 && size != D_SIZE && size != E_SIZE && size != S_SIZE) {
                 Py_DECREF(event);
                 PyErr_SetString(PyExc_TypeError,
-                                "run_batch(): a route is a step's, a message end's or the "
-                                "stages' handlers (see _steps.h, _ends.h, _direct.h)");
+                                "run_batch(): a route is a step's, an item end's, a message "
+                                "start's or the stages' handlers (see _steps.h, _ends.h, "
+                                "_starts.h, _direct.h)");
                 return bail(&passed, note);
             }
             /* whether Python code of the stages runs (their handlers) */
-            int handlers = size == D_SIZE ||
+            int handlers = size == D_SIZE || size == S_SIZE ||
                            (size == E_SIZE && PyTuple_GET_ITEM(route, E_LEDGER_HANDLER) != Py_None);
             StepRead read = {0};
             EndRead ended = {0};
+            StartRead started = {0};
             PyObject *out = NULL;
             Py_INCREF(route); /* held: the stages' attributes may run Python code */
             int took =
                 size == 3        ? step_route(event, route, update_cls, unset, route_build, &read, &out)
                 : size == E_SIZE ? end_route(event, route, update_cls, unset, route_build, &ended, &out)
-                                 : direct_route(event, route, update_cls, &out);
+                : size == S_SIZE
+                    ? start_route(event, route, update_cls, unset, route_build, &started, &out)
+                    : direct_route(event, route, update_cls, &out);
             if (took == 1) {
                 /* emitted, then the ledger's part (it emits before it records) */
                 if (emit_out(out, route_build, route_list, route_tail, &skipped) < 0 ||
                     (size == 3        ? step_after(event, route, unset, &read)
                      : size == E_SIZE ? end_after(event, route, out)
+                     : size == S_SIZE ? start_after(route)
                                       : direct_after(event, route, out)) < 0) {
                     took = -1;
                 }
@@ -1004,6 +1011,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             }
             step_read_clear(&read);
             end_read_clear(&ended);
+            start_read_clear(&started);
             Py_DECREF(route);
             if (took < 0) {
                 PyObject *exc = fetch_raised();

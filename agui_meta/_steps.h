@@ -145,6 +145,32 @@ verify_open(PyObject *verify)
     return total + n;
 }
 
+/* Verify._room: room for one more open item (1), not, or not as built (0: the Python way
+ * says which), or -1 with an exception. */
+static int
+verify_room(PyObject *verify)
+{
+    PyObject *limit = PyObject_GetAttr(verify, s_max_open_items);
+    if (limit == NULL) {
+        return -1;
+    }
+    if (limit == Py_None) {
+        Py_DECREF(limit);
+        return 1;
+    }
+    Py_ssize_t most = PyLong_CheckExact(limit) ? PyLong_AsSsize_t(limit) : -1;
+    Py_DECREF(limit);
+    if (most == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* a bound too large for a Py_ssize_t: the Python way */
+        return 0;
+    }
+    Py_ssize_t open = verify_open(verify);
+    if (open < 0) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    return most >= 0 && open < most;
+}
+
 /* o.name += by, for an int attribute. 0, or -1 with an exception. */
 static int
 attr_add(PyObject *o, PyObject *name, long by)
@@ -364,28 +390,9 @@ step_check(int started, PyObject *event, PyObject *chunks, PyObject *verify, PyO
         return 0;
     }
     if (started) {
-        /* Verify._room: room for one more open item */
-        PyObject *limit = PyObject_GetAttr(verify, s_max_open_items);
-        if (limit == NULL) {
-            return -1;
-        }
-        if (limit != Py_None) {
-            Py_ssize_t most = PyLong_CheckExact(limit) ? PyLong_AsSsize_t(limit) : -1;
-            Py_DECREF(limit);
-            if (most == -1 && PyErr_Occurred()) {
-                PyErr_Clear(); /* a bound too large for a Py_ssize_t: the Python way */
-                return 0;
-            }
-            Py_ssize_t open = verify_open(verify);
-            if (open < 0) {
-                return PyErr_Occurred() ? -1 : 0;
-            }
-            if (most < 0 || open >= most) {
-                return 0;
-            }
-        }
-        else {
-            Py_DECREF(limit);
+        ok = verify_room(verify);
+        if (ok <= 0) {
+            return ok;
         }
         /* Ledger._keep: room in the run's list of steps */
         r->record_steps = PyObject_GetAttr(r->current, s_steps);

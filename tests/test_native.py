@@ -699,6 +699,126 @@ def test_a_tool_call_end_is_done_in_the_core() -> None:
     assert native["calls"][0][:2] + native["calls"][0][3:] == ("{}", False, "c0", 0)
 
 
+# -- TEXT_MESSAGE_START and REASONING_MESSAGE_START in the core (_starts.h) ----------------------
+
+
+def _start_stream(seed: int) -> bytes:
+    """Text and reasoning messages started (named or not, with a role or without, metadata
+    with containers, tagged with a subagent), streamed and ended; starts of an id open
+    already, of a message the store holds (reopened), of an activity message's id and of a
+    history's message."""
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "ACTIVITY_SNAPSHOT", "messageId": "act", "activityType": "x", "content": {}},
+    ]
+    open_ids: list[tuple[str, str]] = []
+    for n in range(70):
+        roll = rng.random()
+        if roll < 0.35 or not open_ids:
+            reasoning = rng.random() < 0.3
+            mid = rng.choice([f"m{n}", f"m{n}", f"m{n}", "hist", "act", f"m{max(n - 3, 0)}"])
+            start: dict[str, Any] = {
+                "type": "REASONING_MESSAGE_START" if reasoning else "TEXT_MESSAGE_START",
+                "messageId": mid,
+            }
+            if reasoning:
+                start["role"] = "reasoning"
+            elif rng.random() < 0.7:
+                start["role"] = rng.choice(["assistant", "user", "system"])
+            if not reasoning and rng.random() < 0.3:
+                start["name"] = rng.choice(["bot", "helper"])
+            if rng.random() < 0.5:
+                start["metadata"] = rng.choice([{"k": n}, {"u": {"in": [n]}}, {}])
+            if rng.random() < 0.05:
+                start["subagentRunId"] = "sub"
+            events.append(start)
+            open_ids.append((mid, "REASONING" if reasoning else "TEXT"))
+        elif roll < 0.75:
+            mid, kind = rng.choice(open_ids)
+            events.append({"type": f"{kind}_MESSAGE_CONTENT", "messageId": mid, "delta": "d"})
+        else:
+            mid, kind = rng.choice(open_ids)
+            events.append({"type": f"{kind}_MESSAGE_END", "messageId": mid})
+            open_ids.remove((mid, kind))
+    events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _starts(data: bytes, chunk: int, max_open: int | None, max_closed: int | None) -> Any:
+    """The default chain from bytes over a history; every update's item as of its event."""
+    store = agui_meta.Store([{"id": "hist", "role": "assistant", "content": "h"}])
+    defaults: Any = agui_meta.DefaultStages(
+        store, verify=agui_meta.Verify(max_open_items=max_open, max_closed_ids=max_closed)
+    )
+    defaults.ledger._clock = lambda: 0.0
+    reports: list[str] = []
+    runner = Runner(
+        [agui_meta.Enforce(), *defaults],
+        Context("keep_going", lambda r: reports.append(repr(r))),
+        framing="sse",
+    )
+    items = []
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+        items += [
+            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
+            for u in runner.take()
+        ]
+    runner.close()
+    verify = defaults.verify
+    return {
+        "items": items,
+        "messages": store.messages_wire(),
+        "ledger": defaults.ledger.to_builtins(),
+        "reports": reports,
+        "owners": (list(verify._message_owners.items()), list(verify._reasoning_owners.items())),
+        "open": repr(verify.open_items()),
+    }
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_message_starts_in_the_core_equal_the_python_path(seed: int) -> None:
+    data = _start_stream(seed)
+    with _must_run():
+        for chunk, max_open, max_closed in (
+            (len(data), None, 10_000),
+            (613, 3, 10_000),  # no room: the verifier's error
+            (131, None, 4),  # owners forgotten: the Python way
+        ):
+            result = _both(_starts, data, chunk, max_open, max_closed)
+            assert any(kind.endswith("_MESSAGE_START") for kind, _, _ in result["items"])
+
+
+def test_a_message_start_is_done_in_the_core() -> None:
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "name": "bot", "metadata": {"k": 1}},
+        {"type": "REASONING_MESSAGE_START", "messageId": "z", "role": "reasoning"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    seen: list[str] = []
+    room = agui_meta.Verify._room
+
+    def counted(self: Any, kind: str, entity: str, entity_id: str) -> None:
+        seen.append(kind)
+        room(self, kind, entity, entity_id)
+
+    with mock.patch.object(agui_meta.Verify, "_room", counted):
+        with _core(True):
+            native = _starts(data, len(data), None, 10_000)
+        assert seen == []  # the verifier's handlers were not called
+        with _core(False):
+            python = _starts(data, len(data), None, 10_000)
+        assert seen == ["TEXT_MESSAGE_START", "REASONING_MESSAGE_START"]
+    assert native == python
+    assert native["messages"][1:] == [
+        {"id": "m", "role": "assistant", "content": "", "name": "bot", "metadata": {"k": 1}},
+        {"id": "z", "role": "reasoning", "content": ""},
+    ]
+
+
 # -- copy_json: exact dicts and lists in C, anything else the specification's -------------------
 
 _JSON = st.recursive(
