@@ -33,6 +33,7 @@ from ._events import (
     Metadata,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
+    RunStartedEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageEndEvent,
@@ -259,8 +260,9 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     (``_starts.h``) for a message the store has not seen.
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
-    ``(chunks, verify, verify's handler or None, accumulate's handler, ledger, the type the
-    ledger counts or None, the ledger's handler or None)``. None when the run is another.
+    ``(chunks, verify or None (RUN_STARTED: the verifier's gate lets it through), verify's
+    handler or None, accumulate's handler, ledger, the type the ledger counts or None, the
+    ledger's handler or None)``. None when the run is another.
     """
     kinds = [type(t) for t in run]
     if kinds == [ExpandChunks, Verify, Accumulate, Ledger]:
@@ -290,7 +292,9 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
         check = verify._handlers.get(cls.type)
         routes[cls] = (
             chunks,
-            verify,
+            # Verify.feed's gate (before the first run, after one ended) lets RUN_STARTED
+            # through always (_check_gate): None, its route does not wait for the gate.
+            None if cls is RunStartedEvent else verify,
             None if check is None else MethodType(check, verify),
             MethodType(handle, accumulate),
             ledger,

@@ -271,11 +271,10 @@ attr_false(PyObject *o, PyObject *name)
     return truth < 0 ? -1 : !truth;
 }
 
-/* What every route of the default chain checks first (here, _ends.h, _direct.h): no chunk
- * stream open (ExpandChunks' feed closes them before the event), the verifier not gated (its
- * feed checks the run's state first). 1, 0 (not this way), or -1 with an exception. */
+/* No chunk stream open (ExpandChunks' feed closes them before the event). 1, 0 (not this
+ * way), or -1 with an exception. */
 static int
-chain_ready(PyObject *chunks, PyObject *verify)
+lanes_closed(PyObject *chunks)
 {
     if (chunks != Py_None) {
         PyObject *lanes = PyObject_GetAttr(chunks, s_lanes);
@@ -288,7 +287,17 @@ chain_ready(PyObject *chunks, PyObject *verify)
             return 0; /* chunk streams open, or not a dict */
         }
     }
-    return attr_false(verify, s_gate);
+    return 1;
+}
+
+/* What every route of the default chain checks first (here, _ends.h, _starts.h, _direct.h):
+ * no chunk stream open, the verifier not gated (its feed checks the run's state first; None:
+ * an event the gate lets through, RUN_STARTED). 1, 0 (not this way), or -1 with an exception. */
+static int
+chain_ready(PyObject *chunks, PyObject *verify)
+{
+    int ok = lanes_closed(chunks);
+    return ok <= 0 || verify == Py_None ? ok : attr_false(verify, s_gate);
 }
 
 /* And the ledger's: the Update's class among the wrappers it knows (its feed learns it from
