@@ -72,6 +72,7 @@ if _REASON is None:
                 "agui_meta/_ends.h",
                 "agui_meta/_patch.h",
                 "agui_meta/_starts.h",
+                "agui_meta/_results.h",
             ],
             optional=True,
             extra_compile_args=["-O2"] if os.name != "nt" else [],

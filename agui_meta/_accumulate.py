@@ -441,6 +441,19 @@ class Accumulate(Transducer[Event, Update]):
         metadata = call.metadata  # None for UNSET: what Update.metadata holds
         return Update(event, call, False, None if metadata is UNSET else metadata)
 
+    def _answered(self, event: ToolCallResultEvent) -> None:
+        """The call answered in the store's tally of the run (reported when a bounded tally
+        forgets an answered call). The C core calls it too (``_results.h``)."""
+        note = self.store.tool_call_answered(event.tool_call_id)
+        if note is not None:
+            self.ctx.report(
+                "tool-call-tally-forgot",
+                note,
+                event_type=event.type,
+                path="$.toolCallId",
+                severity="info",
+            )
+
     def _tool_end(self, event: ToolCallEndEvent) -> Update:
         call = self._tool_call(event.tool_call_id)
         if call is None:
@@ -457,15 +470,7 @@ class Accumulate(Transducer[Event, Update]):
     def _tool_result(self, event: ToolCallResultEvent) -> Update:
         store = self.store
         call_id = event.tool_call_id
-        note = store.tool_call_answered(call_id)
-        if note is not None:
-            self.ctx.report(
-                "tool-call-tally-forgot",
-                note,
-                event_type=event.type,
-                path="$.toolCallId",
-                severity="info",
-            )
+        self._answered(event)
         fields: dict[str, Any] = {"toolCallId": call_id}
         if event.subagent_run_id is not UNSET:
             fields["subagentRunId"] = event.subagent_run_id

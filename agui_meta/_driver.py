@@ -40,6 +40,7 @@ from ._events import (
     TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
+    ToolCallResultEvent,
 )
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
@@ -258,6 +259,10 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     tables of open ids and of owners, accumulate's message lookup, the store's append, ledger,
     the type the ledger counts, the message's role or None for the event's)``, done in C
     (``_starts.h``) for a message the store has not seen.
+    TOOL_CALL_RESULT: ``(chunks, verify, the name of verify's table of owners, accumulate's
+    _answered, the store's assistant_owner and insert_result, ledger, the ledger's handler,
+    the tool message's role when the event has none, the field naming the call)``, done in C
+    (``_results.h``) for text content.
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
     ``(chunks, verify or None (RUN_STARTED: the verifier's gate lets it through), verify's
@@ -347,6 +352,26 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
                 kind,
                 role,
             )
+    if (
+        verify._handlers.get(ToolCallResultEvent.type) is Verify._tool_call_result
+        and accumulate._handlers.get(ToolCallResultEvent) is Accumulate._tool_result
+        and type(accumulate.store) is Store
+        and ledger_counts(ToolCallResultEvent) is None
+        and ledger._handlers.get(ToolCallResultEvent) is Ledger._tool_call_result
+    ):
+        store = accumulate.store
+        routes[ToolCallResultEvent] = (
+            chunks,
+            verify,
+            "_message_owners",
+            accumulate._answered,
+            store.assistant_owner,
+            store.insert_result,
+            ledger,
+            MethodType(Ledger._tool_call_result, ledger),
+            "tool",
+            "toolCallId",
+        )
     if (
         verify._handlers.get(ToolCallEndEvent.type) is Verify._tool_call_end
         and accumulate._handlers.get(ToolCallEndEvent) is Accumulate._tool_end

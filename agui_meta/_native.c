@@ -49,7 +49,8 @@
  *     routes (None or a dict by event class), says where the run of stages is the default
  *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
  *     TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END too (_ends.h), the starts of
- *     text and reasoning messages (_starts.h), the other events it routes
+ *     text and reasoning messages (_starts.h), TOOL_CALL_RESULT (_results.h), the other
+ *     events it routes
  *     through the stages' handlers, without their feeds (_direct.h); their outputs go to
  *     rest's sixth member, route_tail (None: counted, nobody reads them). Its seventh, if
  *     given and not None, replan: called when a filter's members changed, it makes the plans
@@ -72,6 +73,7 @@
 #include "_direct.h"
 #include "_ends.h"
 #include "_starts.h"
+#include "_results.h"
 #include "_patch.h"
 
 static PyObject *
@@ -976,20 +978,22 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             /* a route's size says which: a step's (3), an item end's (E_SIZE), the stages'
              * handlers (D_SIZE) */
             Py_ssize_t size = PyTuple_CheckExact(route) ? PyTuple_GET_SIZE(route) : -1;
-            if (size != 3 && size != D_SIZE && size != E_SIZE && size != S_SIZE) {
+            if (size != 3 && size != D_SIZE && size != E_SIZE && size != S_SIZE &&
+                size != R_SIZE) {
                 Py_DECREF(event);
                 PyErr_SetString(PyExc_TypeError,
                                 "run_batch(): a route is a step's, an item end's, a message "
-                                "start's or the stages' handlers (see _steps.h, _ends.h, "
-                                "_starts.h, _direct.h)");
+                                "start's, a tool result's or the stages' handlers (see _steps.h, "
+                                "_ends.h, _starts.h, _results.h, _direct.h)");
                 return bail(&passed, note);
             }
             /* whether Python code of the stages runs (their handlers) */
-            int handlers = size == D_SIZE || size == S_SIZE ||
+            int handlers = size == D_SIZE || size == S_SIZE || size == R_SIZE ||
                            (size == E_SIZE && PyTuple_GET_ITEM(route, E_LEDGER_HANDLER) != Py_None);
             StepRead read = {0};
             EndRead ended = {0};
             StartRead started = {0};
+            ResultRead answered = {0};
             PyObject *out = NULL;
             Py_INCREF(route); /* held: the stages' attributes may run Python code */
             int took =
@@ -997,13 +1001,15 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                 : size == E_SIZE ? end_route(event, route, update_cls, unset, route_build, &ended, &out)
                 : size == S_SIZE
                     ? start_route(event, route, update_cls, unset, route_build, &started, &out)
-                    : direct_route(event, route, update_cls, &out);
+                : size == R_SIZE ? result_route(event, route, update_cls, unset, &answered, &out)
+                                 : direct_route(event, route, update_cls, &out);
             if (took == 1) {
                 /* emitted, then the ledger's part (it emits before it records) */
                 if (emit_out(out, route_build, route_list, route_tail, &skipped) < 0 ||
                     (size == 3        ? step_after(event, route, unset, &read)
                      : size == E_SIZE ? end_after(event, route, out)
                      : size == S_SIZE ? start_after(route)
+                     : size == R_SIZE ? result_after(event, route, out)
                                       : direct_after(event, route, out)) < 0) {
                     took = -1;
                 }
@@ -1012,6 +1018,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             step_read_clear(&read);
             end_read_clear(&ended);
             start_read_clear(&started);
+            result_read_clear(&answered);
             Py_DECREF(route);
             if (took < 0) {
                 PyObject *exc = fetch_raised();

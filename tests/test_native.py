@@ -819,6 +819,112 @@ def test_a_message_start_is_done_in_the_core() -> None:
     ]
 
 
+# -- TOOL_CALL_RESULT in the core (_results.h) ---------------------------------------------------
+
+
+def _result_stream(seed: int) -> bytes:
+    """Tool calls and their results: results of calls started, of unknown calls, twice for
+    one call, with content parts, with a role or without, with metadata, tagged with a
+    subagent, reusing a message id."""
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
+    calls: list[str] = []
+    for n in range(50):
+        if rng.random() < 0.4 or not calls:
+            call = f"c{n}"
+            events += [
+                {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "f"},
+                {"type": "TOOL_CALL_END", "toolCallId": call},
+            ]
+            calls.append(call)
+            continue
+        result: dict[str, Any] = {
+            "type": "TOOL_CALL_RESULT",
+            "messageId": rng.choice([f"r{n}", f"r{n}", f"r{n}", "r0"]),
+            "toolCallId": rng.choice([*calls, "nope"]),
+            "content": rng.choice(["ok", "", [{"type": "text", "text": "part"}]]),
+        }
+        if rng.random() < 0.5:
+            result["role"] = "tool"
+        if rng.random() < 0.4:
+            result["metadata"] = rng.choice([{"k": n}, {"u": {"in": [n]}}, {}])
+        if rng.random() < 0.05:
+            result["subagentRunId"] = "sub"
+        events.append(result)
+    events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _results(data: bytes, chunk: int, max_closed: int | None, max_ids: int | None) -> Any:
+    """The default chain from bytes; every update's item as of its event."""
+    store = agui_meta.Store(max_tool_call_ids=max_ids)
+    defaults: Any = agui_meta.DefaultStages(
+        store, verify=agui_meta.Verify(max_closed_ids=max_closed)
+    )
+    defaults.ledger._clock = lambda: 0.0
+    reports: list[str] = []
+    runner = Runner(
+        [agui_meta.Enforce(), *defaults],
+        Context("keep_going", lambda r: reports.append(repr(r))),
+        framing="sse",
+    )
+    items = []
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+        items += [
+            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
+            for u in runner.take()
+        ]
+    runner.close()
+    return {
+        "items": items,
+        "messages": store.messages_wire(),
+        "ledger": defaults.ledger.to_builtins(),
+        "reports": reports,
+        "owners": list(defaults.verify._message_owners.items()),
+    }
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_tool_call_results_in_the_core_equal_the_python_path(seed: int) -> None:
+    data = _result_stream(seed)
+    with _must_run():
+        for chunk, max_closed, max_ids in (
+            (len(data), 10_000, 10_000),
+            (577, 5, 10_000),  # owners forgotten: the Python way
+            (89, 10_000, 3),  # the store's tally forgets answered calls: reported
+        ):
+            result = _both(_results, data, chunk, max_closed, max_ids)
+            assert any(kind == "TOOL_CALL_RESULT" for kind, _, _ in result["items"])
+
+
+def test_a_tool_call_result_is_done_in_the_core() -> None:
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f"},
+        {"type": "TOOL_CALL_END", "toolCallId": "c"},
+        {"type": "TOOL_CALL_RESULT", "messageId": "r", "toolCallId": "c", "content": "ok"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    seen: list[str] = []
+    record = agui_meta.Verify._record
+
+    def counted(self: Any, table: Any, key: str, owner: Any) -> None:
+        seen.append(key)
+        record(self, table, key, owner)
+
+    with mock.patch.object(agui_meta.Verify, "_record", counted):
+        with _core(True):
+            native = _results(data, len(data), 10_000, 10_000)
+        assert "r" not in seen  # the verifier's handler was not called
+        with _core(False):
+            python = _results(data, len(data), 10_000, 10_000)
+        assert "r" in seen
+    assert native == python
+    assert native["messages"][-1] == {"id": "r", "role": "tool", "content": "ok", "toolCallId": "c"}
+
+
 # -- copy_json: exact dicts and lists in C, anything else the specification's -------------------
 
 _JSON = st.recursive(

@@ -1,0 +1,219 @@
+/* The default chain's stages on TOOL_CALL_RESULT, in the C core (included once, by _native.c,
+ * after _starts.h).
+ *
+ * A result makes a tool message and answers its call. For an untagged one with text content,
+ * the stages do:
+ *
+ *   ExpandChunks.feed   nothing, when no chunk stream is open;
+ *   Verify.feed         _tool_call_result: the message's owner recorded (within
+ *                       max_closed_ids);
+ *   Accumulate.feed     _tool_result: the call answered in the store's tally (_answered, which
+ *                       may report), a new MessageItem (the event's role, "tool" when absent
+ *                       or empty; its content; the call's id), the event's metadata merged
+ *                       into it, inserted after the assistant message holding the call; the
+ *                       Update (done) emitted (a store that evicts nothing);
+ *   Ledger.feed         the Update emitted first, then its handler called with the Update.
+ *
+ * Those Python methods are the specification. result_route() does what they do when every
+ * condition they test holds, all checked before anything changes (the store's and the
+ * accumulator's own methods are called as the handler calls them); otherwise the event goes
+ * through the stages' feeds.
+ */
+
+#ifndef AGUI_META_RESULTS_H
+#define AGUI_META_RESULTS_H
+
+#include <Python.h>
+
+/* The route: (chunks or None, verify, the name of verify's table of owners, accumulate's
+ * _answered, the store's assistant_owner, the store's insert_result, ledger, the ledger's
+ * handler, the tool message's role when the event has none ("tool"), the member of its
+ * fields naming the call ("toolCallId")). */
+enum { R_CHUNKS, R_VERIFY, R_OWNERS, R_ANSWERED, R_OWNER_OF, R_INSERT, R_LEDGER, R_HANDLER,
+       R_ROLE, R_FIELD, R_SIZE };
+
+static PyObject *s_content, *result_kwnames;
+
+/* What result_route reads, each a new reference (NULL where not read). */
+typedef struct {
+    PyObject *id, *call_id, *owners, *role, *content, *incoming;
+} ResultRead;
+
+static void
+result_read_clear(ResultRead *r)
+{
+    Py_XDECREF(r->id);
+    Py_XDECREF(r->call_id);
+    Py_XDECREF(r->owners);
+    Py_XDECREF(r->role);
+    Py_XDECREF(r->content);
+    Py_XDECREF(r->incoming);
+}
+
+static int
+result_configure(void)
+{
+    s_content = PyUnicode_InternFromString("content");
+    result_kwnames = s_content == NULL ? NULL : Py_BuildValue("(s)", "fields");
+    return result_kwnames == NULL ? -1 : 0;
+}
+
+/* The owners' table has room for id (Verify._record within max_closed_ids, as it will be
+ * once id is in it): 1, 0 (the Python way), or -1 with an exception. */
+static int
+owners_room(PyObject *verify, PyObject *owners, PyObject *id)
+{
+    int known = PyDict_Contains(owners, id);
+    if (known < 0) {
+        return -1;
+    }
+    PyObject *limit = PyObject_GetAttr(verify, s_max_closed_ids);
+    if (limit == NULL) {
+        return -1;
+    }
+    Py_ssize_t most = limit == Py_None           ? PY_SSIZE_T_MAX
+                      : PyLong_CheckExact(limit) ? PyLong_AsSsize_t(limit)
+                                                 : -1;
+    Py_DECREF(limit);
+    if (most == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return most >= 0 && PyDict_GET_SIZE(owners) + !known <= most;
+}
+
+/* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
+static int
+result_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
+             ResultRead *r)
+{
+    if (item_slots[1].type == NULL || item_slots[2].type == NULL) {
+        return 0; /* before configure() */
+    }
+    if ((s_message_id == NULL && end_configure() < 0) ||
+        (start_kwnames == NULL && start_configure() < 0) ||
+        (result_kwnames == NULL && result_configure() < 0)) {
+        return -1;
+    }
+    PyObject *verify = PyTuple_GET_ITEM(route, R_VERIFY);
+    int ok = chain_ready(PyTuple_GET_ITEM(route, R_CHUNKS), verify);
+    if (ok <= 0) {
+        return ok;
+    }
+    PyObject *tag = PyObject_GetAttr(event, s_subagent_run_id);
+    if (tag == NULL) {
+        return -1;
+    }
+    Py_DECREF(tag);
+    if (tag != unset) {
+        return 0; /* a subagent's: a field of the message */
+    }
+    r->id = PyObject_GetAttr(event, s_message_id);
+    r->call_id = r->id == NULL ? NULL : PyObject_GetAttr(event, s_tool_call_id);
+    r->owners =
+        r->call_id == NULL ? NULL : PyObject_GetAttr(verify, PyTuple_GET_ITEM(route, R_OWNERS));
+    r->role = r->owners == NULL ? NULL : PyObject_GetAttr(event, s_role);
+    r->content = r->role == NULL ? NULL : PyObject_GetAttr(event, s_content);
+    r->incoming = r->content == NULL ? NULL : PyObject_GetAttr(event, s_metadata);
+    if (r->incoming == NULL) {
+        return -1;
+    }
+    if (!PyUnicode_CheckExact(r->id) || !PyUnicode_CheckExact(r->call_id) ||
+        !(PyDict_CheckExact(r->owners) || PyODict_CheckExact(r->owners)) ||
+        !PyUnicode_CheckExact(r->content)) {
+        return 0; /* content parts: copied to plain data in Python */
+    }
+    /* event.role or "tool" */
+    if (r->role == unset || (PyUnicode_CheckExact(r->role) && PyUnicode_GET_LENGTH(r->role) == 0)) {
+        Py_SETREF(r->role, Py_NewRef(PyTuple_GET_ITEM(route, R_ROLE)));
+    }
+    else if (!PyUnicode_CheckExact(r->role)) {
+        return 0;
+    }
+    ok = owners_room(verify, r->owners, r->id);
+    if (ok <= 0) {
+        return ok;
+    }
+    if (r->incoming != unset && (ok = mergeable(unset, r->incoming, unset)) <= 0) {
+        return ok;
+    }
+    return ledger_ready(PyTuple_GET_ITEM(route, R_LEDGER), update_cls, 0);
+}
+
+/* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
+ * new reference: the ledger's handler reads it); 0: not this way (nothing changed); -1 with an
+ * exception. */
+static int
+result_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
+             ResultRead *r, PyObject **out)
+{
+    int ok = result_check(event, route, update_cls, unset, r);
+    if (ok <= 0) {
+        return ok;
+    }
+    /* Verify: the newest result's owner (absent: no tag) recorded */
+    if (PyObject_SetItem(r->owners, r->id, unset) < 0) {
+        return -1;
+    }
+    /* Accumulate: the call answered (reported as the handler does), the tool message made */
+    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_ANSWERED), event);
+    if (back == NULL) {
+        return -1;
+    }
+    Py_DECREF(back);
+    PyObject *fields = PyDict_New();
+    if (fields == NULL || PyDict_SetItem(fields, PyTuple_GET_ITEM(route, R_FIELD), r->call_id) < 0) {
+        Py_XDECREF(fields);
+        return -1;
+    }
+    PyObject *args[4] = {r->id, r->role, r->content, fields};
+    PyObject *item = PyObject_Vectorcall((PyObject *)item_slots[1].type, args, 3, result_kwnames);
+    Py_DECREF(fields);
+    if (item == NULL) {
+        return -1;
+    }
+    const ItemSlots *is = &item_slots[1];
+    if (r->incoming != unset) {
+        PyObject *merged = merge_metadata(unset, r->incoming, unset);
+        if (merged == NULL || merged == Py_None) {
+            if (merged == Py_None) {
+                Py_DECREF(merged);
+                PyErr_SetString(PyExc_SystemError, "result_route(): the merge refused");
+            }
+            Py_DECREF(item);
+            return -1;
+        }
+        slot_set(item, is->metadata, merged);
+    }
+    PyObject *owner = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_OWNER_OF), r->call_id);
+    back = owner == NULL ? NULL
+                         : PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, R_INSERT), item,
+                                                        owner, NULL);
+    Py_XDECREF(owner);
+    if (back == NULL) {
+        Py_DECREF(item);
+        return -1;
+    }
+    Py_DECREF(back);
+    PyObject *metadata = slot_get(item, is->metadata);
+    PyObject *members[4] = {event, item, Py_True,
+                            metadata == NULL || metadata == unset ? Py_None : metadata};
+    *out = PyObject_Vectorcall(update_cls, members, 4, NULL);
+    Py_DECREF(item);
+    return *out == NULL ? -1 : 1;
+}
+
+/* The ledger's part, once the Update was emitted: its handler, with the Update as its item. */
+static int
+result_after(PyObject *event, PyObject *route, PyObject *update)
+{
+    PyObject *ledger = PyTuple_GET_ITEM(route, R_LEDGER);
+    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
+        return -1;
+    }
+    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_HANDLER), event);
+    Py_XDECREF(back);
+    return back == NULL ? -1 : 0;
+}
+
+#endif /* AGUI_META_RESULTS_H */
