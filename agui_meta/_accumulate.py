@@ -372,11 +372,15 @@ class Accumulate(Transducer[Event, Update]):
         return Update(event, item, True, (None if item.metadata is UNSET else item.metadata))
 
     def _tool_start(self, event: ToolCallStartEvent) -> Update:
+        self._started(event)
+        return self._start_call(event)
+
+    def _start_call(self, event: ToolCallStartEvent) -> Update:
+        """The store's part of a TOOL_CALL_START (after the tally's): the call made, or
+        updated when it exists. The C core calls it too (``_starts.h``), when what it checked
+        before the tally's part no longer holds."""
         store = self.store
         call_id = event.tool_call_id
-        note = store.tool_call_started(call_id)
-        if note is not None:
-            self._warn("tool-call-tally-full", note, event, "$.toolCallId")
         call = store.tool_call(call_id)
         if call is not None:
             # A replayed start: the call is updated in place, never appended twice.
@@ -440,6 +444,13 @@ class Accumulate(Transducer[Event, Update]):
             call.metadata = _merged(call.metadata, event.metadata)
         metadata = call.metadata  # None for UNSET: what Update.metadata holds
         return Update(event, call, False, None if metadata is UNSET else metadata)
+
+    def _started(self, event: ToolCallStartEvent) -> None:
+        """The call started in the store's tally of the run (reported when a bounded tally has
+        no room to list it as pending). The C core calls it too (``_starts.h``)."""
+        note = self.store.tool_call_started(event.tool_call_id)
+        if note is not None:
+            self._warn("tool-call-tally-full", note, event, "$.toolCallId")
 
     def _answered(self, event: ToolCallResultEvent) -> None:
         """The call answered in the store's tally of the run (reported when a bounded tally

@@ -24,9 +24,10 @@
 
 #include <Python.h>
 
-/* The route: (chunks or None, verify, verify's handler or None, accumulate's handler,
- * ledger, the type the ledger counts or None, the ledger's handler or None). */
-enum { D_CHUNKS, D_VERIFY, D_VERIFY_HANDLER, D_ACCUMULATE_HANDLER, D_LEDGER, D_KIND,
+/* The route: (ROUTE_DIRECT, chunks or None, verify or None, verify's handler or None,
+ * accumulate's handler, ledger, the type the ledger counts or None, the ledger's handler or
+ * None). */
+enum { D_ROUTE, D_CHUNKS, D_VERIFY, D_VERIFY_HANDLER, D_ACCUMULATE_HANDLER, D_LEDGER, D_KIND,
        D_LEDGER_HANDLER, D_SIZE };
 
 /* Whether the conditions hold (1), not (0), or -1 with an exception. Changes nothing. */

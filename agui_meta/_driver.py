@@ -41,6 +41,7 @@ from ._events import (
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
+    ToolCallStartEvent,
 )
 from ._exceptions import DataError, FramingError
 from ._fastdecode import TYPED_DECODE, fast_decode
@@ -248,24 +249,29 @@ class _FastPath:
 def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | None:
     """The C core's routes for events off the fast path, by class, when the run of stages is
     exactly ``ExpandChunks``, ``Verify``, ``Accumulate`` and ``Ledger`` (or the same without
-    ``ExpandChunks``), each of its own class: the core then does what their feeds do.
+    ``ExpandChunks``), each of its own class: the core then does what their feeds do. A route's
+    first member is its kind (``_DIRECT`` … ``_RESULT``), which says what the rest is:
 
-    STEP_STARTED and STEP_FINISHED: ``(chunks, verify, ledger)``, done in C (``_steps.h``).
-    TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END: ``(chunks, verify, the name of
+    STEP_STARTED and STEP_FINISHED: ``(_STEP, chunks, verify, ledger)``, done in C
+    (``_steps.h``).
+    TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END: ``(_END, chunks, verify, the name of
     verify's table of open ids, accumulate's lookup of the item, ledger, the type the ledger
     counts or None, the item's kind (1 a message, 2 a tool call), the ledger's handler or
     None)``, done in C (``_ends.h``).
-    TEXT_MESSAGE_START and REASONING_MESSAGE_START: ``(chunks, verify, the names of verify's
+    TEXT_MESSAGE_START and REASONING_MESSAGE_START: ``(_START, chunks, verify, the names of verify's
     tables of open ids and of owners, accumulate's message lookup, the store's append, ledger,
     the type the ledger counts, the message's role or None for the event's)``, done in C
     (``_starts.h``) for a message the store has not seen.
-    TOOL_CALL_RESULT: ``(chunks, verify, the name of verify's table of owners, accumulate's
+    TOOL_CALL_RESULT: ``(_RESULT, chunks, verify, the name of verify's table of owners, accumulate's
     _answered, the store's assistant_owner and insert_result, ledger, the ledger's handler,
     the tool message's role when the event has none, the field naming the call)``, done in C
     (``_results.h``) for text content.
+    TOOL_CALL_START: ``(_TOOL_START, chunks, verify, accumulate's _started and _start_call,
+    the store's tool_call, message, append and add_tool_call, ledger, the ledger's handler)``,
+    done in C (``_starts.h``) for a call the store has not seen.
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
-    ``(chunks, verify or None (RUN_STARTED: the verifier's gate lets it through), verify's
+    ``(_DIRECT, chunks, verify or None (RUN_STARTED: the verifier's gate lets it through), verify's
     handler or None, accumulate's handler, ledger, the type the ledger counts or None, the
     ledger's handler or None)``. None when the run is another.
     """
@@ -296,6 +302,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             continue
         check = verify._handlers.get(cls.type)
         routes[cls] = (
+            _DIRECT,
             chunks,
             # Verify.feed's gate (before the first run, after one ended) lets RUN_STARTED
             # through always (_check_gate): None, its route does not wait for the gate.
@@ -314,7 +321,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
         and all(accumulate._handlers.get(cls) is Accumulate._no_item for cls in _STEPS)
     )
     if steps:
-        routes.update(dict.fromkeys(_STEPS, (chunks, verify, ledger)))
+        routes.update(dict.fromkeys(_STEPS, (_STEP, chunks, verify, ledger)))
     if accumulate._evict:
         return routes
     for cls, table, check in (
@@ -327,7 +334,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             and accumulate._handlers.get(cls) is Accumulate._text_end
             and kind is not None
         ):
-            routes[cls] = (chunks, verify, table, accumulate._message, ledger, kind, 1, None)
+            routes[cls] = (_END, chunks, verify, table, accumulate._message, ledger, kind, 1, None)
     for cls, table, owners, check, handle, role in (
         (TextMessageStartEvent, "_text", "_message_owners", Verify._text_start,
          Accumulate._text_start, None),
@@ -342,6 +349,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             and type(accumulate.store) is Store
         ):
             routes[cls] = (
+                _START,
                 chunks,
                 verify,
                 table,
@@ -361,6 +369,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     ):
         store = accumulate.store
         routes[ToolCallResultEvent] = (
+            _RESULT,
             chunks,
             verify,
             "_message_owners",
@@ -373,12 +382,34 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             "toolCallId",
         )
     if (
+        verify._handlers.get(ToolCallStartEvent.type) is Verify._tool_call_start
+        and accumulate._handlers.get(ToolCallStartEvent) is Accumulate._tool_start
+        and type(accumulate.store) is Store
+        and ledger_counts(ToolCallStartEvent) is None
+        and ledger._handlers.get(ToolCallStartEvent) is Ledger._tool_call_start
+    ):
+        store = accumulate.store
+        routes[ToolCallStartEvent] = (
+            _TOOL_START,
+            chunks,
+            verify,
+            accumulate._started,
+            accumulate._start_call,
+            store.tool_call,
+            store.message,
+            store.append,
+            store.add_tool_call,
+            ledger,
+            MethodType(Ledger._tool_call_start, ledger),
+        )
+    if (
         verify._handlers.get(ToolCallEndEvent.type) is Verify._tool_call_end
         and accumulate._handlers.get(ToolCallEndEvent) is Accumulate._tool_end
         and ledger_counts(ToolCallEndEvent) is None
         and ledger._handlers.get(ToolCallEndEvent) is Ledger._tool_call_end
     ):
         routes[ToolCallEndEvent] = (
+            _END,
             chunks,
             verify,
             "_tool_calls",
@@ -392,6 +423,8 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
 
 
 _STEPS = (StepStartedEvent, StepFinishedEvent)
+#: The kinds of the routes, their first member (``_loop.h``'s ROUTE_...).
+_DIRECT, _STEP, _END, _START, _RESULT, _TOOL_START = range(6)
 
 
 def _offers(t: Transducer[Any, Any]) -> bool:

@@ -26,10 +26,11 @@
 
 #include <Python.h>
 
-/* The route: (chunks or None, verify, the name of verify's table of open ids, accumulate's
+/* The route: (ROUTE_END, chunks or None, verify, the name of verify's table of open ids, accumulate's
  * lookup of the item, ledger, the type the ledger counts or None, the item's kind (1 a
  * message, 2 a tool call, as item_slots), the ledger's handler or None). */
-enum { E_CHUNKS, E_VERIFY, E_TABLE, E_LOOKUP, E_LEDGER, E_KIND, E_ITEM, E_LEDGER_HANDLER, E_SIZE };
+enum { E_ROUTE, E_CHUNKS, E_VERIFY, E_TABLE, E_LOOKUP, E_LEDGER, E_KIND, E_ITEM, E_LEDGER_HANDLER,
+       E_SIZE };
 
 static Py_ssize_t streaming_off = -1;   /* MessageItem._streaming */
 static Py_ssize_t open_calls_off = -1;  /* MessageItem._open_calls */

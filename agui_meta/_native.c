@@ -49,7 +49,8 @@
  *     routes (None or a dict by event class), says where the run of stages is the default
  *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
  *     TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END too (_ends.h), the starts of
- *     text and reasoning messages (_starts.h), TOOL_CALL_RESULT (_results.h), the other
+ *     text and reasoning messages and of tool calls (_starts.h), TOOL_CALL_RESULT
+ *     (_results.h), the other
  *     events it routes
  *     through the stages' handlers, without their feeds (_direct.h); their outputs go to
  *     rest's sixth member, route_tail (None: counted, nobody reads them). Its seventh, if
@@ -750,6 +751,34 @@ replan_here(PyObject *replan, PyObject **kept, PyObject **plans, PyObject **held
     return 1;
 }
 
+/* A route's kind (its first member), its size checked: ROUTE_..., or -1 with an exception. */
+static long
+route_kind(PyObject *route)
+{
+    static const Py_ssize_t sizes[] = {
+        [ROUTE_DIRECT] = D_SIZE, [ROUTE_STEP] = P_SIZE, [ROUTE_END] = E_SIZE,
+        [ROUTE_START] = S_SIZE,  [ROUTE_RESULT] = R_SIZE, [ROUTE_TOOL_START] = T_SIZE,
+    };
+    long kind = -1;
+    if (PyTuple_CheckExact(route) && PyTuple_GET_SIZE(route) > 0 &&
+        PyLong_CheckExact(PyTuple_GET_ITEM(route, 0))) {
+        kind = PyLong_AsLong(PyTuple_GET_ITEM(route, 0));
+        if (kind == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+    }
+    if (kind < 0 || kind >= (long)(sizeof(sizes) / sizeof(sizes[0])) ||
+        PyTuple_GET_SIZE(route) != sizes[kind]) {
+        PyErr_SetString(PyExc_TypeError,
+                        "run_batch(): a route is (kind, ...): the stages' handlers (0, "
+                        "_direct.h), a step's (1, _steps.h), an item end's (2, _ends.h), a "
+                        "message start's (3, _starts.h), a tool result's (4, _results.h) or a "
+                        "tool call start's (5, _starts.h)");
+        return -1;
+    }
+    return kind;
+}
+
 static PyObject *run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept);
 
 static PyObject *
@@ -966,51 +995,75 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             Py_DECREF(event);
             return bail(&passed, note);
         }
-        /* When the run of stages is the default chain's: a step's stages' work here
-         * (_steps.h), other events through the stages' handlers without their feeds
-         * (_direct.h). */
+        /* When the run of stages is the default chain's: the event's stages' work here, or
+         * its stages' handlers without their feeds; a route's first member says which. */
         PyObject *route = routes == NULL ? NULL : PyDict_GetItemWithError(routes, cls);
         if (route == NULL && PyErr_Occurred()) {
             Py_DECREF(event);
             return bail(&passed, note);
         }
         if (route != NULL) {
-            /* a route's size says which: a step's (3), an item end's (E_SIZE), the stages'
-             * handlers (D_SIZE) */
-            Py_ssize_t size = PyTuple_CheckExact(route) ? PyTuple_GET_SIZE(route) : -1;
-            if (size != 3 && size != D_SIZE && size != E_SIZE && size != S_SIZE &&
-                size != R_SIZE) {
+            long kind = route_kind(route);
+            if (kind < 0) {
                 Py_DECREF(event);
-                PyErr_SetString(PyExc_TypeError,
-                                "run_batch(): a route is a step's, an item end's, a message "
-                                "start's, a tool result's or the stages' handlers (see _steps.h, "
-                                "_ends.h, _starts.h, _results.h, _direct.h)");
                 return bail(&passed, note);
             }
             /* whether Python code of the stages runs (their handlers) */
-            int handlers = size == D_SIZE || size == S_SIZE || size == R_SIZE ||
-                           (size == E_SIZE && PyTuple_GET_ITEM(route, E_LEDGER_HANDLER) != Py_None);
+            int handlers = kind == ROUTE_DIRECT || kind == ROUTE_START || kind == ROUTE_RESULT ||
+                           kind == ROUTE_TOOL_START ||
+                           (kind == ROUTE_END && PyTuple_GET_ITEM(route, E_LEDGER_HANDLER) != Py_None);
             StepRead read = {0};
             EndRead ended = {0};
             StartRead started = {0};
             ResultRead answered = {0};
+            ToolStartRead called = {0};
             PyObject *out = NULL;
             Py_INCREF(route); /* held: the stages' attributes may run Python code */
-            int took =
-                size == 3        ? step_route(event, route, update_cls, unset, route_build, &read, &out)
-                : size == E_SIZE ? end_route(event, route, update_cls, unset, route_build, &ended, &out)
-                : size == S_SIZE
-                    ? start_route(event, route, update_cls, unset, route_build, &started, &out)
-                : size == R_SIZE ? result_route(event, route, update_cls, unset, &answered, &out)
-                                 : direct_route(event, route, update_cls, &out);
+            int took;
+            switch (kind) {
+            case ROUTE_STEP:
+                took = step_route(event, route, update_cls, unset, route_build, &read, &out);
+                break;
+            case ROUTE_END:
+                took = end_route(event, route, update_cls, unset, route_build, &ended, &out);
+                break;
+            case ROUTE_START:
+                took = start_route(event, route, update_cls, unset, route_build, &started, &out);
+                break;
+            case ROUTE_RESULT:
+                took = result_route(event, route, update_cls, unset, &answered, &out);
+                break;
+            case ROUTE_TOOL_START:
+                took = tool_start_route(event, route, update_cls, unset, &called, &out);
+                break;
+            default:
+                took = direct_route(event, route, update_cls, &out);
+            }
             if (took == 1) {
                 /* emitted, then the ledger's part (it emits before it records) */
-                if (emit_out(out, route_build, route_list, route_tail, &skipped) < 0 ||
-                    (size == 3        ? step_after(event, route, unset, &read)
-                     : size == E_SIZE ? end_after(event, route, out)
-                     : size == S_SIZE ? start_after(route)
-                     : size == R_SIZE ? result_after(event, route, out)
-                                      : direct_after(event, route, out)) < 0) {
+                int status = emit_out(out, route_build, route_list, route_tail, &skipped);
+                if (status == 0) {
+                    switch (kind) {
+                    case ROUTE_STEP:
+                        status = step_after(event, route, unset, &read);
+                        break;
+                    case ROUTE_END:
+                        status = end_after(event, route, out);
+                        break;
+                    case ROUTE_START:
+                        status = start_after(route);
+                        break;
+                    case ROUTE_RESULT:
+                        status = result_after(event, route, out);
+                        break;
+                    case ROUTE_TOOL_START:
+                        status = tool_start_after(event, route, out);
+                        break;
+                    default:
+                        status = direct_after(event, route, out);
+                    }
+                }
+                if (status < 0) {
                     took = -1;
                 }
                 Py_DECREF(out);
@@ -1019,6 +1072,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             end_read_clear(&ended);
             start_read_clear(&started);
             result_read_clear(&answered);
+            tool_start_read_clear(&called);
             Py_DECREF(route);
             if (took < 0) {
                 PyObject *exc = fetch_raised();

@@ -25,11 +25,11 @@
 
 #include <Python.h>
 
-/* The route: (chunks or None, verify, the name of verify's table of owners, accumulate's
+/* The route: (ROUTE_RESULT, chunks or None, verify, the name of verify's table of owners, accumulate's
  * _answered, the store's assistant_owner, the store's insert_result, ledger, the ledger's
  * handler, the tool message's role when the event has none ("tool"), the member of its
  * fields naming the call ("toolCallId")). */
-enum { R_CHUNKS, R_VERIFY, R_OWNERS, R_ANSWERED, R_OWNER_OF, R_INSERT, R_LEDGER, R_HANDLER,
+enum { R_ROUTE, R_CHUNKS, R_VERIFY, R_OWNERS, R_ANSWERED, R_OWNER_OF, R_INSERT, R_LEDGER, R_HANDLER,
        R_ROLE, R_FIELD, R_SIZE };
 
 static PyObject *s_content, *result_kwnames;
@@ -56,30 +56,6 @@ result_configure(void)
     s_content = PyUnicode_InternFromString("content");
     result_kwnames = s_content == NULL ? NULL : Py_BuildValue("(s)", "fields");
     return result_kwnames == NULL ? -1 : 0;
-}
-
-/* The owners' table has room for id (Verify._record within max_closed_ids, as it will be
- * once id is in it): 1, 0 (the Python way), or -1 with an exception. */
-static int
-owners_room(PyObject *verify, PyObject *owners, PyObject *id)
-{
-    int known = PyDict_Contains(owners, id);
-    if (known < 0) {
-        return -1;
-    }
-    PyObject *limit = PyObject_GetAttr(verify, s_max_closed_ids);
-    if (limit == NULL) {
-        return -1;
-    }
-    Py_ssize_t most = limit == Py_None           ? PY_SSIZE_T_MAX
-                      : PyLong_CheckExact(limit) ? PyLong_AsSsize_t(limit)
-                                                 : -1;
-    Py_DECREF(limit);
-    if (most == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return most >= 0 && PyDict_GET_SIZE(owners) + !known <= most;
 }
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */

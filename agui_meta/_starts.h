@@ -14,6 +14,19 @@
  *                       emitted (a store that evicts nothing);
  *   Ledger.feed         the Update emitted first, then the event's type counted in the open run.
  *
+ * And for an untagged TOOL_CALL_START of a call the store does not hold:
+ *
+ *   Verify.feed         _tool_call_start: the id not open already, no owner recorded for it,
+ *                       room for one more open item; the id opened, its owner recorded (its
+ *                       parent message's, or none) within max_closed_ids;
+ *   Accumulate.feed     _tool_start: the call started in the store's tally (_started, which
+ *                       may report), then (_start_call) the call made in its parent message
+ *                       when that is an assistant message, else in a new assistant message
+ *                       (the parent's id, or the call's) appended to the store; the event's
+ *                       metadata merged into the call, the call added to its message, open;
+ *                       the Update emitted;
+ *   Ledger.feed         the Update emitted first, then its handler called with the Update.
+ *
  * Those Python methods are the specification. start_route() does what they do when every
  * condition they test holds, all checked before anything changes (the new message's class
  * and the store's append are called as the handler calls them); otherwise the event goes
@@ -26,10 +39,10 @@
 
 #include <Python.h>
 
-/* The route: (chunks or None, verify, the name of verify's table of open ids, the name of its
+/* The route: (ROUTE_START, chunks or None, verify, the name of verify's table of open ids, the name of its
  * table of owners, accumulate's message lookup, the store's append, ledger, the type the ledger
  * counts, the role of the message (None: the event's, "assistant" when absent)). */
-enum { S_CHUNKS, S_VERIFY, S_TABLE, S_OWNERS, S_LOOKUP, S_APPEND, S_LEDGER, S_KIND, S_ROLE,
+enum { S_ROUTE, S_CHUNKS, S_VERIFY, S_TABLE, S_OWNERS, S_LOOKUP, S_APPEND, S_LEDGER, S_KIND, S_ROLE,
        S_SIZE };
 
 static PyObject *s_role, *s_name, *s_max_closed_ids, *str_assistant, *start_kwnames,
@@ -62,6 +75,30 @@ start_configure(void)
     name_key = str_assistant == NULL ? NULL : PyUnicode_InternFromString("name");
     start_kwnames = name_key == NULL ? NULL : Py_BuildValue("(s)", "fields");
     return start_kwnames == NULL ? -1 : 0;
+}
+
+/* The owners' table has room for id (Verify._record within max_closed_ids, as it will be
+ * once id is in it): 1, 0 (the Python way), or -1 with an exception. */
+static int
+owners_room(PyObject *verify, PyObject *owners, PyObject *id)
+{
+    int known = PyDict_Contains(owners, id);
+    if (known < 0) {
+        return -1;
+    }
+    PyObject *limit = PyObject_GetAttr(verify, s_max_closed_ids);
+    if (limit == NULL) {
+        return -1;
+    }
+    Py_ssize_t most = limit == Py_None           ? PY_SSIZE_T_MAX
+                      : PyLong_CheckExact(limit) ? PyLong_AsSsize_t(limit)
+                                                 : -1;
+    Py_DECREF(limit);
+    if (most == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return most >= 0 && PyDict_GET_SIZE(owners) + !known <= most;
 }
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
@@ -115,22 +152,8 @@ start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *un
         return -1;
     }
     r->record = !ok;
-    if (r->record) {
-        PyObject *limit = PyObject_GetAttr(verify, s_max_closed_ids);
-        if (limit == NULL) {
-            return -1;
-        }
-        Py_ssize_t most = limit == Py_None         ? PY_SSIZE_T_MAX
-                          : PyLong_CheckExact(limit) ? PyLong_AsSsize_t(limit)
-                                                     : -1;
-        Py_DECREF(limit);
-        if (most == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (most < 0 || PyDict_GET_SIZE(r->owners) + 1 > most) {
-            return 0; /* the oldest forgotten: the Python way */
-        }
+    if (r->record && (ok = owners_room(verify, r->owners, r->id)) <= 0) {
+        return ok; /* the oldest forgotten: the Python way */
     }
     /* Accumulate: no message with the id in the store; the role and name as the handler
      * takes them. */
@@ -240,6 +263,298 @@ static int
 start_after(PyObject *route)
 {
     return ledger_count(PyTuple_GET_ITEM(route, S_LEDGER), PyTuple_GET_ITEM(route, S_KIND));
+}
+
+/* The tool call's route: (ROUTE_TOOL_START, chunks or None, verify, accumulate's _started and
+ * _start_call, the store's tool_call, message, append and add_tool_call, ledger, the ledger's
+ * handler). */
+enum { T_ROUTE, T_CHUNKS, T_VERIFY, T_STARTED, T_START_CALL, T_CALL_OF, T_MESSAGE_OF, T_APPEND,
+       T_ADD_CALL, T_LEDGER, T_HANDLER, T_SIZE };
+
+static PyObject *s_parent_message_id, *s_tool_call_name, *s_message_owners,
+    *s_tool_call_owners, *s_forgot_messages;
+static Py_ssize_t tool_calls_off = -1; /* MessageItem.tool_calls */
+
+/* What tool_start_route reads, each a new reference (NULL where not read). */
+typedef struct {
+    PyObject *id, *name, *parent, *open, *owners, *record, *incoming;
+} ToolStartRead;
+
+static void
+tool_start_read_clear(ToolStartRead *r)
+{
+    Py_XDECREF(r->id);
+    Py_XDECREF(r->name);
+    Py_XDECREF(r->parent);
+    Py_XDECREF(r->open);
+    Py_XDECREF(r->owners);
+    Py_XDECREF(r->record);
+    Py_XDECREF(r->incoming);
+}
+
+static int
+tool_start_configure(void)
+{
+    tool_calls_off = slot_offset((PyObject *)item_slots[1].type, "tool_calls");
+    if (tool_calls_off < 0) {
+        return -1;
+    }
+    s_parent_message_id = PyUnicode_InternFromString("parent_message_id");
+    s_tool_call_name = s_parent_message_id == NULL ? NULL
+                                                   : PyUnicode_InternFromString("tool_call_name");
+    s_message_owners =
+        s_tool_call_name == NULL ? NULL : PyUnicode_InternFromString("_message_owners");
+    s_tool_call_owners =
+        s_message_owners == NULL ? NULL : PyUnicode_InternFromString("_tool_call_owners");
+    s_forgot_messages =
+        s_tool_call_owners == NULL ? NULL : PyUnicode_InternFromString("_forgot_messages");
+    return s_forgot_messages == NULL ? -1 : 0;
+}
+
+/* The store's part that the core does: no call with the id in the store, and the call's
+ * message, if the parent names one the store holds, the store's own assistant message with a
+ * count of open calls. *owner: that message (a new reference), or NULL (a new one is made).
+ * 1: so; 0: not this way (the Python _start_call does it); -1 with an exception. */
+static int
+tool_start_store(PyObject *route, ToolStartRead *r, PyObject **owner)
+{
+    *owner = NULL;
+    PyObject *call = call_lookup(PyTuple_GET_ITEM(route, T_CALL_OF), r->id);
+    if (call == NULL) {
+        return -1;
+    }
+    Py_DECREF(call);
+    if (call != Py_None) {
+        return 0; /* a replayed start: the call updated in place */
+    }
+    if (!PyUnicode_Check(r->parent) || PyUnicode_GET_LENGTH(r->parent) == 0) {
+        return 1; /* no parent named: a new message, the call's id */
+    }
+    PyObject *found = call_lookup(PyTuple_GET_ITEM(route, T_MESSAGE_OF), r->parent);
+    if (found == NULL) {
+        return -1;
+    }
+    if (found == Py_None) {
+        Py_DECREF(found);
+        return 1; /* a new message, the parent's id */
+    }
+    PyObject *role = Py_TYPE(found) == item_slots[1].type ? slot_get(found, item_slots[1].gate)
+                                                           : NULL;
+    PyObject *count = role == NULL ? NULL : slot_get(found, open_calls_off);
+    if (role == NULL || !PyUnicode_CheckExact(role) || count == NULL ||
+        !PyLong_CheckExact(count) || PyUnicode_Compare(role, str_assistant) != 0) {
+        Py_DECREF(found);
+        return 0; /* not an assistant message: reported, a new one made */
+    }
+    *owner = found;
+    return 1;
+}
+
+/* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
+static int
+tool_start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
+                 ToolStartRead *r)
+{
+    if (item_slots[1].type == NULL || item_slots[2].type == NULL) {
+        return 0; /* before configure() */
+    }
+    if ((s_message_id == NULL && end_configure() < 0) ||
+        (start_kwnames == NULL && start_configure() < 0) ||
+        (s_forgot_messages == NULL && tool_start_configure() < 0)) {
+        return -1;
+    }
+    PyObject *verify = PyTuple_GET_ITEM(route, T_VERIFY);
+    int ok = chain_ready(PyTuple_GET_ITEM(route, T_CHUNKS), verify);
+    if (ok <= 0) {
+        return ok;
+    }
+    PyObject *tag = PyObject_GetAttr(event, s_subagent_run_id);
+    if (tag == NULL) {
+        return -1;
+    }
+    Py_DECREF(tag);
+    if (tag != unset) {
+        return 0; /* a subagent's: its owners checked, a field of a new message */
+    }
+    r->id = PyObject_GetAttr(event, s_tool_call_id);
+    r->name = r->id == NULL ? NULL : PyObject_GetAttr(event, s_tool_call_name);
+    r->parent = r->name == NULL ? NULL : PyObject_GetAttr(event, s_parent_message_id);
+    r->open = r->parent == NULL ? NULL : PyObject_GetAttr(verify, s_tool_calls);
+    r->owners = r->open == NULL ? NULL : PyObject_GetAttr(verify, s_tool_call_owners);
+    r->incoming = r->owners == NULL ? NULL : PyObject_GetAttr(event, s_metadata);
+    if (r->incoming == NULL) {
+        return -1;
+    }
+    if (!PyUnicode_CheckExact(r->id) || !(r->parent == unset || PyUnicode_CheckExact(r->parent)) ||
+        !PyDict_CheckExact(r->open) ||
+        !(PyDict_CheckExact(r->owners) || PyODict_CheckExact(r->owners))) {
+        return 0;
+    }
+    /* Verify: not open, no owner recorded for the call (else its checks), room for one more */
+    ok = PyDict_Contains(r->open, r->id);
+    if (ok != 0) {
+        return ok < 0 ? -1 : 0;
+    }
+    ok = PyDict_Contains(r->owners, r->id);
+    if (ok != 0) {
+        return ok < 0 ? -1 : 0;
+    }
+    ok = verify_room(verify);
+    if (ok <= 0) {
+        return ok;
+    }
+    /* the owner recorded: the parent message's (when it has one), else none when the parent's
+     * owner may have been forgotten, else absent */
+    if (r->parent != unset) {
+        PyObject *messages = PyObject_GetAttr(verify, s_message_owners);
+        if (messages == NULL) {
+            return -1;
+        }
+        if (!PyDict_CheckExact(messages) && !PyODict_CheckExact(messages)) {
+            Py_DECREF(messages);
+            return 0;
+        }
+        /* an OrderedDict is a dict: its lookup is the dict's */
+        PyObject *inherited = PyDict_GetItemWithError(messages, r->parent);
+        r->record = inherited == NULL ? NULL : Py_NewRef(inherited);
+        Py_DECREF(messages);
+        if (inherited == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    if (r->record == NULL) {
+        int forgot = attr_false(verify, s_forgot_messages); /* 1: not forgotten */
+        if (forgot < 0) {
+            return -1;
+        }
+        if (r->parent == unset || forgot == 1) {
+            r->record = Py_NewRef(unset);
+        }
+    }
+    if (r->record != NULL && (ok = owners_room(verify, r->owners, r->id)) <= 0) {
+        return ok;
+    }
+    /* Accumulate's part (checked again after its tally's part, which may report) */
+    PyObject *owner;
+    ok = tool_start_store(route, r, &owner);
+    Py_XDECREF(owner);
+    if (ok <= 0) {
+        return ok;
+    }
+    if (r->incoming != unset && (ok = mergeable(unset, r->incoming, unset)) <= 0) {
+        return ok;
+    }
+    return ledger_ready(PyTuple_GET_ITEM(route, T_LEDGER), update_cls, 0);
+}
+
+/* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
+ * new reference: the ledger's handler reads it); 0: not this way (nothing changed); -1 with an
+ * exception. */
+static int
+tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
+                 ToolStartRead *r, PyObject **out)
+{
+    int ok = tool_start_check(event, route, update_cls, unset, r);
+    if (ok <= 0) {
+        return ok;
+    }
+    /* Verify: opened, its owner recorded */
+    if (PyDict_SetItem(r->open, r->id, Py_None) < 0 ||
+        (r->record != NULL && PyObject_SetItem(r->owners, r->id, r->record) < 0)) {
+        return -1;
+    }
+    /* Accumulate: the tally's part, then the store's (in Python if its conditions changed) */
+    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_STARTED), event);
+    if (back == NULL) {
+        return -1;
+    }
+    Py_DECREF(back);
+    PyObject *owner;
+    ok = tool_start_store(route, r, &owner);
+    if (ok < 0) {
+        return -1;
+    }
+    if (ok == 0) {
+        *out = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_START_CALL), event);
+        return *out == NULL ? -1 : 1;
+    }
+    if (owner == NULL) {
+        /* MessageItem(the parent's id or the call's, "assistant"), tool_calls [], appended */
+        PyObject *id = PyUnicode_Check(r->parent) && PyUnicode_GET_LENGTH(r->parent) > 0
+                           ? r->parent
+                           : r->id;
+        PyObject *args[2] = {id, str_assistant};
+        owner = PyObject_Vectorcall((PyObject *)item_slots[1].type, args, 2, NULL);
+        PyObject *calls = owner == NULL ? NULL : PyList_New(0);
+        if (calls == NULL) {
+            Py_XDECREF(owner);
+            return -1;
+        }
+        slot_set(owner, tool_calls_off, calls);
+        back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_APPEND), owner);
+        if (back == NULL) {
+            Py_DECREF(owner);
+            return -1;
+        }
+        Py_DECREF(back);
+    }
+    /* ToolCallItem(id, name, owner), its metadata merged, added to its message, open */
+    PyObject *args[3] = {r->id, r->name, owner};
+    PyObject *call = PyObject_Vectorcall((PyObject *)item_slots[2].type, args, 3, NULL);
+    if (call == NULL) {
+        Py_DECREF(owner);
+        return -1;
+    }
+    const ItemSlots *is = &item_slots[2];
+    if (r->incoming != unset) {
+        PyObject *merged = merge_metadata(unset, r->incoming, unset);
+        if (merged == NULL || merged == Py_None) {
+            if (merged == Py_None) {
+                Py_DECREF(merged);
+                PyErr_SetString(PyExc_SystemError, "tool_start_route(): the merge refused");
+            }
+            Py_DECREF(call);
+            Py_DECREF(owner);
+            return -1;
+        }
+        slot_set(call, is->metadata, merged);
+    }
+    back = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, T_ADD_CALL), owner, call, NULL);
+    PyObject *count = back == NULL ? NULL : slot_get(owner, open_calls_off);
+    PyObject *one = PyLong_FromLong(1); /* a small int: cached, never fails */
+    PyObject *more = count == NULL ? NULL : PyNumber_Add(count, one);
+    Py_DECREF(one);
+    Py_XDECREF(back);
+    if (more == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_SystemError, "tool_start_route(): a message without a count");
+        }
+        Py_DECREF(call);
+        Py_DECREF(owner);
+        return -1;
+    }
+    slot_set(call, open_off, Py_NewRef(Py_True));
+    slot_set(owner, open_calls_off, more);
+    Py_DECREF(owner);
+    PyObject *metadata = slot_get(call, is->metadata);
+    PyObject *members[4] = {event, call, Py_False,
+                            metadata == NULL || metadata == unset ? Py_None : metadata};
+    *out = PyObject_Vectorcall(update_cls, members, 4, NULL);
+    Py_DECREF(call);
+    return *out == NULL ? -1 : 1;
+}
+
+/* The ledger's part, once the Update was emitted: its handler, with the Update as its item. */
+static int
+tool_start_after(PyObject *event, PyObject *route, PyObject *update)
+{
+    PyObject *ledger = PyTuple_GET_ITEM(route, T_LEDGER);
+    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
+        return -1;
+    }
+    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_HANDLER), event);
+    Py_XDECREF(back);
+    return back == NULL ? -1 : 0;
 }
 
 #endif /* AGUI_META_STARTS_H */

@@ -24,6 +24,9 @@
 
 #include <Python.h>
 
+/* The route: (ROUTE_STEP, chunks or None, verify, ledger). */
+enum { P_ROUTE, P_CHUNKS, P_VERIFY, P_LEDGER, P_SIZE };
+
 static PyTypeObject *StepStarted_type, *StepFinished_type;
 static PyObject *StepRecord_cls, *step_kwnames;
 static PyObject *s_lanes, *s_gate, *s_steps_v, *s_max_open_items, *s_text, *s_tool_calls,
@@ -529,8 +532,8 @@ step_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *uns
            StepRead *r, PyObject **out)
 {
     int started = Py_IS_TYPE(event, StepStarted_type);
-    PyObject *chunks = PyTuple_GET_ITEM(route, 0), *verify = PyTuple_GET_ITEM(route, 1);
-    PyObject *ledger = PyTuple_GET_ITEM(route, 2);
+    PyObject *chunks = PyTuple_GET_ITEM(route, P_CHUNKS), *verify = PyTuple_GET_ITEM(route, P_VERIFY);
+    PyObject *ledger = PyTuple_GET_ITEM(route, P_LEDGER);
     int ok = step_check(started, event, chunks, verify, ledger, update_cls, r);
     if (ok <= 0) {
         return ok;
@@ -554,7 +557,7 @@ step_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *uns
 static int
 step_after(PyObject *event, PyObject *route, PyObject *unset, StepRead *r)
 {
-    return step_ledger(Py_IS_TYPE(event, StepStarted_type), event, PyTuple_GET_ITEM(route, 2),
+    return step_ledger(Py_IS_TYPE(event, StepStarted_type), event, PyTuple_GET_ITEM(route, P_LEDGER),
                        unset, r);
 }
 

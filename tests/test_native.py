@@ -925,6 +925,143 @@ def test_a_tool_call_result_is_done_in_the_core() -> None:
     assert native["messages"][-1] == {"id": "r", "role": "tool", "content": "ok", "toolCallId": "c"}
 
 
+# -- TOOL_CALL_START in the core (_starts.h) -----------------------------------------------------
+
+
+def _tool_start_stream(seed: int) -> bytes:
+    """Tool calls started under an assistant message, a user message, a message not there, no
+    parent, a history's message and call; replayed starts, starts of calls open already,
+    renamed, with metadata, tagged with a subagent; ends and results between."""
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "a1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "a1"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "u1", "role": "user"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "u1"},
+    ]
+    open_ids: list[str] = []
+    for n in range(60):
+        if rng.random() < 0.55 or not open_ids:
+            call = rng.choice([f"c{n}", f"c{n}", f"c{n}", f"c{max(n - 4, 0)}", "h"])
+            start: dict[str, Any] = {
+                "type": "TOOL_CALL_START",
+                "toolCallId": call,
+                "toolCallName": rng.choice(["f", "f", "g"]),
+            }
+            parent = rng.choice([None, "a1", "u1", f"p{n}", "hist", "p0", ""])
+            if parent is not None:
+                start["parentMessageId"] = parent
+            if rng.random() < 0.3:
+                start["metadata"] = rng.choice([{"k": n}, {"u": {"in": [n]}}, {}])
+            if rng.random() < 0.05:
+                start["subagentRunId"] = "sub"
+            events.append(start)
+            open_ids.append(call)
+        else:
+            call = rng.choice(open_ids)
+            events.append({"type": "TOOL_CALL_END", "toolCallId": call})
+            open_ids.remove(call)
+            if rng.random() < 0.5:
+                events.append(
+                    {"type": "TOOL_CALL_RESULT", "messageId": f"r{n}", "toolCallId": call,
+                     "content": "ok"}
+                )  # fmt: skip
+    events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _tool_starts(
+    data: bytes, chunk: int, max_closed: int | None, max_ids: int | None, meddle: bool = False
+) -> Any:
+    """The default chain from bytes over a history with a call; every update's item as of its
+    event. ``meddle``: a report of a full tally adds the call to the store behind the stages'
+    backs (what the core checked before the tally's part no longer holds)."""
+    history = [
+        {"id": "hist", "role": "assistant", "content": "",
+         "toolCalls": [{"id": "h", "type": "function", "function": {"name": "f", "arguments": ""}}]},
+    ]  # fmt: skip
+    store = agui_meta.Store(history, max_tool_call_ids=max_ids)
+    defaults: Any = agui_meta.DefaultStages(
+        store, verify=agui_meta.Verify(max_closed_ids=max_closed)
+    )
+    defaults.ledger._clock = lambda: 0.0
+    reports: list[str] = []
+
+    def report(r: Any) -> None:
+        reports.append(repr(r))
+        if meddle and r.code == "tool-call-tally-full":
+            call_id = r.message.split("'")[1]
+            if store.tool_call(call_id) is None:
+                owner = agui_meta.MessageItem(f"meddled-{call_id}", "assistant")
+                owner.tool_calls = []
+                store.append(owner)
+                store.add_tool_call(owner, agui_meta.ToolCallItem(call_id, "meddled", owner))
+
+    runner = Runner([agui_meta.Enforce(), *defaults], Context("keep_going", report), framing="sse")
+    items = []
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+        items += [
+            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
+            for u in runner.take()
+        ]
+    runner.close()
+    verify = defaults.verify
+    return {
+        "items": items,
+        "messages": store.messages_wire(),
+        "open": [(m.id, m._open_calls) for m in store.messages()],
+        "ledger": defaults.ledger.to_builtins(),
+        "reports": reports,
+        "owners": (list(verify._tool_call_owners.items()), list(verify._message_owners.items())),
+    }
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_tool_call_starts_in_the_core_equal_the_python_path(seed: int) -> None:
+    data = _tool_start_stream(seed)
+    with _must_run():
+        for chunk, max_closed, max_ids, meddle in (
+            (len(data), 10_000, 10_000, False),
+            (541, 3, 10_000, False),  # owners forgotten: the Python way, parents' owners lost
+            (97, 10_000, 2, False),  # a full tally: reported by the accumulator's _started
+            (len(data), 10_000, 2, True),  # the store changed by a report: _start_call's way
+        ):
+            result = _both(_tool_starts, data, chunk, max_closed, max_ids, meddle)
+            assert any(kind == "TOOL_CALL_START" for kind, _, _ in result["items"])
+
+
+def test_a_tool_call_start_is_done_in_the_core() -> None:
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f", "metadata": {"k": 1}},
+        {"type": "TOOL_CALL_START", "toolCallId": "d", "toolCallName": "g",
+         "parentMessageId": "c"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]  # fmt: skip
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    seen: list[str] = []
+    record = agui_meta.Verify._record
+
+    def counted(self: Any, table: Any, key: str, owner: Any) -> None:
+        seen.append(key)
+        record(self, table, key, owner)
+
+    with mock.patch.object(agui_meta.Verify, "_record", counted):
+        with _core(True):
+            native = _tool_starts(data, len(data), 10_000, 10_000)
+        assert seen == []  # the verifier's handler was not called
+        with _core(False):
+            python = _tool_starts(data, len(data), 10_000, 10_000)
+        assert seen == ["c", "d"]
+    assert native == python
+    # Both calls in one assistant message made for the first (named by its call's id).
+    assert native["messages"][-1]["id"] == "c"
+    assert [call["id"] for call in native["messages"][-1]["toolCalls"]] == ["c", "d"]
+    assert native["open"][-1] == ("c", 2)
+
+
 # -- copy_json: exact dicts and lists in C, anything else the specification's -------------------
 
 _JSON = st.recursive(
