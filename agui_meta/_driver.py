@@ -170,8 +170,10 @@ class _FastPath:
             i += 2
 
     def replanned(self) -> tuple[dict[type, Any], list[Any], list[dict[str, int]]]:
-        """For the C loop, which found a filter's members changed (as :meth:`refresh` would):
-        the plans made again, and the members they were made from, as the loop takes them."""
+        """For the C loop, which found a filter's members changed (as :meth:`refresh` would)
+        and no plans kept for them (it takes those it finds in ``_made`` itself, setting the
+        members :meth:`_plan` sets): the plans made again, and the members they were made
+        from, as the loop takes them."""
         self._plan()
         return self.native_plans, self._held, self.tallies
 
@@ -833,7 +835,7 @@ class Runner:
                         tallies,
                         fast.routes,
                         route_tail,
-                        fast.replanned,
+                        fast,
                     )
                     if all(type(t) is dict for t in tallies)
                     else None

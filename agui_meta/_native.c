@@ -54,9 +54,10 @@
  *     events it routes
  *     through the stages' handlers, without their feeds (_direct.h); their outputs go to
  *     rest's sixth member, route_tail (None: counted, nobody reads them). Its seventh, if
- *     given and not None, replan: called when a filter's members changed, it makes the plans
- *     again and gives (plans, held, tallies), which the loop goes on with, unless tallies
- *     appear where note is None (then it returns as without replan).
+ *     given and not None, the driver's _FastPath: when a filter's members changed, the loop
+ *     takes the plans it keeps for them (its _made, set on it as its _plan sets them), or
+ *     those its replanned() makes, and goes on with them, unless tallies appear where note
+ *     is None (then it returns as without it).
  *
  * configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
  *     Once, at import of the driver: the classes _steps.h makes and compares with.
@@ -90,6 +91,8 @@ native_scan(PyObject *module, PyObject *data)
 }
 
 static PyObject *str_index, *str_type, *str_fast_passes, *str_fast_tally, *one;
+/* _driver._FastPath's members (plans_kept) */
+static PyObject *str_made, *str_held, *str_tallies, *str_plans, *str_native_plans, *str_replanned;
 /* Set once by configure(): the classes and the sentinel the loop compares with. */
 static PyObject *Update_cls, *Unset;
 /* The typed decode of a metadata object alone (msgspec's, for the type of an event's
@@ -715,16 +718,89 @@ bail(Passed *p, PyObject *note)
     return NULL;
 }
 
-/* A filter's fast-path members changed (members_changed): the plans made again by rest's
- * seventh member, replan (_FastPath.replanned: (plans, held, tallies)), taken here so that
- * the loop goes on. 1: taken (*kept holds them; the loop's plans, held and tallies are
- * theirs); 0: the loop returns, and the driver reads them (tallies where note is None, or
- * one that is not a dict); -1 with an exception. */
-static int
-replan_here(PyObject *replan, PyObject **kept, PyObject **plans, PyObject **held,
-            PyObject **tallies, PyObject *note)
+/* The plans _FastPath._plan keeps for the filters' members as they are now (its _made, by the
+ * identities of their fast_passes), taken as _plan takes them: the fast path's _held, tallies,
+ * plans and native_plans set. A new (native_plans, held, tallies); Py_None (a new reference)
+ * when none are kept for these members (_plan makes them); NULL with an exception. */
+static PyObject *
+plans_kept(PyObject *fast, PyObject *filters)
 {
-    PyObject *got = PyObject_CallNoArgs(replan);
+    Py_ssize_t n = PyList_GET_SIZE(filters);
+    PyObject *made = PyObject_GetAttr(fast, str_made);
+    PyObject *held = made == NULL ? NULL : PyList_New(2 * n);
+    PyObject *tallies = held == NULL ? NULL : PyList_New(0);
+    PyObject *key = tallies == NULL ? NULL : PyTuple_New(n);
+    PyObject *out = NULL;
+    if (key == NULL) {
+        goto done;
+    }
+    if (!PyDict_CheckExact(made)) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *f = PyList_GET_ITEM(filters, i);
+        PyObject *passes = PyObject_GetAttr(f, str_fast_passes);
+        if (passes == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(held, 2 * i, passes);
+        PyObject *id = PyLong_FromVoidPtr(passes);
+        if (id == NULL) {
+            goto done;
+        }
+        PyTuple_SET_ITEM(key, i, id);
+        PyObject *tally = PyObject_GetAttr(f, str_fast_tally);
+        if (tally == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(held, 2 * i + 1, tally);
+        if (tally != Py_None && PyList_Append(tallies, tally) < 0) {
+            goto done;
+        }
+    }
+    PyObject *entry = PyDict_GetItemWithError(made, key);
+    if (entry == NULL) {
+        out = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(entry, 1)) ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(entry, 2))) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *native = PyTuple_GET_ITEM(entry, 2);
+    Py_INCREF(entry); /* held: setting attributes may run Python code */
+    if (PyObject_SetAttr(fast, str_held, held) == 0 &&
+        PyObject_SetAttr(fast, str_tallies, tallies) == 0 &&
+        PyObject_SetAttr(fast, str_plans, PyTuple_GET_ITEM(entry, 1)) == 0 &&
+        PyObject_SetAttr(fast, str_native_plans, native) == 0) {
+        out = PyTuple_Pack(3, native, held, tallies);
+    }
+    Py_DECREF(entry);
+done:
+    Py_XDECREF(made);
+    Py_XDECREF(held);
+    Py_XDECREF(tallies);
+    Py_XDECREF(key);
+    return out;
+}
+
+/* A filter's fast-path members changed (members_changed): the plans for them, those kept
+ * (plans_kept) or made again by the fast path (rest's seventh member, whose replanned() gives
+ * (plans, held, tallies)), taken here so that the loop goes on. 1: taken (*kept holds them;
+ * the loop's plans, held and tallies are theirs); 0: the loop returns, and the driver reads
+ * them (tallies where note is None, or one that is not a dict); -1 with an exception. */
+static int
+replan_here(PyObject *fast, PyObject *filters, PyObject **kept, PyObject **plans,
+            PyObject **held, PyObject **tallies, PyObject *note)
+{
+    PyObject *got = plans_kept(fast, filters);
+    if (got == Py_None) {
+        Py_DECREF(got);
+        got = PyObject_CallMethodNoArgs(fast, str_replanned);
+    }
     if (got == NULL) {
         return -1;
     }
@@ -732,7 +808,7 @@ replan_here(PyObject *replan, PyObject **kept, PyObject **plans, PyObject **held
         !PyDict_CheckExact(PyTuple_GET_ITEM(got, 0)) || !PyList_CheckExact(PyTuple_GET_ITEM(got, 1)) ||
         !PyList_CheckExact(PyTuple_GET_ITEM(got, 2))) {
         Py_DECREF(got);
-        PyErr_SetString(PyExc_TypeError, "run_batch(): replan() gives (plans, held, tallies)");
+        PyErr_SetString(PyExc_TypeError, "run_batch(): replanned() gives (plans, held, tallies)");
         return -1;
     }
     PyObject *t = PyTuple_GET_ITEM(got, 2);
@@ -811,7 +887,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
     PyObject *plans = args[7], *tail = args[8], *rest = args[10];
     PyObject *unset = Unset, *update_cls = Update_cls;
     PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
-    PyObject *routes = NULL, *route_tail = Py_None, *replan = NULL;
+    PyObject *routes = NULL, *route_tail = Py_None, *replan = NULL; /* replan: the _FastPath */
     if (rest != Py_None) {
         if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) < 6 || PyTuple_GET_SIZE(rest) > 7 ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 1)) ||
@@ -1087,7 +1163,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                 if (handlers) { /* a handler may have changed a stage's fast-path members */
                     int changed = members_changed(filters, held);
                     if (changed > 0 && replan != NULL) {
-                        changed = replan_here(replan, kept, &plans, &held, &tallies, note);
+                        changed = replan_here(replan, filters, kept, &plans, &held, &tallies, note);
                         changed = changed < 0 ? -1 : !changed;
                     }
                     if (changed != 0) {
@@ -1111,7 +1187,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
         Py_DECREF(event);
         int changed = members_changed(filters, held);
         if (changed > 0 && replan != NULL) {
-            changed = replan_here(replan, kept, &plans, &held, &tallies, note);
+            changed = replan_here(replan, filters, kept, &plans, &held, &tallies, note);
             changed = changed < 0 ? -1 : !changed;
         }
         if (changed != 0) {
@@ -1538,6 +1614,16 @@ native_exec(PyObject *module)
     str_type = PyUnicode_InternFromString("type");
     str_fast_passes = PyUnicode_InternFromString("fast_passes");
     str_fast_tally = PyUnicode_InternFromString("fast_tally");
+    str_made = PyUnicode_InternFromString("_made");
+    str_held = PyUnicode_InternFromString("_held");
+    str_tallies = PyUnicode_InternFromString("tallies");
+    str_plans = PyUnicode_InternFromString("plans");
+    str_native_plans = PyUnicode_InternFromString("native_plans");
+    str_replanned = PyUnicode_InternFromString("replanned");
+    if (!str_made || !str_held || !str_tallies || !str_plans || !str_native_plans ||
+        !str_replanned) {
+        return -1;
+    }
     one = PyLong_FromLong(1);
     if (!str_index || !str_activity || !str_type || !str_fast_passes || !str_fast_tally || !one) {
         return -1;

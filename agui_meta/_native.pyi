@@ -44,7 +44,7 @@ def run_batch(
         list[dict[str, int]],
         dict[type, tuple[Any, ...]] | None,
         Any,
-        Callable[[], tuple[dict[type, Any], list[Any], list[dict[str, int]]]] | None,
+        Any,
     ]
     | None,
     /,

@@ -1302,6 +1302,36 @@ def test_members_changed_in_the_loop_replanned_there_or_by_the_driver(
     assert sum(1 for t in result["tallies"] if t) > 2 and len(result["runs"]) > 2
 
 
+def test_plans_kept_are_taken_in_the_loop_as_the_fast_path_takes_them() -> None:
+    # The verifier and the ledger change what they let pass at each run's start and end: the
+    # loop takes the plans kept for their members itself, and leaves the fast path as its own
+    # _plan would (the same members held, the same tallies, the same plans).
+    data = b"".join(b"data: " + f + b"\n\n" for f in workload.frames(3000, seed=7))
+    made = 0
+    make = driver_module._FastPath._make
+
+    def counted(self: Any, passes: Any) -> Any:
+        nonlocal made
+        made += 1
+        return make(self, passes)
+
+    with _core(True), mock.patch.object(driver_module._FastPath, "_make", counted):
+        defaults: Any = agui_meta.DefaultStages(agui_meta.Store())
+        runner = Runner([agui_meta.Enforce(), *defaults], Context(), framing="sse")
+        runner.feed(data)
+        runs = len(defaults.ledger.runs)
+        fast = runner._fast
+        assert fast is not None
+        taken = (list(fast._held), list(fast.tallies), fast.plans, fast.native_plans)
+        fast._plan()
+        again = (list(fast._held), list(fast.tallies), fast.plans, fast.native_plans)
+        runner.close()
+    assert runs > 10 and made <= 3  # two sets of plans, made once each (not twice a run)
+    assert all(a is b for a, b in zip(taken[0], again[0], strict=True))
+    assert all(a is b for a, b in zip(taken[1], again[1], strict=True))
+    assert taken[2] is again[2] and taken[3] is again[3]
+
+
 # -- drain(): the updates nobody reads are not built ------------------------------------------
 
 
