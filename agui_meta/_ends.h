@@ -277,10 +277,174 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     return 1;
 }
 
-/* The ledger's part, once the Update was emitted: the event's type counted, or its handler
- * called with the Update as its item (as Ledger.feed does). 0, or -1 with an exception. */
+static PyObject *s_tools, *s_live, *s_k_tool_end, *s_started, *s_ended, *s_ended_index,
+    *s_arguments_length;
+
+/* A store item's merged metadata as a plain dict of the record's own, or None: the ledger's
+ * _plain, for what it is commonly (None, UNSET, a dict, the newest version of a
+ * MergedMetadata). A new reference; Py_None (not a new reference: *plain stays NULL) when it
+ * is something else (the Python way); NULL with an exception. */
 static int
-end_after(PyObject *event, PyObject *route, PyObject *update)
+plain_metadata(PyObject *metadata, PyObject *unset, PyObject **plain)
+{
+    *plain = NULL;
+    if (metadata == Py_None || metadata == unset) {
+        *plain = Py_NewRef(Py_None);
+        return 1;
+    }
+    if (PyDict_CheckExact(metadata)) {
+        *plain = PyDict_Copy(metadata);
+        return *plain == NULL ? -1 : 1;
+    }
+    if (!Py_IS_TYPE(metadata, Merged_type)) {
+        return 0;
+    }
+    PyObject *writes = slot_get(metadata, mm_writes_off);
+    PyObject *version = slot_get(metadata, mm_version_off);
+    PyObject *newest = writes == NULL || !Py_IS_TYPE(writes, Writes_type)
+                           ? NULL
+                           : slot_get(writes, w_version_off);
+    PyObject *cells = newest == NULL ? NULL : slot_get(writes, w_cells_off);
+    if (cells == NULL || version == NULL || !PyLong_CheckExact(version) ||
+        !PyLong_CheckExact(newest) || !PyDict_CheckExact(cells)) {
+        return 0;
+    }
+    int same = PyObject_RichCompareBool(version, newest, Py_EQ);
+    if (same <= 0) {
+        return same; /* an older version: looked up write by write, in Python */
+    }
+    /* the newest version: each cell's last value, (version, value) or [versions, values] */
+    PyObject *out = PyDict_New();
+    Py_ssize_t pos = 0;
+    PyObject *key, *cell;
+    while (out != NULL && PyDict_Next(cells, &pos, &key, &cell)) {
+        PyObject *value = NULL;
+        if (PyTuple_CheckExact(cell) && PyTuple_GET_SIZE(cell) == 2) {
+            value = PyTuple_GET_ITEM(cell, 1);
+        }
+        else if (PyList_CheckExact(cell) && PyList_GET_SIZE(cell) == 2 &&
+                 PyList_CheckExact(PyList_GET_ITEM(cell, 1)) &&
+                 PyList_GET_SIZE(PyList_GET_ITEM(cell, 1)) > 0) {
+            PyObject *values = PyList_GET_ITEM(cell, 1);
+            value = PyList_GET_ITEM(values, PyList_GET_SIZE(values) - 1);
+        }
+        if (value == NULL) {
+            Py_DECREF(out);
+            return 0;
+        }
+        if (PyDict_SetItem(out, key, value) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+    *plain = out;
+    return out == NULL ? -1 : 1;
+}
+
+/* Ledger._tool_call_end, for a call whose record the ledger keeps and whose store call it
+ * holds (_live), in a run it has open: counted, timed, ended, the call's arguments' length
+ * and merged metadata read (_sync), the call let go. 1: done; 0: not this way (nothing
+ * changed: the handler does it); -1 with an exception. */
+static int
+end_ledger_tool(PyObject *event, PyObject *ledger, PyObject *id, PyObject *unset)
+{
+    if (s_tools == NULL) {
+        s_tools = PyUnicode_InternFromString("_tools");
+        s_live = s_tools == NULL ? NULL : PyUnicode_InternFromString("_live");
+        s_k_tool_end = s_live == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_END");
+        s_started = s_k_tool_end == NULL ? NULL : PyUnicode_InternFromString("started");
+        s_ended = s_started == NULL ? NULL : PyUnicode_InternFromString("ended");
+        s_ended_index = s_ended == NULL ? NULL : PyUnicode_InternFromString("ended_index");
+        s_arguments_length =
+            s_ended_index == NULL ? NULL : PyUnicode_InternFromString("arguments_length");
+        if (s_arguments_length == NULL) {
+            Py_CLEAR(s_tools);
+            return -1;
+        }
+    }
+    int status = -1;
+    PyObject *counts = PyObject_GetAttr(ledger, s_counts);
+    PyObject *tools = counts == NULL ? NULL : PyObject_GetAttr(ledger, s_tools);
+    PyObject *live_map = tools == NULL ? NULL : PyObject_GetAttr(ledger, s_live);
+    PyObject *tool = NULL, *plain = NULL, *state = NULL, *ctx = NULL, *when = NULL, *at = NULL;
+    if (live_map == NULL) {
+        goto done;
+    }
+    status = 0;
+    if (!PyDict_CheckExact(counts) || !PyDict_CheckExact(tools) || !PyDict_CheckExact(live_map)) {
+        goto done; /* no run open, or not as built */
+    }
+    tool = Py_XNewRef(PyDict_GetItemWithError(tools, id));
+    PyObject *live = tool == NULL ? NULL : PyDict_GetItemWithError(live_map, id);
+    if (live == NULL) {
+        status = PyErr_Occurred() ? -1 : 0; /* no record, or no store call: the handler's */
+        goto done;
+    }
+    const ItemSlots *is = &item_slots[2];
+    PyObject *parts = Py_TYPE(live) == is->type ? slot_get(live, is->parts) : NULL;
+    PyObject *args = parts == NULL ? NULL : slot_get(live, is->text);
+    if (args == NULL || !PyList_CheckExact(parts) || PyList_GET_SIZE(parts) != 0 ||
+        !(args == unset || PyUnicode_CheckExact(args))) {
+        goto done; /* arguments not joined yet, or not a str */
+    }
+    state = PyObject_GetAttr(tool, s_status);
+    if (state == NULL) {
+        status = -1;
+        goto done;
+    }
+    if (!PyUnicode_CheckExact(state) ||
+        (status = plain_metadata(slot_get(live, is->metadata), unset, &plain)) <= 0) {
+        goto done;
+    }
+    /* All read: now as the handler does, in its order. */
+    status = -1;
+    ctx = PyObject_GetAttr(ledger, s_ctx);
+    if (ctx == NULL || count_one(counts, s_k_tool_end) < 0) {
+        goto done;
+    }
+    when = ledger_time(ledger, ctx, event, unset);
+    if (when == NULL) {
+        goto done;
+    }
+    if (PyUnicode_Compare(state, s_started) == 0 &&
+        PyObject_SetAttr(tool, s_status, s_ended) < 0) {
+        goto done;
+    }
+    at = PyObject_GetAttr(ctx, s_index);
+    if (at == NULL || PyObject_SetAttr(tool, s_ended_index, at) < 0 ||
+        PyObject_SetAttr(tool, s_ended_at, PyTuple_GET_ITEM(when, 0)) < 0 ||
+        PyObject_SetAttr(tool, s_ended_clock, PyTuple_GET_ITEM(when, 1)) < 0) {
+        goto done;
+    }
+    Py_INCREF(live); /* held: popped from the map, read below */
+    if (PyDict_DelItem(live_map, id) < 0) {
+        Py_DECREF(live);
+        goto done;
+    }
+    PyObject *length = args == unset ? NULL : PyLong_FromSsize_t(PyUnicode_GET_LENGTH(args));
+    int failed = (args != unset && (length == NULL ||
+                                    PyObject_SetAttr(tool, s_arguments_length, length) < 0)) ||
+                 PyObject_SetAttr(tool, s_metadata, plain) < 0;
+    Py_XDECREF(length);
+    Py_DECREF(live);
+    status = failed ? -1 : 1;
+done:
+    Py_XDECREF(counts);
+    Py_XDECREF(tools);
+    Py_XDECREF(live_map);
+    Py_XDECREF(tool);
+    Py_XDECREF(plain);
+    Py_XDECREF(state);
+    Py_XDECREF(ctx);
+    Py_XDECREF(when);
+    Py_XDECREF(at);
+    return status;
+}
+
+/* The ledger's part, once the Update was emitted: the event's type counted, or (a call's end)
+ * its record ended here (end_ledger_tool) or by its handler, called with the Update as its
+ * item (as Ledger.feed does). 0, or -1 with an exception. */
+static int
+end_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset, EndRead *r)
 {
     PyObject *ledger = PyTuple_GET_ITEM(route, E_LEDGER), *kind = PyTuple_GET_ITEM(route, E_KIND);
     if (kind != Py_None) {
@@ -288,6 +452,10 @@ end_after(PyObject *event, PyObject *route, PyObject *update)
     }
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
+    }
+    int done = end_ledger_tool(event, ledger, r->id, unset);
+    if (done != 0) {
+        return done < 0 ? -1 : 0;
     }
     PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, E_LEDGER_HANDLER), event);
     Py_XDECREF(back);

@@ -1124,7 +1124,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                         status = step_after(event, route, unset, &read);
                         break;
                     case ROUTE_END:
-                        status = end_after(event, route, out);
+                        status = end_after(event, route, out, unset, &ended);
                         break;
                     case ROUTE_START:
                         status = start_after(route);

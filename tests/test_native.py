@@ -670,7 +670,8 @@ def test_tool_call_ends_in_the_core_equal_the_python_path(seed: int) -> None:
 
 
 def test_a_tool_call_end_is_done_in_the_core() -> None:
-    # The verifier's check of a call's END is not called: the core did what it does.
+    # The verifier's check of a call's END and the ledger's reading of the store's call are
+    # not called: the core did what they do.
     events = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "TOOL_CALL_START", "toolCallId": "c0", "toolCallName": "f"},
@@ -686,13 +687,23 @@ def test_a_tool_call_end_is_done_in_the_core() -> None:
         seen.append(event.type)
         check(self, event)
 
-    with mock.patch.object(agui_meta.Verify, "_tool_call_continue", counted):
+    synced: list[str] = []
+    sync = agui_meta.Ledger._sync
+
+    def counted_sync(tool: Any, live: Any) -> None:
+        synced.append(tool.tool_call_id)
+        sync(tool, live)
+
+    with (
+        mock.patch.object(agui_meta.Verify, "_tool_call_continue", counted),
+        mock.patch.object(agui_meta.Ledger, "_sync", staticmethod(counted_sync)),
+    ):
         with _core(True):
             native = _tool_ends(data, len(data))
-        assert seen == []
+        assert seen == [] and synced == []  # the verifier's and the ledger's, in the core
         with _core(False):
             python = _tool_ends(data, len(data))
-        assert seen == ["TOOL_CALL_END"]
+        assert seen == ["TOOL_CALL_END"] and synced == ["c0"]
     assert native == python
     # The call ended: its arguments joined, closed, its owner (a message made for it: no
     # parent named) with no call open.
