@@ -53,7 +53,7 @@ from ._framing import (
     PayloadRun,
     ignored_report,
 )
-from ._ledger import Ledger, StepRecord, ledger_counts
+from ._ledger import Ledger, StepRecord, ToolCallRecord, ledger_counts
 from ._metadata import MergedMetadata, MetadataWrites
 from ._stage import CONTENT_DELTAS, Context, Transducer
 from ._store import MessageItem, Store, ToolCallItem
@@ -269,7 +269,8 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     the tool message's role when the event has none, the field naming the call)``, done in C
     (``_results.h``) for text content.
     TOOL_CALL_START: ``(_TOOL_START, chunks, verify, accumulate's _started and _start_call,
-    the store's tool_call, message, append and add_tool_call, ledger, the ledger's handler)``,
+    the store's tool_call, message, append and add_tool_call, ledger, the ledger's handler, its
+    ToolCallRecord)``,
     done in C (``_starts.h``) for a call the store has not seen.
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
@@ -403,6 +404,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             store.add_tool_call,
             ledger,
             MethodType(Ledger._tool_call_start, ledger),
+            ToolCallRecord,
         )
     if (
         verify._handlers.get(ToolCallEndEvent.type) is Verify._tool_call_end

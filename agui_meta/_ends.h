@@ -280,6 +280,21 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
 static PyObject *s_tools, *s_live, *s_k_tool_end, *s_started, *s_ended, *s_ended_index,
     *s_arguments_length;
 
+/* The names the ledger's records of tool calls are read and written by, once. 0, or -1. */
+static int
+ledger_tool_names(void)
+{
+    s_tools = PyUnicode_InternFromString("_tools");
+    s_live = s_tools == NULL ? NULL : PyUnicode_InternFromString("_live");
+    s_k_tool_end = s_live == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_END");
+    s_started = s_k_tool_end == NULL ? NULL : PyUnicode_InternFromString("started");
+    s_ended = s_started == NULL ? NULL : PyUnicode_InternFromString("ended");
+    s_ended_index = s_ended == NULL ? NULL : PyUnicode_InternFromString("ended_index");
+    s_arguments_length =
+        s_ended_index == NULL ? NULL : PyUnicode_InternFromString("arguments_length");
+    return s_arguments_length == NULL ? -1 : 0;
+}
+
 /* A store item's merged metadata as a plain dict of the record's own, or None: the ledger's
  * _plain, for what it is commonly (None, UNSET, a dict, the newest version of a
  * MergedMetadata). A new reference; Py_None (not a new reference: *plain stays NULL) when it
@@ -347,19 +362,8 @@ plain_metadata(PyObject *metadata, PyObject *unset, PyObject **plain)
 static int
 end_ledger_tool(PyObject *event, PyObject *ledger, PyObject *id, PyObject *unset)
 {
-    if (s_tools == NULL) {
-        s_tools = PyUnicode_InternFromString("_tools");
-        s_live = s_tools == NULL ? NULL : PyUnicode_InternFromString("_live");
-        s_k_tool_end = s_live == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_END");
-        s_started = s_k_tool_end == NULL ? NULL : PyUnicode_InternFromString("started");
-        s_ended = s_started == NULL ? NULL : PyUnicode_InternFromString("ended");
-        s_ended_index = s_ended == NULL ? NULL : PyUnicode_InternFromString("ended_index");
-        s_arguments_length =
-            s_ended_index == NULL ? NULL : PyUnicode_InternFromString("arguments_length");
-        if (s_arguments_length == NULL) {
-            Py_CLEAR(s_tools);
-            return -1;
-        }
+    if (s_arguments_length == NULL && ledger_tool_names() < 0) {
+        return -1;
     }
     int status = -1;
     PyObject *counts = PyObject_GetAttr(ledger, s_counts);

@@ -1133,7 +1133,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                         status = result_after(event, route, out);
                         break;
                     case ROUTE_TOOL_START:
-                        status = tool_start_after(event, route, out);
+                        status = tool_start_after(event, route, out, unset, &called);
                         break;
                     default:
                         status = direct_after(event, route, out);

@@ -267,10 +267,11 @@ start_after(PyObject *route)
 
 /* The tool call's route: (ROUTE_TOOL_START, chunks or None, verify, accumulate's _started and
  * _start_call, the store's tool_call, message, append and add_tool_call, ledger, the ledger's
- * handler). */
+ * handler, the ledger's ToolCallRecord). */
 enum { T_ROUTE, T_CHUNKS, T_VERIFY, T_STARTED, T_START_CALL, T_CALL_OF, T_MESSAGE_OF, T_APPEND,
-       T_ADD_CALL, T_LEDGER, T_HANDLER, T_SIZE };
+       T_ADD_CALL, T_LEDGER, T_HANDLER, T_RECORD, T_SIZE };
 
+static PyObject *s_item_u; /* Update.item */
 static PyObject *s_parent_message_id, *s_tool_call_name, *s_message_owners,
     *s_tool_call_owners, *s_forgot_messages;
 static Py_ssize_t tool_calls_off = -1; /* MessageItem.tool_calls */
@@ -299,7 +300,8 @@ tool_start_configure(void)
     if (tool_calls_off < 0) {
         return -1;
     }
-    s_parent_message_id = PyUnicode_InternFromString("parent_message_id");
+    s_item_u = PyUnicode_InternFromString("item");
+    s_parent_message_id = s_item_u == NULL ? NULL : PyUnicode_InternFromString("parent_message_id");
     s_tool_call_name = s_parent_message_id == NULL ? NULL
                                                    : PyUnicode_InternFromString("tool_call_name");
     s_message_owners =
@@ -544,13 +546,132 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
     return *out == NULL ? -1 : 1;
 }
 
-/* The ledger's part, once the Update was emitted: its handler, with the Update as its item. */
+static PyObject *s_tally, *s_start, *s_tool_calls_r, *s_dropped_entries, *s_k_tool_start,
+    *s_name_r, *record_kwnames;
+
+/* Ledger._tool_call_start, for a call the ledger has no record of in a run it has open, its
+ * record kept (room in the run's list): counted, the call started in the ledger's tally (a
+ * dropped entry when it cannot track it), timed, its ToolCallRecord made and kept, the store's
+ * call (the Update's item) held, its name, parent and merged metadata read. 1: done; 0: not
+ * this way (nothing changed: the handler does it); -1 with an exception. */
 static int
-tool_start_after(PyObject *event, PyObject *route, PyObject *update)
+tool_start_ledger(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
+                  ToolStartRead *r)
+{
+    if (record_kwnames == NULL) {
+        if (s_arguments_length == NULL && ledger_tool_names() < 0) {
+            return -1;
+        }
+        s_tally = PyUnicode_InternFromString("_tally");
+        s_start = s_tally == NULL ? NULL : PyUnicode_InternFromString("start");
+        s_tool_calls_r = s_start == NULL ? NULL : PyUnicode_InternFromString("tool_calls");
+        s_dropped_entries =
+            s_tool_calls_r == NULL ? NULL : PyUnicode_InternFromString("dropped_entries");
+        s_k_tool_start =
+            s_dropped_entries == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_START");
+        s_name_r = s_k_tool_start == NULL ? NULL : PyUnicode_InternFromString("name");
+        record_kwnames = s_name_r == NULL
+                             ? NULL
+                             : Py_BuildValue("(sssss)", "tool_call_id", "subagent_run_id",
+                                             "started_index", "started_at", "started_clock");
+        if (record_kwnames == NULL) {
+            return -1;
+        }
+    }
+    PyObject *ledger = PyTuple_GET_ITEM(route, T_LEDGER);
+    PyObject *call = PyObject_GetAttr(update, s_item_u);
+    int status = -1;
+    PyObject *current = call == NULL ? NULL : PyObject_GetAttr(ledger, s_current);
+    PyObject *counts = current == NULL ? NULL : PyObject_GetAttr(ledger, s_counts);
+    PyObject *tools = counts == NULL ? NULL : PyObject_GetAttr(ledger, s_tools);
+    PyObject *live_map = tools == NULL ? NULL : PyObject_GetAttr(ledger, s_live);
+    PyObject *tally = live_map == NULL ? NULL : PyObject_GetAttr(ledger, s_tally);
+    PyObject *calls = tally == NULL ? NULL : PyObject_GetAttr(current, s_tool_calls_r);
+    PyObject *bound = calls == NULL ? NULL : PyObject_GetAttr(ledger, s_max_entries);
+    PyObject *ctx = bound == NULL ? NULL : PyObject_GetAttr(ledger, s_ctx);
+    PyObject *plain = NULL, *when = NULL, *at = NULL, *tool = NULL, *back = NULL;
+    if (ctx == NULL) {
+        goto done;
+    }
+    status = 0;
+    if (current == Py_None || !PyDict_CheckExact(counts) || !PyDict_CheckExact(tools) ||
+        !PyDict_CheckExact(live_map) || !PyList_CheckExact(calls) ||
+        Py_TYPE(call) != item_slots[2].type) {
+        goto done; /* no run open (the handler opens one), or not as built */
+    }
+    if (bound != Py_None) {
+        Py_ssize_t most = PyLong_CheckExact(bound) ? PyLong_AsSsize_t(bound) : -1;
+        if (most == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+        if (most < 0 || PyList_GET_SIZE(calls) >= most) {
+            goto done; /* no room: a dropped entry, the handler's */
+        }
+    }
+    int known = PyDict_Contains(tools, r->id);
+    if (known != 0) {
+        status = known < 0 ? -1 : 0; /* a START repeated in the run: the handler's */
+        goto done;
+    }
+    if ((status = plain_metadata(slot_get(call, item_slots[2].metadata), unset, &plain)) <= 0) {
+        goto done;
+    }
+    /* All read: now as the handler does, in its order. */
+    status = -1;
+    if (count_one(counts, s_k_tool_start) < 0) {
+        goto done;
+    }
+    back = PyObject_CallMethodOneArg(tally, s_start, r->id);
+    int tracked = back == NULL ? -1 : PyObject_IsTrue(back);
+    if (tracked < 0 || (!tracked && attr_add(current, s_dropped_entries, 1) < 0)) {
+        goto done;
+    }
+    when = ledger_time(ledger, ctx, event, unset);
+    at = when == NULL ? NULL : PyObject_GetAttr(ctx, s_index);
+    if (at == NULL) {
+        goto done;
+    }
+    PyObject *args[5] = {r->id, Py_None, at, PyTuple_GET_ITEM(when, 0), PyTuple_GET_ITEM(when, 1)};
+    tool = PyObject_Vectorcall(PyTuple_GET_ITEM(route, T_RECORD), args, 0, record_kwnames);
+    if (tool == NULL || PyList_Append(calls, tool) < 0 || PyDict_SetItem(tools, r->id, tool) < 0 ||
+        PyDict_SetItem(live_map, r->id, call) < 0 ||
+        PyObject_SetAttr(tool, s_name_r, r->name) < 0 ||
+        PyObject_SetAttr(tool, s_parent_message_id, r->parent == unset ? Py_None : r->parent) < 0 ||
+        PyObject_SetAttr(tool, s_metadata, plain) < 0) {
+        goto done;
+    }
+    status = 1;
+done:
+    Py_XDECREF(call);
+    Py_XDECREF(current);
+    Py_XDECREF(counts);
+    Py_XDECREF(tools);
+    Py_XDECREF(live_map);
+    Py_XDECREF(tally);
+    Py_XDECREF(calls);
+    Py_XDECREF(bound);
+    Py_XDECREF(ctx);
+    Py_XDECREF(plain);
+    Py_XDECREF(when);
+    Py_XDECREF(at);
+    Py_XDECREF(tool);
+    Py_XDECREF(back);
+    return status;
+}
+
+/* The ledger's part, once the Update was emitted: the call's record made here
+ * (tool_start_ledger) or by its handler, with the Update as its item (as Ledger.feed does). */
+static int
+tool_start_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
+                 ToolStartRead *r)
 {
     PyObject *ledger = PyTuple_GET_ITEM(route, T_LEDGER);
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
+    }
+    int done = tool_start_ledger(event, route, update, unset, r);
+    if (done != 0) {
+        return done < 0 ? -1 : 0;
     }
     PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_HANDLER), event);
     Py_XDECREF(back);

@@ -983,7 +983,12 @@ def _tool_start_stream(seed: int) -> bytes:
 
 
 def _tool_starts(
-    data: bytes, chunk: int, max_closed: int | None, max_ids: int | None, meddle: bool = False
+    data: bytes,
+    chunk: int,
+    max_closed: int | None,
+    max_ids: int | None,
+    meddle: bool = False,
+    max_entries: int | None = None,
 ) -> Any:
     """The default chain from bytes over a history with a call; every update's item as of its
     event. ``meddle``: a report of a full tally adds the call to the store behind the stages'
@@ -994,9 +999,10 @@ def _tool_starts(
     ]  # fmt: skip
     store = agui_meta.Store(history, max_tool_call_ids=max_ids)
     defaults: Any = agui_meta.DefaultStages(
-        store, verify=agui_meta.Verify(max_closed_ids=max_closed)
+        store,
+        verify=agui_meta.Verify(max_closed_ids=max_closed),
+        ledger=agui_meta.Ledger(max_entries=max_entries, clock=lambda: 0.0),
     )
-    defaults.ledger._clock = lambda: 0.0
     reports: list[str] = []
 
     def report(r: Any) -> None:
@@ -1033,13 +1039,13 @@ def _tool_starts(
 def test_tool_call_starts_in_the_core_equal_the_python_path(seed: int) -> None:
     data = _tool_start_stream(seed)
     with _must_run():
-        for chunk, max_closed, max_ids, meddle in (
-            (len(data), 10_000, 10_000, False),
-            (541, 3, 10_000, False),  # owners forgotten: the Python way, parents' owners lost
-            (97, 10_000, 2, False),  # a full tally: reported by the accumulator's _started
-            (len(data), 10_000, 2, True),  # the store changed by a report: _start_call's way
+        for chunk, max_closed, max_ids, meddle, entries in (
+            (len(data), 10_000, 10_000, False, None),
+            (541, 3, 10_000, False, None),  # owners forgotten: the Python way, parents' lost
+            (97, 10_000, 2, False, 5),  # full tallies (reported; dropped entries), full lists
+            (len(data), 10_000, 2, True, None),  # a store changed by a report: _start_call's
         ):
-            result = _both(_tool_starts, data, chunk, max_closed, max_ids, meddle)
+            result = _both(_tool_starts, data, chunk, max_closed, max_ids, meddle, entries)
             assert any(kind == "TOOL_CALL_START" for kind, _, _ in result["items"])
 
 
@@ -1059,13 +1065,23 @@ def test_a_tool_call_start_is_done_in_the_core() -> None:
         seen.append(key)
         record(self, table, key, owner)
 
-    with mock.patch.object(agui_meta.Verify, "_record", counted):
+    started: list[str] = []
+    tool_started = agui_meta.Ledger._tool_started
+
+    def counted_start(self: Any, record: Any, call_id: str, event: Any) -> Any:
+        started.append(call_id)
+        return tool_started(self, record, call_id, event)
+
+    with (
+        mock.patch.object(agui_meta.Verify, "_record", counted),
+        mock.patch.object(agui_meta.Ledger, "_tool_started", counted_start),
+    ):
         with _core(True):
             native = _tool_starts(data, len(data), 10_000, 10_000)
-        assert seen == []  # the verifier's handler was not called
+        assert seen == [] and started == []  # the verifier's and the ledger's, in the core
         with _core(False):
             python = _tool_starts(data, len(data), 10_000, 10_000)
-        assert seen == ["c", "d"]
+        assert seen == ["c", "d"] and started == ["c", "d"]
     assert native == python
     # Both calls in one assistant message made for the first (named by its call's id).
     assert native["messages"][-1]["id"] == "c"
