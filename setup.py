@@ -73,6 +73,7 @@ if _REASON is None:
                 "agui_meta/_patch.h",
                 "agui_meta/_starts.h",
                 "agui_meta/_results.h",
+                "agui_meta/_activity.h",
             ],
             optional=True,
             extra_compile_args=["-O2"] if os.name != "nt" else [],

@@ -30,6 +30,7 @@ from ._accumulate import Accumulate, Update
 from ._chunks import CHUNK_ROUTES, ExpandChunks, chunk_route
 from ._events import (
     EVENT_TYPES,
+    ActivityDeltaEvent,
     Metadata,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
@@ -272,6 +273,9 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     the store's tool_call, message, append and add_tool_call, ledger, the ledger's handler, its
     ToolCallRecord)``,
     done in C (``_starts.h``) for a call the store has not seen.
+    ACTIVITY_DELTA: ``(_ACTIVITY, chunks, verify, accumulate's message lookup, ledger, the type
+    the ledger counts, the field of the activity's type)``, done in C (``_activity.h``) when
+    every operation of its patch is the commonest kind.
     Any other event the stages handle without a chunk or a content delta (both have their
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
     ``(_DIRECT, chunks, verify or None (RUN_STARTED: the verifier's gate lets it through), verify's
@@ -406,6 +410,22 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             MethodType(Ledger._tool_call_start, ledger),
             ToolCallRecord,
         )
+    kind = ledger_counts(ActivityDeltaEvent)
+    if (
+        verify._handlers.get(ActivityDeltaEvent.type) is Verify._activity_delta
+        and accumulate._handlers.get(ActivityDeltaEvent) is Accumulate._activity_delta
+        and type(accumulate.store) is Store
+        and kind is not None
+    ):
+        routes[ActivityDeltaEvent] = (
+            _ACTIVITY,
+            chunks,
+            verify,
+            accumulate._message,
+            ledger,
+            kind,
+            "activityType",
+        )
     if (
         verify._handlers.get(ToolCallEndEvent.type) is Verify._tool_call_end
         and accumulate._handlers.get(ToolCallEndEvent) is Accumulate._tool_end
@@ -428,7 +448,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
 
 _STEPS = (StepStartedEvent, StepFinishedEvent)
 #: The kinds of the routes, their first member (``_loop.h``'s ROUTE_...).
-_DIRECT, _STEP, _END, _START, _RESULT, _TOOL_START = range(6)
+_DIRECT, _STEP, _END, _START, _RESULT, _TOOL_START, _ACTIVITY = range(7)
 
 
 def _offers(t: Transducer[Any, Any]) -> bool:

@@ -90,8 +90,16 @@ static Py_ssize_t w_cells_off, w_keys_off, w_version_off;
 /* The kinds of the routes the loop takes the events off the fast path by (each route's first
  * member; _driver._routes makes them): the stages' handlers without their feeds (_direct.h),
  * a step's stages (_steps.h), an item's end (_ends.h), a message's start (_starts.h), a tool
- * result (_results.h), a tool call's start (_starts.h). */
-enum { ROUTE_DIRECT, ROUTE_STEP, ROUTE_END, ROUTE_START, ROUTE_RESULT, ROUTE_TOOL_START };
+ * result (_results.h), a tool call's start (_starts.h), an activity's delta (_activity.h). */
+enum {
+    ROUTE_DIRECT,
+    ROUTE_STEP,
+    ROUTE_END,
+    ROUTE_START,
+    ROUTE_RESULT,
+    ROUTE_TOOL_START,
+    ROUTE_ACTIVITY,
+};
 
 /* _metadata._copy_json, the specification of json_copy, which calls it for what it does not
  * take (set once by configure_copy, at import of _metadata). */

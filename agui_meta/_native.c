@@ -50,7 +50,7 @@
  *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
  *     TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END too (_ends.h), the starts of
  *     text and reasoning messages and of tool calls (_starts.h), TOOL_CALL_RESULT
- *     (_results.h), the other
+ *     (_results.h), ACTIVITY_DELTA (_activity.h), the other
  *     events it routes
  *     through the stages' handlers, without their feeds (_direct.h); their outputs go to
  *     rest's sixth member, route_tail (None: counted, nobody reads them). Its seventh, if
@@ -77,6 +77,7 @@
 #include "_starts.h"
 #include "_results.h"
 #include "_patch.h"
+#include "_activity.h"
 
 static PyObject *
 native_scan(PyObject *module, PyObject *data)
@@ -834,6 +835,7 @@ route_kind(PyObject *route)
     static const Py_ssize_t sizes[] = {
         [ROUTE_DIRECT] = D_SIZE, [ROUTE_STEP] = P_SIZE, [ROUTE_END] = E_SIZE,
         [ROUTE_START] = S_SIZE,  [ROUTE_RESULT] = R_SIZE, [ROUTE_TOOL_START] = T_SIZE,
+        [ROUTE_ACTIVITY] = A_SIZE,
     };
     long kind = -1;
     if (PyTuple_CheckExact(route) && PyTuple_GET_SIZE(route) > 0 &&
@@ -848,8 +850,9 @@ route_kind(PyObject *route)
         PyErr_SetString(PyExc_TypeError,
                         "run_batch(): a route is (kind, ...): the stages' handlers (0, "
                         "_direct.h), a step's (1, _steps.h), an item end's (2, _ends.h), a "
-                        "message start's (3, _starts.h), a tool result's (4, _results.h) or a "
-                        "tool call start's (5, _starts.h)");
+                        "message start's (3, _starts.h), a tool result's (4, _results.h), a "
+                        "tool call start's (5, _starts.h) or an activity delta's (6, "
+                        "_activity.h)");
         return -1;
     }
     return kind;
@@ -1093,6 +1096,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             StartRead started = {0};
             ResultRead answered = {0};
             ToolStartRead called = {0};
+            ActivityRead patched = {0};
             PyObject *out = NULL;
             Py_INCREF(route); /* held: the stages' attributes may run Python code */
             int took;
@@ -1111,6 +1115,9 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                 break;
             case ROUTE_TOOL_START:
                 took = tool_start_route(event, route, update_cls, unset, &called, &out);
+                break;
+            case ROUTE_ACTIVITY:
+                took = activity_route(event, route, update_cls, unset, route_build, &patched, &out);
                 break;
             default:
                 took = direct_route(event, route, update_cls, &out);
@@ -1135,6 +1142,9 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                     case ROUTE_TOOL_START:
                         status = tool_start_after(event, route, out, unset, &called);
                         break;
+                    case ROUTE_ACTIVITY:
+                        status = activity_after(route);
+                        break;
                     default:
                         status = direct_after(event, route, out);
                     }
@@ -1149,6 +1159,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             start_read_clear(&started);
             result_read_clear(&answered);
             tool_start_read_clear(&called);
+            activity_read_clear(&patched);
             Py_DECREF(route);
             if (took < 0) {
                 PyObject *exc = fetch_raised();

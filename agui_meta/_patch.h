@@ -12,6 +12,11 @@
  *     else: the Python _simple (then the general walk) decides, so that every failure and its
  *     message are the Python path's. */
 
+#ifndef AGUI_META_PATCH_H
+#define AGUI_META_PATCH_H
+
+#include <Python.h>
+
 static PyObject *str_op, *str_path, *str_value, *str_replace, *str_add, *str_proto,
     *str_prototype, *str_slash;
 
@@ -71,14 +76,10 @@ patch_set(PyObject *container, PyObject *keys, const Py_ssize_t *index, Py_ssize
     return PyList_SetItem(container, index[i], value);
 }
 
+/* patch_simple's work (fresh an exact dict): the new root, Py_None, or NULL. */
 static PyObject *
-native_patch_simple(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+patch_one(PyObject *root, PyObject *fresh, PyObject *op)
 {
-    if (nargs != 3 || !PyDict_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "patch_simple(root, fresh: dict, op)");
-        return NULL;
-    }
-    PyObject *root = args[0], *fresh = args[1], *op = args[2];
     if (!PyDict_CheckExact(op) || (!PyDict_CheckExact(root) && !PyList_CheckExact(root))) {
         Py_RETURN_NONE;
     }
@@ -204,3 +205,15 @@ done:
     Py_DECREF(keys);
     return out;
 }
+
+static PyObject *
+native_patch_simple(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "patch_simple(root, fresh: dict, op)");
+        return NULL;
+    }
+    return patch_one(args[0], args[1], args[2]);
+}
+
+#endif /* AGUI_META_PATCH_H */

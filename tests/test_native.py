@@ -1089,6 +1089,137 @@ def test_a_tool_call_start_is_done_in_the_core() -> None:
     assert native["open"][-1] == ("c", 2)
 
 
+# -- ACTIVITY_DELTA in the core (_activity.h) ----------------------------------------------------
+
+
+def _activity_stream(seed: int) -> bytes:
+    """Activity messages snapshotted, then patched: replaces and adds of scalars (the core's),
+    and removes, moves, tests, array inserts, containers, escaped keys, failing paths (the
+    Python patcher's); deltas of missing and non-activity messages, with metadata, tagged; a
+    message snapshot holding an activity twice."""
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "text", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "text"},
+    ]
+    ops = [
+        {"op": "replace", "path": "/steps/0/status", "value": "done"},
+        {"op": "replace", "path": "/steps/1/status", "value": 2},
+        {"op": "add", "path": "/note", "value": None},
+        {"op": "add", "path": "/steps/0/at", "value": True},
+        {"op": "replace", "path": "/title", "value": "t"},
+        {"op": "remove", "path": "/note"},
+        {"op": "add", "path": "/steps/-", "value": {"status": "new"}},
+        {"op": "replace", "path": "/steps/0", "value": {"status": "x"}},
+        {"op": "test", "path": "/title", "value": "t"},
+        {"op": "move", "from": "/title", "path": "/moved"},
+        {"op": "replace", "path": "/missing/x", "value": 1},
+        {"op": "add", "path": "/a~1b", "value": 1},
+        {"op": "replace", "path": "/steps/9/status", "value": 1},
+    ]
+    for n in range(60):
+        roll = rng.random()
+        if roll < 0.15 or n == 0:
+            mid = rng.choice(["act1", "act2"])
+            events.append(
+                {"type": "ACTIVITY_SNAPSHOT", "messageId": mid, "activityType": "plan",
+                 "content": {"title": "p", "steps": [{"status": "a"}, {"status": "b"}]}}
+            )  # fmt: skip
+        elif roll < 0.18:
+            events.append(
+                {"type": "MESSAGES_SNAPSHOT", "messages": [
+                    {"id": "act1", "role": "activity", "activityType": "plan", "content": {}},
+                    {"id": "act1", "role": "activity", "activityType": "plan", "content": {}},
+                ]}
+            )  # fmt: skip
+        else:
+            delta: dict[str, Any] = {
+                "type": "ACTIVITY_DELTA",
+                "messageId": rng.choice(["act1", "act1", "act2", "act2", "text", "nope"]),
+                "activityType": rng.choice(["plan", "progress"]),
+                "patch": [rng.choice(ops[:5] if rng.random() < 0.7 else ops)
+                          for _ in range(rng.randint(0, 3))],
+            }  # fmt: skip
+            if rng.random() < 0.3:
+                delta["metadata"] = rng.choice([{"k": n}, {"u": {"in": [n]}}, {}])
+            if rng.random() < 0.05:
+                delta["subagentRunId"] = "sub"
+            events.append(delta)
+    events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _activities(data: bytes, chunk: int) -> Any:
+    """The default chain from bytes; every update's item as of its event."""
+    store = agui_meta.Store()
+    defaults: Any = agui_meta.DefaultStages(store)
+    defaults.ledger._clock = lambda: 0.0
+    reports: list[str] = []
+    runner = Runner(
+        [agui_meta.Enforce(), *defaults],
+        Context("keep_going", lambda r: reports.append(repr(r))),
+        framing="sse",
+    )
+    items = []
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+        items += [
+            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
+            for u in runner.take()
+        ]
+    runner.close()
+    return {
+        "items": items,
+        "messages": store.messages_wire(),
+        "ledger": defaults.ledger.to_builtins(),
+        "reports": reports,
+    }
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_activity_deltas_in_the_core_equal_the_python_path(seed: int) -> None:
+    data = _activity_stream(seed)
+    with _must_run():
+        for chunk in (len(data), 509, 83):
+            result = _both(_activities, data, chunk)
+            assert any(kind == "ACTIVITY_DELTA" for kind, _, _ in result["items"])
+
+
+def test_an_activity_delta_is_done_in_the_core() -> None:
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "plan",
+         "content": {"steps": [{"status": "todo"}], "n": {"x": 1}}},
+        {"type": "ACTIVITY_DELTA", "messageId": "a", "activityType": "plan",
+         "patch": [{"op": "replace", "path": "/steps/0/status", "value": "done"}],
+         "metadata": {"k": 1}},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]  # fmt: skip
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    import agui_meta._accumulate as accumulate_module
+
+    patched: list[Any] = []
+    apply = accumulate_module.apply_patch  # type: ignore[attr-defined]
+
+    def counted(document: Any, operations: Any) -> Any:
+        patched.append(operations)
+        return apply(document, operations)
+
+    with mock.patch.object(accumulate_module, "apply_patch", counted):
+        with _core(True):
+            native = _activities(data, len(data))
+        assert patched == []  # the accumulator's handler was not called
+        with _core(False):
+            python = _activities(data, len(data))
+        assert len(patched) == 1
+    assert native == python
+    assert native["messages"] == [
+        {"id": "a", "role": "activity", "activityType": "plan", "metadata": {"k": 1},
+         "content": {"steps": [{"status": "done"}], "n": {"x": 1}}}
+    ]  # fmt: skip
+
+
 # -- copy_json: exact dicts and lists in C, anything else the specification's -------------------
 
 _JSON = st.recursive(
