@@ -278,6 +278,7 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
 }
 
 static PyObject *s_tools, *s_live, *s_k_tool_end, *s_started, *s_ended, *s_ended_index,
+    *s_tally, *s_start, *s_tool_calls_r, *s_dropped_entries, *s_k_tool_start, *s_name_r,
     *s_arguments_length;
 
 /* The names the ledger's records of tool calls are read and written by, once. 0, or -1. */
@@ -290,8 +291,16 @@ ledger_tool_names(void)
     s_started = s_k_tool_end == NULL ? NULL : PyUnicode_InternFromString("started");
     s_ended = s_started == NULL ? NULL : PyUnicode_InternFromString("ended");
     s_ended_index = s_ended == NULL ? NULL : PyUnicode_InternFromString("ended_index");
-    s_arguments_length =
-        s_ended_index == NULL ? NULL : PyUnicode_InternFromString("arguments_length");
+    s_tally = s_ended_index == NULL ? NULL : PyUnicode_InternFromString("_tally");
+    s_start = s_tally == NULL ? NULL : PyUnicode_InternFromString("start");
+    s_tool_calls_r = s_start == NULL ? NULL : PyUnicode_InternFromString("tool_calls");
+    s_dropped_entries =
+        s_tool_calls_r == NULL ? NULL : PyUnicode_InternFromString("dropped_entries");
+    s_k_tool_start =
+        s_dropped_entries == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_START");
+    s_name_r = s_k_tool_start == NULL ? NULL : PyUnicode_InternFromString("name");
+    /* last: the one the others are tested by */
+    s_arguments_length = s_name_r == NULL ? NULL : PyUnicode_InternFromString("arguments_length");
     return s_arguments_length == NULL ? -1 : 0;
 }
 

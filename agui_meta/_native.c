@@ -1137,7 +1137,7 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                         status = start_after(route);
                         break;
                     case ROUTE_RESULT:
-                        status = result_after(event, route, out);
+                        status = result_after(event, route, out, unset, &answered);
                         break;
                     case ROUTE_TOOL_START:
                         status = tool_start_after(event, route, out, unset, &called);

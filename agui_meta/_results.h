@@ -179,13 +179,108 @@ result_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *u
     return *out == NULL ? -1 : 1;
 }
 
-/* The ledger's part, once the Update was emitted: its handler, with the Update as its item. */
+static PyObject *s_answer, *s_k_tool_result, *s_answered, *s_result_message_id,
+    *s_result_index, *s_result_at, *s_result_clock, *s_result_metadata;
+
+/* Ledger._tool_call_result, for a call the ledger has a record of in a run it has open:
+ * counted, answered in the ledger's tally (a dropped entry when it forgot one), timed, the
+ * record answered with the tool message's id, place, time and plain metadata (the Update's).
+ * 1: done; 0: not this way (nothing changed: the handler does it); -1 with an exception. */
 static int
-result_after(PyObject *event, PyObject *route, PyObject *update)
+result_ledger(PyObject *event, PyObject *ledger, PyObject *update, PyObject *unset,
+              ResultRead *r)
+{
+    if (s_result_metadata == NULL) {
+        if (s_arguments_length == NULL && ledger_tool_names() < 0) {
+            return -1;
+        }
+        s_answer = PyUnicode_InternFromString("answer");
+        s_k_tool_result = s_answer == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_RESULT");
+        s_answered = s_k_tool_result == NULL ? NULL : PyUnicode_InternFromString("answered");
+        s_result_message_id =
+            s_answered == NULL ? NULL : PyUnicode_InternFromString("result_message_id");
+        s_result_index =
+            s_result_message_id == NULL ? NULL : PyUnicode_InternFromString("result_index");
+        s_result_at = s_result_index == NULL ? NULL : PyUnicode_InternFromString("result_at");
+        s_result_clock = s_result_at == NULL ? NULL : PyUnicode_InternFromString("result_clock");
+        s_result_metadata =
+            s_result_clock == NULL ? NULL : PyUnicode_InternFromString("result_metadata");
+        if (s_result_metadata == NULL) {
+            return -1;
+        }
+    }
+    int status = -1;
+    PyObject *current = PyObject_GetAttr(ledger, s_current);
+    PyObject *counts = current == NULL ? NULL : PyObject_GetAttr(ledger, s_counts);
+    PyObject *tools = counts == NULL ? NULL : PyObject_GetAttr(ledger, s_tools);
+    PyObject *tally = tools == NULL ? NULL : PyObject_GetAttr(ledger, s_tally);
+    PyObject *metadata = tally == NULL ? NULL : PyObject_GetAttr(update, s_metadata);
+    PyObject *ctx = metadata == NULL ? NULL : PyObject_GetAttr(ledger, s_ctx);
+    PyObject *tool = NULL, *plain = NULL, *back = NULL, *when = NULL, *at = NULL;
+    if (ctx == NULL) {
+        goto done;
+    }
+    status = 0;
+    if (current == Py_None || !PyDict_CheckExact(counts) || !PyDict_CheckExact(tools)) {
+        goto done; /* no run open (the handler opens one), or not as built */
+    }
+    tool = Py_XNewRef(PyDict_GetItemWithError(tools, r->call_id));
+    if (tool == NULL) {
+        status = PyErr_Occurred() ? -1 : 0; /* a call not started in the run: the handler's */
+        goto done;
+    }
+    if ((status = plain_metadata(metadata, unset, &plain)) <= 0) {
+        goto done;
+    }
+    /* All read: now as the handler does, in its order. */
+    status = -1;
+    if (count_one(counts, s_k_tool_result) < 0) {
+        goto done;
+    }
+    back = PyObject_CallMethodOneArg(tally, s_answer, r->call_id);
+    int kept = back == NULL ? -1 : PyObject_IsTrue(back);
+    if (kept < 0 || (!kept && attr_add(current, s_dropped_entries, 1) < 0)) {
+        goto done;
+    }
+    when = ledger_time(ledger, ctx, event, unset);
+    at = when == NULL ? NULL : PyObject_GetAttr(ctx, s_index);
+    if (at == NULL || PyObject_SetAttr(tool, s_status, s_answered) < 0 ||
+        PyObject_SetAttr(tool, s_result_message_id, r->id) < 0 ||
+        PyObject_SetAttr(tool, s_result_index, at) < 0 ||
+        PyObject_SetAttr(tool, s_result_at, PyTuple_GET_ITEM(when, 0)) < 0 ||
+        PyObject_SetAttr(tool, s_result_clock, PyTuple_GET_ITEM(when, 1)) < 0 ||
+        PyObject_SetAttr(tool, s_result_metadata, plain) < 0) {
+        goto done;
+    }
+    status = 1;
+done:
+    Py_XDECREF(current);
+    Py_XDECREF(counts);
+    Py_XDECREF(tools);
+    Py_XDECREF(tally);
+    Py_XDECREF(metadata);
+    Py_XDECREF(ctx);
+    Py_XDECREF(tool);
+    Py_XDECREF(plain);
+    Py_XDECREF(back);
+    Py_XDECREF(when);
+    Py_XDECREF(at);
+    return status;
+}
+
+/* The ledger's part, once the Update was emitted: the call's record answered here
+ * (result_ledger) or by its handler, with the Update as its item (as Ledger.feed does). */
+static int
+result_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
+             ResultRead *r)
 {
     PyObject *ledger = PyTuple_GET_ITEM(route, R_LEDGER);
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
+    }
+    int done = result_ledger(event, ledger, update, unset, r);
+    if (done != 0) {
+        return done < 0 ? -1 : 0;
     }
     PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_HANDLER), event);
     Py_XDECREF(back);

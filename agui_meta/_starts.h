@@ -546,8 +546,7 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
     return *out == NULL ? -1 : 1;
 }
 
-static PyObject *s_tally, *s_start, *s_tool_calls_r, *s_dropped_entries, *s_k_tool_start,
-    *s_name_r, *record_kwnames;
+static PyObject *record_kwnames;
 
 /* Ledger._tool_call_start, for a call the ledger has no record of in a run it has open, its
  * record kept (room in the run's list): counted, the call started in the ledger's tally (a
@@ -562,18 +561,8 @@ tool_start_ledger(PyObject *event, PyObject *route, PyObject *update, PyObject *
         if (s_arguments_length == NULL && ledger_tool_names() < 0) {
             return -1;
         }
-        s_tally = PyUnicode_InternFromString("_tally");
-        s_start = s_tally == NULL ? NULL : PyUnicode_InternFromString("start");
-        s_tool_calls_r = s_start == NULL ? NULL : PyUnicode_InternFromString("tool_calls");
-        s_dropped_entries =
-            s_tool_calls_r == NULL ? NULL : PyUnicode_InternFromString("dropped_entries");
-        s_k_tool_start =
-            s_dropped_entries == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_START");
-        s_name_r = s_k_tool_start == NULL ? NULL : PyUnicode_InternFromString("name");
-        record_kwnames = s_name_r == NULL
-                             ? NULL
-                             : Py_BuildValue("(sssss)", "tool_call_id", "subagent_run_id",
-                                             "started_index", "started_at", "started_clock");
+        record_kwnames = Py_BuildValue("(sssss)", "tool_call_id", "subagent_run_id",
+                                       "started_index", "started_at", "started_clock");
         if (record_kwnames == NULL) {
             return -1;
         }

@@ -925,13 +925,25 @@ def test_a_tool_call_result_is_done_in_the_core() -> None:
         seen.append(key)
         record(self, table, key, owner)
 
-    with mock.patch.object(agui_meta.Verify, "_record", counted):
+    timed: list[str] = []
+    time = agui_meta.Ledger._time
+
+    def counted_time(self: Any, event: Any) -> Any:
+        timed.append(event.type)
+        return time(self, event)
+
+    with (
+        mock.patch.object(agui_meta.Verify, "_record", counted),
+        mock.patch.object(agui_meta.Ledger, "_time", counted_time),
+    ):
         with _core(True):
             native = _results(data, len(data), 10_000, 10_000)
-        assert "r" not in seen  # the verifier's handler was not called
+        # The verifier's and the ledger's handlers were not called (the ledger's records of a
+        # call's start, end and result are the core's).
+        assert "r" not in seen and timed == ["RUN_STARTED", "RUN_FINISHED"]
         with _core(False):
             python = _results(data, len(data), 10_000, 10_000)
-        assert "r" in seen
+        assert "r" in seen and "TOOL_CALL_RESULT" in timed
     assert native == python
     assert native["messages"][-1] == {"id": "r", "role": "tool", "content": "ok", "toolCallId": "c"}
 
