@@ -45,18 +45,18 @@ activity_read_clear(ActivityRead *r)
     Py_XDECREF(r->kind);
 }
 
+/* The offsets and names the activity deltas read: once, by configure_steps(). 0, or -1. */
 static int
 activity_configure(void)
 {
     PyObject *m = (PyObject *)item_slots[1].type;
     refs_off = slot_offset(m, "_refs");
-    fields_off = refs_off < 0 ? -1 : slot_offset(m, "fields");
-    if (fields_off < 0) {
+    fields_off = slot_offset(m, "fields");
+    if (PyErr_Occurred()) {
         return -1;
     }
-    s_patch = PyUnicode_InternFromString("patch");
-    s_activity_type = s_patch == NULL ? NULL : PyUnicode_InternFromString("activity_type");
-    return s_activity_type == NULL ? -1 : 0;
+    static const Name names[] = {{&s_patch, "patch"}, {&s_activity_type, "activity_type"}};
+    return INTERN_NAMES(names);
 }
 
 /* The conditions, read into r (the patched content in r->content). 1: they hold; 0: not
@@ -65,12 +65,8 @@ static int
 activity_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
                ActivityRead *r)
 {
-    if (item_slots[1].type == NULL) {
-        return 0; /* before configure() */
-    }
-    if ((s_message_id == NULL && end_configure() < 0) ||
-        (s_activity_type == NULL && activity_configure() < 0)) {
-        return -1;
+    if (!routes_ready) {
+        return 0; /* before configure_steps() */
     }
     int ok = chain_ready(PyTuple_GET_ITEM(route, A_CHUNKS), PyTuple_GET_ITEM(route, A_VERIFY));
     if (ok <= 0) {
@@ -165,31 +161,17 @@ activity_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject 
     }
     const ItemSlots *is = &item_slots[1];
     PyObject *item = r->item;
-    if (r->incoming != unset) {
-        /* merged before the patch is set, as the handler does (a failing patch keeps it) */
-        PyObject *merged = merge_metadata(slot_get(item, is->metadata), r->incoming, unset);
-        if (merged == NULL || merged == Py_None) {
-            if (merged == Py_None) {
-                Py_DECREF(merged);
-                PyErr_SetString(PyExc_SystemError, "activity_route(): the merge refused");
-            }
-            return -1;
-        }
-        slot_set(item, is->metadata, merged);
+    /* merged before the patch is set, as the handler does (a failing patch keeps it) */
+    if (r->incoming != unset &&
+        merge_into(item, is->metadata, slot_get(item, is->metadata), r->incoming, unset) < 0) {
+        return -1;
     }
     slot_set(item, is->text, Py_NewRef(r->content)); /* item.content = content (no parts) */
     if (PyDict_SetItem(slot_get(item, fields_off), PyTuple_GET_ITEM(route, A_FIELD), r->kind) < 0) {
         return -1;
     }
-    if (build) {
-        PyObject *metadata = slot_get(item, is->metadata);
-        PyObject *members[4] = {event, item, Py_True,
-                                metadata == NULL || metadata == unset ? Py_None : metadata};
-        *out = PyObject_Vectorcall(update_cls, members, 4, NULL);
-        return *out == NULL ? -1 : 1;
-    }
-    *out = Py_NewRef(Py_True);
-    return 1;
+    *out = item_update(update_cls, event, item, Py_True, is->metadata, unset, build);
+    return *out == NULL ? -1 : 1;
 }
 
 /* The ledger's part, once the Update was emitted: the event's type counted. */

@@ -72,12 +72,7 @@ direct_after(PyObject *event, PyObject *route, PyObject *update)
     if (kind != Py_None) {
         return ledger_count(ledger, kind);
     }
-    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
-        return -1;
-    }
-    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, D_LEDGER_HANDLER), event);
-    Py_XDECREF(back);
-    return back == NULL ? -1 : 0;
+    return ledger_handle(ledger, PyTuple_GET_ITEM(route, D_LEDGER_HANDLER), event, update);
 }
 
 #endif /* AGUI_META_DIRECT_H */

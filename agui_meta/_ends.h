@@ -36,7 +36,11 @@ static Py_ssize_t streaming_off = -1;   /* MessageItem._streaming */
 static Py_ssize_t open_calls_off = -1;  /* MessageItem._open_calls */
 static Py_ssize_t open_off = -1;        /* ToolCallItem._open */
 static Py_ssize_t owner_off = -1;       /* ToolCallItem.owner */
-static PyObject *s_message_id, *s_tool_call_id, *empty_str;
+static PyObject *s_message_id, *s_tool_call_id, *s_name, *empty_str;
+/* the ledger's records of tool calls */
+static PyObject *s_tools, *s_live, *s_k_tool_end, *s_started, *s_ended, *s_ended_index,
+    *s_tally, *s_start, *s_tool_calls_r, *s_dropped_entries, *s_k_tool_start,
+    *s_arguments_length;
 
 /* Whether merge_metadata(existing, incoming) takes the common case (it merges rather than
  * handing the merge to Python): the same tests, nothing changed. 1, 0, or -1. */
@@ -89,38 +93,48 @@ end_read_clear(EndRead *r)
     Py_XDECREF(r->incoming);
 }
 
-/* The offsets and names end_check reads, once. 0, or -1 with an exception. */
+/* The offsets and names the ends (and the other routes' ledger parts) read: once, by
+ * configure_steps(). 0, or -1 with an exception. */
 static int
 end_configure(void)
 {
     PyObject *m = (PyObject *)item_slots[1].type, *t = (PyObject *)item_slots[2].type;
     streaming_off = slot_offset(m, "_streaming");
-    open_calls_off = streaming_off < 0 ? -1 : slot_offset(m, "_open_calls");
-    open_off = open_calls_off < 0 ? -1 : slot_offset(t, "_open");
-    owner_off = open_off < 0 ? -1 : slot_offset(t, "owner");
-    if (owner_off < 0) {
+    open_calls_off = slot_offset(m, "_open_calls");
+    open_off = slot_offset(t, "_open");
+    owner_off = slot_offset(t, "owner");
+    if (PyErr_Occurred()) {
         return -1;
     }
-    empty_str = PyUnicode_FromStringAndSize("", 0);
-    s_tool_call_id = empty_str == NULL ? NULL : PyUnicode_InternFromString("tool_call_id");
-    s_message_id = s_tool_call_id == NULL ? NULL : PyUnicode_InternFromString("message_id");
-    if (s_message_id == NULL) {
-        Py_CLEAR(empty_str);
-        Py_CLEAR(s_tool_call_id);
+    static const Name names[] = {
+        {&s_tool_call_id, "tool_call_id"},
+        {&s_message_id, "message_id"},
+        {&s_name, "name"},
+        {&s_tools, "_tools"},
+        {&s_live, "_live"},
+        {&s_k_tool_end, "TOOL_CALL_END"},
+        {&s_started, "started"},
+        {&s_ended, "ended"},
+        {&s_ended_index, "ended_index"},
+        {&s_tally, "_tally"},
+        {&s_start, "start"},
+        {&s_tool_calls_r, "tool_calls"},
+        {&s_dropped_entries, "dropped_entries"},
+        {&s_k_tool_start, "TOOL_CALL_START"},
+        {&s_arguments_length, "arguments_length"},
+    };
+    if (empty_str == NULL && (empty_str = PyUnicode_FromStringAndSize("", 0)) == NULL) {
         return -1;
     }
-    return 0;
+    return INTERN_NAMES(names);
 }
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
 static int
 end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, EndRead *r)
 {
-    if (item_slots[1].type == NULL || item_slots[2].type == NULL) {
-        return 0;
-    }
-    if (s_message_id == NULL && end_configure() < 0) {
-        return -1;
+    if (!routes_ready) {
+        return 0; /* before configure_steps() */
     }
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(route, E_ITEM));
     if (kind != 1 && kind != 2) {
@@ -221,32 +235,19 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     }
     const ItemSlots *is = &item_slots[r->kind];
     PyObject *item = r->item;
-    if (r->incoming != unset) {
-        PyObject *merged = merge_metadata(slot_get(item, is->metadata), r->incoming, unset);
-        if (merged == NULL) {
-            return -1;
-        }
-        if (merged == Py_None) {
-            Py_DECREF(merged);
-            PyErr_SetString(PyExc_SystemError, "end_route(): the merge refused what it takes");
-            return -1;
-        }
-        slot_set(item, is->metadata, merged);
+    if (r->incoming != unset &&
+        merge_into(item, is->metadata, slot_get(item, is->metadata), r->incoming, unset) < 0) {
+        return -1;
     }
     if (r->kind == 1) {
         slot_set(item, streaming_off, Py_NewRef(Py_False));
     }
     else if (slot_get(item, open_off) == Py_True) {
         /* call.owner._open_calls -= 1 (both read by end_check; nothing ran since) */
-        PyObject *owner = slot_get(item, owner_off);
-        PyObject *one = PyLong_FromLong(1); /* a small int: cached, never fails */
-        PyObject *count = PyNumber_Subtract(slot_get(owner, open_calls_off), one);
-        Py_DECREF(one);
-        if (count == NULL) {
+        if (slot_add(slot_get(item, owner_off), open_calls_off, -1) < 0) {
             return -1;
         }
         slot_set(item, open_off, Py_NewRef(Py_False));
-        slot_set(owner, open_calls_off, count);
     }
     PyObject *parts = slot_get(item, is->parts);
     if (PyList_GET_SIZE(parts) > 0) {
@@ -262,46 +263,10 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
             return -1;
         }
     }
-    if (build || r->kind == 2) { /* a call's: the ledger's handler reads it */
-        PyObject *metadata = slot_get(item, is->metadata);
-        PyObject *fields[4] = {event, item, Py_True,
-                               metadata == NULL || metadata == unset ? Py_None : metadata};
-        *out = PyObject_Vectorcall(update_cls, fields, 4, NULL);
-        if (*out == NULL) {
-            return -1;
-        }
-    }
-    else {
-        *out = Py_NewRef(Py_True);
-    }
-    return 1;
-}
-
-static PyObject *s_tools, *s_live, *s_k_tool_end, *s_started, *s_ended, *s_ended_index,
-    *s_tally, *s_start, *s_tool_calls_r, *s_dropped_entries, *s_k_tool_start, *s_name_r,
-    *s_arguments_length;
-
-/* The names the ledger's records of tool calls are read and written by, once. 0, or -1. */
-static int
-ledger_tool_names(void)
-{
-    s_tools = PyUnicode_InternFromString("_tools");
-    s_live = s_tools == NULL ? NULL : PyUnicode_InternFromString("_live");
-    s_k_tool_end = s_live == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_END");
-    s_started = s_k_tool_end == NULL ? NULL : PyUnicode_InternFromString("started");
-    s_ended = s_started == NULL ? NULL : PyUnicode_InternFromString("ended");
-    s_ended_index = s_ended == NULL ? NULL : PyUnicode_InternFromString("ended_index");
-    s_tally = s_ended_index == NULL ? NULL : PyUnicode_InternFromString("_tally");
-    s_start = s_tally == NULL ? NULL : PyUnicode_InternFromString("start");
-    s_tool_calls_r = s_start == NULL ? NULL : PyUnicode_InternFromString("tool_calls");
-    s_dropped_entries =
-        s_tool_calls_r == NULL ? NULL : PyUnicode_InternFromString("dropped_entries");
-    s_k_tool_start =
-        s_dropped_entries == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_START");
-    s_name_r = s_k_tool_start == NULL ? NULL : PyUnicode_InternFromString("name");
-    /* last: the one the others are tested by */
-    s_arguments_length = s_name_r == NULL ? NULL : PyUnicode_InternFromString("arguments_length");
-    return s_arguments_length == NULL ? -1 : 0;
+    /* a call's Update is built always: the ledger's handler reads it */
+    *out = item_update(update_cls, event, item, Py_True, is->metadata, unset,
+                       build || r->kind == 2);
+    return *out == NULL ? -1 : 1;
 }
 
 /* A store item's merged metadata as a plain dict of the record's own, or None: the ledger's
@@ -371,9 +336,6 @@ plain_metadata(PyObject *metadata, PyObject *unset, PyObject **plain)
 static int
 end_ledger_tool(PyObject *event, PyObject *ledger, PyObject *id, PyObject *unset)
 {
-    if (s_arguments_length == NULL && ledger_tool_names() < 0) {
-        return -1;
-    }
     int status = -1;
     PyObject *counts = PyObject_GetAttr(ledger, s_counts);
     PyObject *tools = counts == NULL ? NULL : PyObject_GetAttr(ledger, s_tools);
@@ -466,13 +428,8 @@ end_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset, E
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
     }
-    int done = end_ledger_tool(event, ledger, r->id, unset);
-    if (done != 0) {
-        return done < 0 ? -1 : 0;
-    }
-    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, E_LEDGER_HANDLER), event);
-    Py_XDECREF(back);
-    return back == NULL ? -1 : 0;
+    return ledger_handled(end_ledger_tool(event, ledger, r->id, unset),
+                          PyTuple_GET_ITEM(route, E_LEDGER_HANDLER), event);
 }
 
 #endif /* AGUI_META_ENDS_H */

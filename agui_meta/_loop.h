@@ -30,6 +30,49 @@ slot_set(PyObject *o, Py_ssize_t off, PyObject *value)
     Py_XSETREF(*p, value);
 }
 
+/* o's slot at off (a count) plus by, as `o.count += by` does. 0, or -1 with an exception. */
+static int
+slot_add(PyObject *o, Py_ssize_t off, long by)
+{
+    PyObject *was = slot_get(o, off);
+    if (was == NULL) {
+        PyErr_SetString(PyExc_SystemError, "a count the core adds to is not set");
+        return -1;
+    }
+    PyObject *delta = PyLong_FromLong(by);
+    PyObject *now = delta == NULL ? NULL : PyNumber_Add(was, delta);
+    Py_XDECREF(delta);
+    if (now == NULL) {
+        return -1;
+    }
+    slot_set(o, off, now);
+    return 0;
+}
+
+/* A name the core reads attributes by, interned once into *slot. */
+typedef struct {
+    PyObject **slot;
+    const char *text;
+} Name;
+
+/* Each of names interned (those not yet). 0, or -1 with an exception: a caller that tests
+ * one name to know whether it ran tests its table's last. */
+static int
+intern_names(const Name *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (*names[i].slot == NULL) {
+            *names[i].slot = PyUnicode_InternFromString(names[i].text);
+            if (*names[i].slot == NULL) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+#define INTERN_NAMES(names) intern_names((names), sizeof(names) / sizeof((names)[0]))
+
 /* The offset of cls's writable object slot name (a member descriptor), or -1 with an error
  * (also, without looking, when an error is already set: configure() reads many in a row). */
 static Py_ssize_t
@@ -534,6 +577,41 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
  * (else Py_True stands for it, and event may be NULL). Returns the Update (new reference),
  * Py_None (new reference: "not this way", the Python handler runs; nothing was changed) or
  * NULL with an exception. */
+/* The Update of item for event (done: Py_True or Py_False), with the item's metadata (None
+ * for UNSET), as the handlers build it; when build is false, Py_True, standing for the Update
+ * nobody reads. A new reference, or NULL with an exception. */
+static PyObject *
+item_update(PyObject *update_cls, PyObject *event, PyObject *item, PyObject *done,
+            Py_ssize_t metadata_off, PyObject *unset, int build)
+{
+    if (!build) {
+        return Py_NewRef(Py_True);
+    }
+    PyObject *metadata = slot_get(item, metadata_off);
+    PyObject *fields[4] = {event, item, done,
+                           metadata == NULL || metadata == unset ? Py_None : metadata};
+    return PyObject_Vectorcall(update_cls, fields, 4, NULL);
+}
+
+/* item.metadata (the slot at off) = merge_metadata(existing, incoming), for a merge whose
+ * own test (mergeable) the caller ran. 0, or -1 with an exception. */
+static int
+merge_into(PyObject *item, Py_ssize_t off, PyObject *existing, PyObject *incoming,
+           PyObject *unset)
+{
+    PyObject *merged = merge_metadata(existing, incoming, unset);
+    if (merged == NULL) {
+        return -1;
+    }
+    if (merged == Py_None) {
+        Py_DECREF(merged);
+        PyErr_SetString(PyExc_SystemError, "the core's merge refused what it takes");
+        return -1;
+    }
+    slot_set(item, off, merged);
+    return 0;
+}
+
 static PyObject *
 content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta, long kind,
               PyObject *lookup, PyObject *unset, PyObject *update_cls, int build)
@@ -593,17 +671,7 @@ content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta
         slot_set(item, is->metadata, merged); /* item.metadata = merged (the reference moves) */
         merged = NULL;
     }
-    PyObject *update;
-    if (build) {
-        metadata = slot_get(item, is->metadata);
-        PyObject *fields[4] = {event, item, Py_False,
-                               metadata == NULL || metadata == unset ? Py_None : metadata};
-        update = PyObject_Vectorcall(update_cls, fields, 4, NULL);
-    }
-    else {
-        update = Py_True; /* stands for the Update nobody reads */
-        Py_INCREF(update);
-    }
+    PyObject *update = item_update(update_cls, event, item, Py_False, is->metadata, unset, build);
     Py_DECREF(parts);
     Py_DECREF(item);
     return update;

@@ -60,7 +60,8 @@
  *     is None (then it returns as without it).
  *
  * configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
- *     Once, at import of the driver: the classes _steps.h makes and compares with.
+ *     Once, at import of the driver, after configure(): the classes _steps.h makes and
+ *     compares with, and every route's names and slot offsets (no route is taken before).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -1232,9 +1233,16 @@ native_configure_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "configure_steps() takes 3 arguments");
         return NULL;
     }
-    if (steps_configure(args[0], args[1], args[2]) < 0) {
+    if (item_slots[1].type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure_steps(): configure() first");
         return NULL;
     }
+    /* every route's names and offsets, before any route is taken */
+    if (steps_configure(args[0], args[1], args[2]) < 0 || end_configure() < 0 ||
+        start_configure() < 0 || result_configure() < 0 || activity_configure() < 0) {
+        return NULL;
+    }
+    routes_ready = 1;
     Py_RETURN_NONE;
 }
 
@@ -1598,7 +1606,8 @@ static PyMethodDef native_methods[] = {
     {"shape", (PyCFunction)native_shape, METH_O,
      "shape(data: bytes) -> (class, id, delta) | None: a bare content delta, undecoded."},
     {"configure_steps", (PyCFunction)(void (*)(void))native_configure_steps, METH_FASTCALL,
-     "configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord): once (see _steps.h)."},
+     "configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord): once, after configure() "
+     "(see _steps.h): the routes' names and offsets."},
     {"merge", (PyCFunction)(void (*)(void))native_merge, METH_FASTCALL,
      "merge(existing, incoming) -> MergedMetadata | None: accumulate's merge, or None."},
     {"copy_wire", (PyCFunction)(void (*)(void))native_copy_wire, METH_FASTCALL,

@@ -32,7 +32,10 @@
 enum { R_ROUTE, R_CHUNKS, R_VERIFY, R_OWNERS, R_ANSWERED, R_OWNER_OF, R_INSERT, R_LEDGER, R_HANDLER,
        R_ROLE, R_FIELD, R_SIZE };
 
-static PyObject *s_content, *result_kwnames;
+static PyObject *s_content;
+/* the ledger's record of a result */
+static PyObject *s_answer, *s_k_tool_result, *s_answered, *s_result_message_id,
+    *s_result_index, *s_result_at, *s_result_clock, *s_result_metadata;
 
 /* What result_route reads, each a new reference (NULL where not read). */
 typedef struct {
@@ -50,12 +53,22 @@ result_read_clear(ResultRead *r)
     Py_XDECREF(r->incoming);
 }
 
+/* The names the results read: once, by configure_steps(). 0, or -1 with an exception. */
 static int
 result_configure(void)
 {
-    s_content = PyUnicode_InternFromString("content");
-    result_kwnames = s_content == NULL ? NULL : Py_BuildValue("(s)", "fields");
-    return result_kwnames == NULL ? -1 : 0;
+    static const Name names[] = {
+        {&s_content, "content"},
+        {&s_answer, "answer"},
+        {&s_k_tool_result, "TOOL_CALL_RESULT"},
+        {&s_answered, "answered"},
+        {&s_result_message_id, "result_message_id"},
+        {&s_result_index, "result_index"},
+        {&s_result_at, "result_at"},
+        {&s_result_clock, "result_clock"},
+        {&s_result_metadata, "result_metadata"},
+    };
+    return INTERN_NAMES(names);
 }
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
@@ -63,13 +76,8 @@ static int
 result_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
              ResultRead *r)
 {
-    if (item_slots[1].type == NULL || item_slots[2].type == NULL) {
-        return 0; /* before configure() */
-    }
-    if ((s_message_id == NULL && end_configure() < 0) ||
-        (start_kwnames == NULL && start_configure() < 0) ||
-        (result_kwnames == NULL && result_configure() < 0)) {
-        return -1;
+    if (!routes_ready) {
+        return 0; /* before configure_steps() */
     }
     PyObject *verify = PyTuple_GET_ITEM(route, R_VERIFY);
     int ok = chain_ready(PyTuple_GET_ITEM(route, R_CHUNKS), verify);
@@ -143,23 +151,15 @@ result_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *u
         return -1;
     }
     PyObject *args[4] = {r->id, r->role, r->content, fields};
-    PyObject *item = PyObject_Vectorcall((PyObject *)item_slots[1].type, args, 3, result_kwnames);
+    PyObject *item = PyObject_Vectorcall((PyObject *)item_slots[1].type, args, 3, fields_kwnames);
     Py_DECREF(fields);
     if (item == NULL) {
         return -1;
     }
     const ItemSlots *is = &item_slots[1];
-    if (r->incoming != unset) {
-        PyObject *merged = merge_metadata(unset, r->incoming, unset);
-        if (merged == NULL || merged == Py_None) {
-            if (merged == Py_None) {
-                Py_DECREF(merged);
-                PyErr_SetString(PyExc_SystemError, "result_route(): the merge refused");
-            }
-            Py_DECREF(item);
-            return -1;
-        }
-        slot_set(item, is->metadata, merged);
+    if (r->incoming != unset && merge_into(item, is->metadata, unset, r->incoming, unset) < 0) {
+        Py_DECREF(item);
+        return -1;
     }
     PyObject *owner = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_OWNER_OF), r->call_id);
     back = owner == NULL ? NULL
@@ -171,16 +171,11 @@ result_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *u
         return -1;
     }
     Py_DECREF(back);
-    PyObject *metadata = slot_get(item, is->metadata);
-    PyObject *members[4] = {event, item, Py_True,
-                            metadata == NULL || metadata == unset ? Py_None : metadata};
-    *out = PyObject_Vectorcall(update_cls, members, 4, NULL);
+    /* built always: the ledger's part reads it */
+    *out = item_update(update_cls, event, item, Py_True, is->metadata, unset, 1);
     Py_DECREF(item);
     return *out == NULL ? -1 : 1;
 }
-
-static PyObject *s_answer, *s_k_tool_result, *s_answered, *s_result_message_id,
-    *s_result_index, *s_result_at, *s_result_clock, *s_result_metadata;
 
 /* Ledger._tool_call_result, for a call the ledger has a record of in a run it has open:
  * counted, answered in the ledger's tally (a dropped entry when it forgot one), timed, the
@@ -190,25 +185,6 @@ static int
 result_ledger(PyObject *event, PyObject *ledger, PyObject *update, PyObject *unset,
               ResultRead *r)
 {
-    if (s_result_metadata == NULL) {
-        if (s_arguments_length == NULL && ledger_tool_names() < 0) {
-            return -1;
-        }
-        s_answer = PyUnicode_InternFromString("answer");
-        s_k_tool_result = s_answer == NULL ? NULL : PyUnicode_InternFromString("TOOL_CALL_RESULT");
-        s_answered = s_k_tool_result == NULL ? NULL : PyUnicode_InternFromString("answered");
-        s_result_message_id =
-            s_answered == NULL ? NULL : PyUnicode_InternFromString("result_message_id");
-        s_result_index =
-            s_result_message_id == NULL ? NULL : PyUnicode_InternFromString("result_index");
-        s_result_at = s_result_index == NULL ? NULL : PyUnicode_InternFromString("result_at");
-        s_result_clock = s_result_at == NULL ? NULL : PyUnicode_InternFromString("result_clock");
-        s_result_metadata =
-            s_result_clock == NULL ? NULL : PyUnicode_InternFromString("result_metadata");
-        if (s_result_metadata == NULL) {
-            return -1;
-        }
-    }
     int status = -1;
     PyObject *current = PyObject_GetAttr(ledger, s_current);
     PyObject *counts = current == NULL ? NULL : PyObject_GetAttr(ledger, s_counts);
@@ -278,13 +254,8 @@ result_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
     }
-    int done = result_ledger(event, ledger, update, unset, r);
-    if (done != 0) {
-        return done < 0 ? -1 : 0;
-    }
-    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_HANDLER), event);
-    Py_XDECREF(back);
-    return back == NULL ? -1 : 0;
+    return ledger_handled(result_ledger(event, ledger, update, unset, r),
+                          PyTuple_GET_ITEM(route, R_HANDLER), event);
 }
 
 #endif /* AGUI_META_RESULTS_H */

@@ -45,8 +45,9 @@
 enum { S_ROUTE, S_CHUNKS, S_VERIFY, S_TABLE, S_OWNERS, S_LOOKUP, S_APPEND, S_LEDGER, S_KIND, S_ROLE,
        S_SIZE };
 
-static PyObject *s_role, *s_name, *s_max_closed_ids, *str_assistant, *start_kwnames,
-    *name_key;
+static PyObject *s_role, *s_max_closed_ids, *str_assistant;
+/* ("fields",): a new message's keyword (here and _results.h) */
+static PyObject *fields_kwnames;
 
 /* What start_route reads, each a new reference (NULL where not read). */
 typedef struct {
@@ -63,18 +64,6 @@ start_read_clear(StartRead *r)
     Py_XDECREF(r->role);
     Py_XDECREF(r->name);
     Py_XDECREF(r->incoming);
-}
-
-static int
-start_configure(void)
-{
-    s_role = PyUnicode_InternFromString("role");
-    s_name = s_role == NULL ? NULL : PyUnicode_InternFromString("name");
-    s_max_closed_ids = s_name == NULL ? NULL : PyUnicode_InternFromString("max_closed_ids");
-    str_assistant = s_max_closed_ids == NULL ? NULL : PyUnicode_InternFromString("assistant");
-    name_key = str_assistant == NULL ? NULL : PyUnicode_InternFromString("name");
-    start_kwnames = name_key == NULL ? NULL : Py_BuildValue("(s)", "fields");
-    return start_kwnames == NULL ? -1 : 0;
 }
 
 /* The owners' table has room for id (Verify._record within max_closed_ids, as it will be
@@ -106,12 +95,8 @@ static int
 start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
             StartRead *r)
 {
-    if (item_slots[1].type == NULL || item_slots[2].type == NULL) {
-        return 0; /* before configure() */
-    }
-    if ((s_message_id == NULL && end_configure() < 0) ||
-        (start_kwnames == NULL && start_configure() < 0)) {
-        return -1;
+    if (!routes_ready) {
+        return 0; /* before configure_steps() */
     }
     PyObject *verify = PyTuple_GET_ITEM(route, S_VERIFY);
     int ok = chain_ready(PyTuple_GET_ITEM(route, S_CHUNKS), verify);
@@ -210,12 +195,12 @@ start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *un
     }
     /* Accumulate: MessageItem(id, role, "", fields=fields), appended */
     PyObject *fields = PyDict_New();
-    if (fields == NULL || (r->name != unset && PyDict_SetItem(fields, name_key, r->name) < 0)) {
+    if (fields == NULL || (r->name != unset && PyDict_SetItem(fields, s_name, r->name) < 0)) {
         Py_XDECREF(fields);
         return -1;
     }
     PyObject *args[4] = {r->id, r->role, empty_str, fields};
-    PyObject *item = PyObject_Vectorcall((PyObject *)item_slots[1].type, args, 3, start_kwnames);
+    PyObject *item = PyObject_Vectorcall((PyObject *)item_slots[1].type, args, 3, fields_kwnames);
     Py_DECREF(fields);
     if (item == NULL) {
         return -1;
@@ -228,32 +213,17 @@ start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *un
     Py_DECREF(back);
     const ItemSlots *is = &item_slots[1];
     if (r->incoming != unset) {
-        /* read again: the append ran Python code */
-        PyObject *existing = slot_get(item, is->metadata);
-        PyObject *merged = existing == NULL ? NULL : merge_metadata(existing, r->incoming, unset);
-        if (merged == NULL || merged == Py_None) {
-            if (merged == Py_None) {
-                Py_DECREF(merged);
-                PyErr_SetString(PyExc_SystemError, "start_route(): the merge refused a message");
-            }
-            else if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_SystemError, "start_route(): a message without metadata");
-            }
+        PyObject *existing = slot_get(item, is->metadata); /* again: the append ran Python */
+        if (existing == NULL) {
+            PyErr_SetString(PyExc_SystemError, "start_route(): a message without metadata");
+        }
+        if (existing == NULL || merge_into(item, is->metadata, existing, r->incoming, unset) < 0) {
             Py_DECREF(item);
             return -1;
         }
-        slot_set(item, is->metadata, merged);
     }
     slot_set(item, streaming_off, Py_NewRef(Py_True));
-    if (build) {
-        PyObject *metadata = slot_get(item, is->metadata);
-        PyObject *fields4[4] = {event, item, Py_False,
-                                metadata == NULL || metadata == unset ? Py_None : metadata};
-        *out = PyObject_Vectorcall(update_cls, fields4, 4, NULL);
-    }
-    else {
-        *out = Py_NewRef(Py_True);
-    }
+    *out = item_update(update_cls, event, item, Py_False, is->metadata, unset, build);
     Py_DECREF(item);
     return *out == NULL ? -1 : 1;
 }
@@ -274,6 +244,8 @@ enum { T_ROUTE, T_CHUNKS, T_VERIFY, T_STARTED, T_START_CALL, T_CALL_OF, T_MESSAG
 static PyObject *s_item_u; /* Update.item */
 static PyObject *s_parent_message_id, *s_tool_call_name, *s_message_owners,
     *s_tool_call_owners, *s_forgot_messages;
+/* the ToolCallRecord's keywords (tool_start_ledger) */
+static PyObject *record_kwnames;
 static Py_ssize_t tool_calls_off = -1; /* MessageItem.tool_calls */
 
 /* What tool_start_route reads, each a new reference (NULL where not read). */
@@ -293,24 +265,36 @@ tool_start_read_clear(ToolStartRead *r)
     Py_XDECREF(r->incoming);
 }
 
+/* The offsets and names the starts read: once, by configure_steps(). 0, or -1. */
 static int
-tool_start_configure(void)
+start_configure(void)
 {
     tool_calls_off = slot_offset((PyObject *)item_slots[1].type, "tool_calls");
     if (tool_calls_off < 0) {
         return -1;
     }
-    s_item_u = PyUnicode_InternFromString("item");
-    s_parent_message_id = s_item_u == NULL ? NULL : PyUnicode_InternFromString("parent_message_id");
-    s_tool_call_name = s_parent_message_id == NULL ? NULL
-                                                   : PyUnicode_InternFromString("tool_call_name");
-    s_message_owners =
-        s_tool_call_name == NULL ? NULL : PyUnicode_InternFromString("_message_owners");
-    s_tool_call_owners =
-        s_message_owners == NULL ? NULL : PyUnicode_InternFromString("_tool_call_owners");
-    s_forgot_messages =
-        s_tool_call_owners == NULL ? NULL : PyUnicode_InternFromString("_forgot_messages");
-    return s_forgot_messages == NULL ? -1 : 0;
+    static const Name names[] = {
+        {&s_role, "role"},
+        {&s_max_closed_ids, "max_closed_ids"},
+        {&str_assistant, "assistant"},
+        {&s_item_u, "item"},
+        {&s_parent_message_id, "parent_message_id"},
+        {&s_tool_call_name, "tool_call_name"},
+        {&s_message_owners, "_message_owners"},
+        {&s_tool_call_owners, "_tool_call_owners"},
+        {&s_forgot_messages, "_forgot_messages"},
+    };
+    if (INTERN_NAMES(names) < 0) {
+        return -1;
+    }
+    if (fields_kwnames == NULL && (fields_kwnames = Py_BuildValue("(s)", "fields")) == NULL) {
+        return -1;
+    }
+    if (record_kwnames == NULL) {
+        record_kwnames = Py_BuildValue("(sssss)", "tool_call_id", "subagent_run_id",
+                                       "started_index", "started_at", "started_clock");
+    }
+    return record_kwnames == NULL ? -1 : 0;
 }
 
 /* The store's part that the core does: no call with the id in the store, and the call's
@@ -357,13 +341,8 @@ static int
 tool_start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
                  ToolStartRead *r)
 {
-    if (item_slots[1].type == NULL || item_slots[2].type == NULL) {
-        return 0; /* before configure() */
-    }
-    if ((s_message_id == NULL && end_configure() < 0) ||
-        (start_kwnames == NULL && start_configure() < 0) ||
-        (s_forgot_messages == NULL && tool_start_configure() < 0)) {
-        return -1;
+    if (!routes_ready) {
+        return 0; /* before configure_steps() */
     }
     PyObject *verify = PyTuple_GET_ITEM(route, T_VERIFY);
     int ok = chain_ready(PyTuple_GET_ITEM(route, T_CHUNKS), verify);
@@ -508,45 +487,27 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
         return -1;
     }
     const ItemSlots *is = &item_slots[2];
-    if (r->incoming != unset) {
-        PyObject *merged = merge_metadata(unset, r->incoming, unset);
-        if (merged == NULL || merged == Py_None) {
-            if (merged == Py_None) {
-                Py_DECREF(merged);
-                PyErr_SetString(PyExc_SystemError, "tool_start_route(): the merge refused");
-            }
-            Py_DECREF(call);
-            Py_DECREF(owner);
-            return -1;
-        }
-        slot_set(call, is->metadata, merged);
-    }
-    back = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, T_ADD_CALL), owner, call, NULL);
-    PyObject *count = back == NULL ? NULL : slot_get(owner, open_calls_off);
-    PyObject *one = PyLong_FromLong(1); /* a small int: cached, never fails */
-    PyObject *more = count == NULL ? NULL : PyNumber_Add(count, one);
-    Py_DECREF(one);
-    Py_XDECREF(back);
-    if (more == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_SystemError, "tool_start_route(): a message without a count");
-        }
+    if (r->incoming != unset && merge_into(call, is->metadata, unset, r->incoming, unset) < 0) {
         Py_DECREF(call);
         Py_DECREF(owner);
         return -1;
     }
-    slot_set(call, open_off, Py_NewRef(Py_True));
-    slot_set(owner, open_calls_off, more);
+    /* added to its message, open: owner._open_calls += 1 */
+    back = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, T_ADD_CALL), owner, call, NULL);
+    if (back == NULL || slot_add(owner, open_calls_off, 1) < 0) {
+        Py_XDECREF(back);
+        Py_DECREF(call);
+        Py_DECREF(owner);
+        return -1;
+    }
+    Py_DECREF(back);
     Py_DECREF(owner);
-    PyObject *metadata = slot_get(call, is->metadata);
-    PyObject *members[4] = {event, call, Py_False,
-                            metadata == NULL || metadata == unset ? Py_None : metadata};
-    *out = PyObject_Vectorcall(update_cls, members, 4, NULL);
+    slot_set(call, open_off, Py_NewRef(Py_True));
+    /* built always: the ledger's part reads it */
+    *out = item_update(update_cls, event, call, Py_False, is->metadata, unset, 1);
     Py_DECREF(call);
     return *out == NULL ? -1 : 1;
 }
-
-static PyObject *record_kwnames;
 
 /* Ledger._tool_call_start, for a call the ledger has no record of in a run it has open, its
  * record kept (room in the run's list): counted, the call started in the ledger's tally (a
@@ -557,16 +518,6 @@ static int
 tool_start_ledger(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
                   ToolStartRead *r)
 {
-    if (record_kwnames == NULL) {
-        if (s_arguments_length == NULL && ledger_tool_names() < 0) {
-            return -1;
-        }
-        record_kwnames = Py_BuildValue("(sssss)", "tool_call_id", "subagent_run_id",
-                                       "started_index", "started_at", "started_clock");
-        if (record_kwnames == NULL) {
-            return -1;
-        }
-    }
     PyObject *ledger = PyTuple_GET_ITEM(route, T_LEDGER);
     PyObject *call = PyObject_GetAttr(update, s_item_u);
     int status = -1;
@@ -624,7 +575,7 @@ tool_start_ledger(PyObject *event, PyObject *route, PyObject *update, PyObject *
     tool = PyObject_Vectorcall(PyTuple_GET_ITEM(route, T_RECORD), args, 0, record_kwnames);
     if (tool == NULL || PyList_Append(calls, tool) < 0 || PyDict_SetItem(tools, r->id, tool) < 0 ||
         PyDict_SetItem(live_map, r->id, call) < 0 ||
-        PyObject_SetAttr(tool, s_name_r, r->name) < 0 ||
+        PyObject_SetAttr(tool, s_name, r->name) < 0 ||
         PyObject_SetAttr(tool, s_parent_message_id, r->parent == unset ? Py_None : r->parent) < 0 ||
         PyObject_SetAttr(tool, s_metadata, plain) < 0) {
         goto done;
@@ -654,17 +605,11 @@ static int
 tool_start_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
                  ToolStartRead *r)
 {
-    PyObject *ledger = PyTuple_GET_ITEM(route, T_LEDGER);
-    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
+    if (PyObject_SetAttr(PyTuple_GET_ITEM(route, T_LEDGER), s_item, update) < 0) {
         return -1;
     }
-    int done = tool_start_ledger(event, route, update, unset, r);
-    if (done != 0) {
-        return done < 0 ? -1 : 0;
-    }
-    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_HANDLER), event);
-    Py_XDECREF(back);
-    return back == NULL ? -1 : 0;
+    return ledger_handled(tool_start_ledger(event, route, update, unset, r),
+                          PyTuple_GET_ITEM(route, T_HANDLER), event);
 }
 
 #endif /* AGUI_META_STARTS_H */

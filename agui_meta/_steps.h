@@ -27,6 +27,10 @@
 /* The route: (ROUTE_STEP, chunks or None, verify, ledger). */
 enum { P_ROUTE, P_CHUNKS, P_VERIFY, P_LEDGER, P_SIZE };
 
+/* Whether configure_steps() read every route's names and offsets (here, _ends.h, _starts.h,
+ * _results.h, _activity.h): until then no route is taken. */
+static int routes_ready;
+
 static PyTypeObject *StepStarted_type, *StepFinished_type;
 static PyObject *StepRecord_cls, *step_kwnames;
 static PyObject *s_lanes, *s_gate, *s_steps_v, *s_max_open_items, *s_text, *s_tool_calls,
@@ -45,10 +49,7 @@ steps_configure(PyObject *started, PyObject *finished, PyObject *record)
         PyErr_SetString(PyExc_TypeError, "configure_steps() takes three classes");
         return -1;
     }
-    struct {
-        PyObject **slot;
-        const char *text;
-    } names[] = {
+    static const Name names[] = {
         {&s_lanes, "_lanes"},
         {&s_gate, "_gate"},
         {&s_steps_v, "_steps"},
@@ -85,13 +86,8 @@ steps_configure(PyObject *started, PyObject *finished, PyObject *record)
         {&s_counts, "_counts"},
         {&s_item, "_item"},
     };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (*names[i].slot == NULL) {
-            *names[i].slot = PyUnicode_InternFromString(names[i].text);
-            if (*names[i].slot == NULL) {
-                return -1;
-            }
-        }
+    if (INTERN_NAMES(names) < 0) {
+        return -1;
     }
     if (step_kwnames == NULL) {
         step_kwnames = Py_BuildValue("(ssssss)", "name", "subagent_run_id", "started_index",
@@ -344,6 +340,31 @@ ledger_count(PyObject *ledger, PyObject *kind)
     }
     Py_DECREF(counts);
     return status;
+}
+
+/* The ledger's part after its record was made in C (native: 1) or not (0: the handler, a
+ * bound method, called with the event), its item being update, as Ledger.feed leaves it.
+ * native -1: the exception raised. 0, or -1 with an exception. */
+static int
+ledger_handled(int native, PyObject *handler, PyObject *event)
+{
+    if (native != 0) {
+        return native < 0 ? -1 : 0;
+    }
+    PyObject *back = PyObject_CallOneArg(handler, event);
+    Py_XDECREF(back);
+    return back == NULL ? -1 : 0;
+}
+
+/* The ledger's handler called with update as its item, as Ledger.feed calls it. 0, or -1
+ * with an exception. */
+static int
+ledger_handle(PyObject *ledger, PyObject *handler, PyObject *event, PyObject *update)
+{
+    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
+        return -1;
+    }
+    return ledger_handled(0, handler, event);
 }
 
 /* The preconditions (see the top of the file), read into r. 1: they hold; 0: not this way;
