@@ -22,7 +22,7 @@ import random
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
-from tests.helpers import random_chunks
+from tests.helpers import random_chunks, sse
 from tests.needs import missing
 from tests.strategies import cases, misordered_cases
 from tests.test_durable import _typed
@@ -228,7 +228,7 @@ def test_deltas_to_an_activity_message_id_are_refused_alike() -> None:
     # Text deltas for an activity message's id (one that never streamed, one that streamed
     # before a snapshot replaced it), with verify in the chain and without: the same
     # refusals, with the core and without.
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "card", "content": {}},
         {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
@@ -242,7 +242,7 @@ def test_deltas_to_an_activity_message_id_are_refused_alike() -> None:
         {"type": "TEXT_MESSAGE_END", "messageId": "m"},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    data = sse(events)
 
     def accumulate_only(mode: str) -> dict[str, Any]:  # no verify to stop the delta first
         store = agui_meta.Store()
@@ -385,7 +385,7 @@ def test_steps_and_message_ends_in_the_core_equal_the_stages(
 def test_a_run_error_evicts_idle_messages_with_the_core_too() -> None:
     # A store that evicts: RUN_ERROR makes accumulate evict the idle messages, which its
     # handler alone does not do, so the core routes none of an evicting chain's events there.
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "h", "role": "user", "content": "q"}]},
         {"type": "TEXT_MESSAGE_START", "messageId": "n"},
@@ -393,7 +393,7 @@ def test_a_run_error_evicts_idle_messages_with_the_core_too() -> None:
         {"type": "STEP_STARTED", "stepName": "a"},
         {"type": "RUN_ERROR", "message": "e"},
     ]
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    data = sse(events)
     with _must_run():
         for mode in MODES:
             _both(_steps_run, data, mode, True, None, None, None, True)
@@ -498,7 +498,7 @@ def _delta_stream(seed: int) -> bytes:
         {"type": "TEXT_MESSAGE_END", "messageId": "m", "metadata": {"end": 1}},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return sse(events)
 
 
 def _writes_of(metadata: Any) -> Any:
@@ -578,6 +578,31 @@ def test_a_delta_merges_into_an_older_version_the_python_way() -> None:
     assert result["updates"] == [{"a": 1}, {"a": 2}, {"a": 1, "b": 3}]
 
 
+def _default_chain(
+    data: bytes, chunk: int, defaults: Any, also: Callable[[Any], None] | None = None
+) -> tuple[list[Any], list[str]]:
+    """``defaults`` (a DefaultStages: the core's routes) behind Enforce, from SSE bytes in
+    reads of ``chunk``, keep-going: each update's event type, item as of the read that made
+    it, and done; every report (each also given to ``also``)."""
+    reports: list[str] = []
+
+    def report(r: Any) -> None:
+        reports.append(repr(r))
+        if also is not None:
+            also(r)
+
+    runner = Runner([agui_meta.Enforce(), *defaults], Context("keep_going", report), framing="sse")
+    items = []
+    for at in range(0, len(data), chunk):
+        runner.feed(data[at : at + chunk])
+        items += [
+            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
+            for u in runner.take()
+        ]
+    runner.close()
+    return items, reports
+
+
 # -- TOOL_CALL_END in the core (_ends.h) ---------------------------------------------------------
 
 
@@ -615,7 +640,7 @@ def _tool_stream(seed: int) -> bytes:
             if call in open_ids and rng.random() < 0.9:
                 open_ids.remove(call)
     events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return sse(events)
 
 
 def _tool_ends(data: bytes, chunk: int) -> dict[str, Any]:
@@ -672,14 +697,14 @@ def test_tool_call_ends_in_the_core_equal_the_python_path(seed: int) -> None:
 def test_a_tool_call_end_is_done_in_the_core() -> None:
     # The verifier's check of a call's END and the ledger's reading of the store's call are
     # not called: the core did what they do.
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "TOOL_CALL_START", "toolCallId": "c0", "toolCallName": "f"},
         {"type": "TOOL_CALL_ARGS", "toolCallId": "c0", "delta": "{}"},
         {"type": "TOOL_CALL_END", "toolCallId": "c0", "metadata": {"k": 1}},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    data = sse(events)
     seen: list[str] = []
     check = agui_meta.Verify._tool_call_continue
 
@@ -753,7 +778,7 @@ def _start_stream(seed: int) -> bytes:
             events.append({"type": f"{kind}_MESSAGE_END", "messageId": mid})
             open_ids.remove((mid, kind))
     events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return sse(events)
 
 
 def _starts(data: bytes, chunk: int, max_open: int | None, max_closed: int | None) -> Any:
@@ -763,20 +788,7 @@ def _starts(data: bytes, chunk: int, max_open: int | None, max_closed: int | Non
         store, verify=agui_meta.Verify(max_open_items=max_open, max_closed_ids=max_closed)
     )
     defaults.ledger._clock = lambda: 0.0
-    reports: list[str] = []
-    runner = Runner(
-        [agui_meta.Enforce(), *defaults],
-        Context("keep_going", lambda r: reports.append(repr(r))),
-        framing="sse",
-    )
-    items = []
-    for at in range(0, len(data), chunk):
-        runner.feed(data[at : at + chunk])
-        items += [
-            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
-            for u in runner.take()
-        ]
-    runner.close()
+    items, reports = _default_chain(data, chunk, defaults)
     verify = defaults.verify
     return {
         "items": items,
@@ -802,13 +814,13 @@ def test_message_starts_in_the_core_equal_the_python_path(seed: int) -> None:
 
 
 def test_a_message_start_is_done_in_the_core() -> None:
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "TEXT_MESSAGE_START", "messageId": "m", "name": "bot", "metadata": {"k": 1}},
         {"type": "REASONING_MESSAGE_START", "messageId": "z", "role": "reasoning"},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    data = sse(events)
     seen: list[str] = []
     room = agui_meta.Verify._room
 
@@ -863,7 +875,7 @@ def _result_stream(seed: int) -> bytes:
             result["subagentRunId"] = "sub"
         events.append(result)
     events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return sse(events)
 
 
 def _results(data: bytes, chunk: int, max_closed: int | None, max_ids: int | None) -> Any:
@@ -873,20 +885,7 @@ def _results(data: bytes, chunk: int, max_closed: int | None, max_ids: int | Non
         store, verify=agui_meta.Verify(max_closed_ids=max_closed)
     )
     defaults.ledger._clock = lambda: 0.0
-    reports: list[str] = []
-    runner = Runner(
-        [agui_meta.Enforce(), *defaults],
-        Context("keep_going", lambda r: reports.append(repr(r))),
-        framing="sse",
-    )
-    items = []
-    for at in range(0, len(data), chunk):
-        runner.feed(data[at : at + chunk])
-        items += [
-            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
-            for u in runner.take()
-        ]
-    runner.close()
+    items, reports = _default_chain(data, chunk, defaults)
     return {
         "items": items,
         "messages": store.messages_wire(),
@@ -917,7 +916,7 @@ def test_a_tool_call_result_is_done_in_the_core() -> None:
         {"type": "TOOL_CALL_RESULT", "messageId": "r", "toolCallId": "c", "content": "ok"},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    data = sse(events)
     seen: list[str] = []
     record = agui_meta.Verify._record
 
@@ -991,7 +990,7 @@ def _tool_start_stream(seed: int) -> bytes:
                      "content": "ok"}
                 )  # fmt: skip
     events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return sse(events)
 
 
 def _tool_starts(
@@ -1015,10 +1014,8 @@ def _tool_starts(
         verify=agui_meta.Verify(max_closed_ids=max_closed),
         ledger=agui_meta.Ledger(max_entries=max_entries, clock=lambda: 0.0),
     )
-    reports: list[str] = []
 
-    def report(r: Any) -> None:
-        reports.append(repr(r))
+    def meddling(r: Any) -> None:
         if meddle and r.code == "tool-call-tally-full":
             call_id = r.message.split("'")[1]
             if store.tool_call(call_id) is None:
@@ -1027,15 +1024,7 @@ def _tool_starts(
                 store.append(owner)
                 store.add_tool_call(owner, agui_meta.ToolCallItem(call_id, "meddled", owner))
 
-    runner = Runner([agui_meta.Enforce(), *defaults], Context("keep_going", report), framing="sse")
-    items = []
-    for at in range(0, len(data), chunk):
-        runner.feed(data[at : at + chunk])
-        items += [
-            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
-            for u in runner.take()
-        ]
-    runner.close()
+    items, reports = _default_chain(data, chunk, defaults, meddling)
     verify = defaults.verify
     return {
         "items": items,
@@ -1062,14 +1051,14 @@ def test_tool_call_starts_in_the_core_equal_the_python_path(seed: int) -> None:
 
 
 def test_a_tool_call_start_is_done_in_the_core() -> None:
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f", "metadata": {"k": 1}},
         {"type": "TOOL_CALL_START", "toolCallId": "d", "toolCallName": "g",
          "parentMessageId": "c"},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]  # fmt: skip
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    data = sse(events)
     seen: list[str] = []
     record = agui_meta.Verify._record
 
@@ -1159,7 +1148,7 @@ def _activity_stream(seed: int) -> bytes:
                 delta["subagentRunId"] = "sub"
             events.append(delta)
     events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
-    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return sse(events)
 
 
 def _activities(data: bytes, chunk: int) -> Any:
@@ -1167,20 +1156,7 @@ def _activities(data: bytes, chunk: int) -> Any:
     store = agui_meta.Store()
     defaults: Any = agui_meta.DefaultStages(store)
     defaults.ledger._clock = lambda: 0.0
-    reports: list[str] = []
-    runner = Runner(
-        [agui_meta.Enforce(), *defaults],
-        Context("keep_going", lambda r: reports.append(repr(r))),
-        framing="sse",
-    )
-    items = []
-    for at in range(0, len(data), chunk):
-        runner.feed(data[at : at + chunk])
-        items += [
-            (u.event.type, None if u.item is None else u.item.to_wire(), u.done)
-            for u in runner.take()
-        ]
-    runner.close()
+    items, reports = _default_chain(data, chunk, defaults)
     return {
         "items": items,
         "messages": store.messages_wire(),
@@ -1199,7 +1175,7 @@ def test_activity_deltas_in_the_core_equal_the_python_path(seed: int) -> None:
 
 
 def test_an_activity_delta_is_done_in_the_core() -> None:
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "plan",
          "content": {"steps": [{"status": "todo"}], "n": {"x": 1}}},
@@ -1208,7 +1184,7 @@ def test_an_activity_delta_is_done_in_the_core() -> None:
          "metadata": {"k": 1}},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]  # fmt: skip
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    data = sse(events)
     import agui_meta._accumulate as accumulate_module
 
     patched: list[Any] = []
