@@ -42,3 +42,16 @@ def module(name: str, reason: str | None = None) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         missing(reason or f"{name} cannot be imported ({exc}): install the test extra")
+
+
+def native_core() -> ModuleType:
+    """The C core (``agui_meta._native``). Deliberately off (``AGUI_META_NO_EXTENSIONS``): the
+    test is skipped, in CI too (the pure-Python path is then what runs); not built or not
+    loadable: :func:`missing`. Usable at a test module's top."""
+    from agui_meta import _speedups
+
+    if _speedups.NATIVE is None:
+        if _speedups.WHY_NOT == "AGUI_META_NO_EXTENSIONS is set":
+            pytest.skip("the C core is off (AGUI_META_NO_EXTENSIONS)", allow_module_level=True)
+        missing(f"the C core: {_speedups.WHY_NOT}")
+    return _speedups.NATIVE

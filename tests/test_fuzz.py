@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agui_meta import _speedups
-from tests.needs import missing
+from tests.needs import missing, native_core
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = ROOT / "fuzz"
@@ -70,8 +69,7 @@ def test_the_scan_under_libfuzzer_asan_and_ubsan(tmp_path: Path) -> None:
 
 
 def test_the_core_against_the_python_path_under_atheris(tmp_path: Path) -> None:
-    if _speedups.NATIVE is None:
-        missing(f"the C core: {_speedups.WHY_NOT}")
+    native_core()
     if importlib.util.find_spec("atheris") is None:
         missing("atheris (pip install atheris)")
     done = subprocess.run(

@@ -43,16 +43,11 @@ from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from benchmarks import workload
 from tests import test_fuse
 from tests.helpers import random_chunks, sse
-from tests.needs import missing
+from tests.needs import native_core
 from tests.strategies import cases, misordered_cases
 from tests.test_durable import _typed
 
-if _speedups.NATIVE is None:
-    if _speedups.WHY_NOT == "AGUI_META_NO_EXTENSIONS is set":
-        pytest.skip("the C core is off (AGUI_META_NO_EXTENSIONS)", allow_module_level=True)
-    missing(f"the C core: {_speedups.WHY_NOT}")
-
-NATIVE = _speedups.NATIVE
+NATIVE = native_core()
 ROOT = Path(__file__).resolve().parent.parent
 STREAMS = sorted(
     p for p in (ROOT / "examples" / "streams").iterdir() if p.suffix in (".sse", ".jsonl")

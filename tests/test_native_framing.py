@@ -22,17 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_meta import FramingError, _speedups
+from agui_meta import FramingError
 from agui_meta._framing import JsonLinesDecoder, PayloadRun, SSEDecoder, _common, _jsonl, _sse
 from tests.helpers import random_chunks
-from tests.needs import missing
+from tests.needs import native_core
 
-if _speedups.NATIVE is None:
-    if _speedups.WHY_NOT == "AGUI_META_NO_EXTENSIONS is set":
-        pytest.skip("the C core is off (AGUI_META_NO_EXTENSIONS)", allow_module_level=True)
-    missing(f"the C core: {_speedups.WHY_NOT}")
-
-NATIVE = _speedups.NATIVE
+NATIVE = native_core()
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "fuzz" / "corpus").iterdir())
 STREAMS = sorted(
