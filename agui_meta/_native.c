@@ -338,6 +338,30 @@ set_index(PyObject *ctx, int by_slot, PyObject *at)
     return status;
 }
 
+/* ctx.index as run_batch keeps it: set to base + k before Python code can read it (the
+ * stages' code, a report's place, an exception raised from the batch), not for each delta
+ * taken without its event (shaped), which runs none; at is the k it was last set for (-1:
+ * not yet in this call). */
+typedef struct {
+    PyObject *ctx;
+    int number, by_slot;
+    Py_ssize_t base, at;
+} IndexAt;
+
+/* ctx.index = base + k, unless it is already. 0, or -1. */
+static int
+index_at(IndexAt *ix, Py_ssize_t k)
+{
+    if (!ix->number || ix->at == k) {
+        return 0;
+    }
+    if (set_index(ix->ctx, ix->by_slot, PyLong_FromSsize_t(ix->base + k)) < 0) {
+        return -1;
+    }
+    ix->at = k;
+    return 0;
+}
+
 /* _driver.Runner._tally: the candidates that passed, note (a dict: class -> how many, in the
  * order they first passed), counted by their type into each of the stages' tallies, in
  * order, then note cleared. 0, or -1. */
@@ -367,12 +391,26 @@ tally(PyObject *note, PyObject *tallies)
  * class (the index of their DeltaSlots), in the order each first passed (counted in C, added
  * to note once per batch or before the stages see an event, not once per event); and the id
  * of the last delta taken without its event (shaped), a str to use again for the next one of
- * the same message or call, rather than one made and hashed per delta. */
+ * the same message or call, rather than one made and hashed per delta.
+ *
+ * Between two deltas taken that way no Python code runs, so what the first read stays true
+ * for the next: the plan of its class (plan_type's, borrowed from plans) and that last_id is
+ * an open item of every stage (held_ids: the plan's ids it was found in). Any other event,
+ * or a store lookup that is Python code, forgets them (passed_forget). */
 typedef struct {
     Py_ssize_t n[3];
     int order[3], len;
     PyObject *last_id;
+    PyTypeObject *plan_type;
+    PyObject *plan, *held_ids; /* borrowed */
 } Passed;
+
+static inline void
+passed_forget(Passed *p)
+{
+    p->plan_type = NULL;
+    p->plan = p->held_ids = NULL;
+}
 
 /* note[cls] += n for each class that passed, in the order they first did; the counts
  * reset. 0, or -1. */
@@ -594,24 +632,34 @@ native_shape(PyObject *module, PyObject *data)
 }
 
 /* A frame of a shape shape_of() recognizes (s[0:n]), when nobody reads the outputs: what the
- * loop does for its event, from the class, id, delta and metadata alone, without the event. 1: done (*which: the DeltaSlots it counts as); 0: not this way (nothing
- * changed: the event is decoded and goes the usual way); -1 with an exception. */
+ * loop does for its event, from the class, id, delta and metadata alone, without the event.
+ * ix and k: ctx.index set before a store lookup that is Python code. 1: done (*which: the
+ * DeltaSlots it counts as); 0: not this way (nothing changed: the event is decoded and goes
+ * the usual way); -1 with an exception. */
 static int
 shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
-       PyObject *update_cls, int *which, PyObject **last_id, int *scanned)
+       PyObject *update_cls, int *which, Passed *p, int *scanned, IndexAt *ix, Py_ssize_t k)
 {
     DeltaShape sh = {0};
     const DeltaSlots *es = shape_of(s, n, &sh, which, scanned);
     if (es == NULL) {
         return 0;
     }
-    PyObject *plan = PyDict_GetItemWithError(plans, (PyObject *)es->type); /* borrowed */
-    if (plan == NULL) {
-        return PyErr_Occurred() ? -1 : 0;
-    }
-    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4 ||
-        !PyLong_CheckExact(PyTuple_GET_ITEM(plan, 2))) {
-        return 0; /* the usual way says what is wrong */
+    PyObject *plan = p->plan; /* borrowed */
+    if (p->plan_type != es->type) {
+        p->plan_type = NULL;
+        p->held_ids = NULL;
+        plan = PyDict_GetItemWithError(plans, (PyObject *)es->type);
+        if (plan == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 4 ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(plan, 2)) ||
+            (PyTuple_GET_ITEM(plan, 0) != Py_None && !PyTuple_CheckExact(PyTuple_GET_ITEM(plan, 0)))) {
+            return 0; /* the usual way says what is wrong */
+        }
+        p->plan_type = es->type;
+        p->plan = plan;
     }
     PyObject *ids = PyTuple_GET_ITEM(plan, 0), *convert = PyTuple_GET_ITEM(plan, 1);
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(plan, 2));
@@ -621,31 +669,30 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
     if (convert != Py_None && kind != es->kind) {
         return 0; /* a conversion that needs the event */
     }
-    if (ids != Py_None && !PyTuple_CheckExact(ids)) {
-        return 0;
-    }
     Py_INCREF(plan); /* held: the lookups may run Python code */
     int status = -1;
     PyObject *delta = NULL, *metadata = NULL;
-    PyObject *id = *last_id;
+    PyObject *id = p->last_id;
     if (id != NULL && PyUnicode_IS_COMPACT_ASCII(id) && PyUnicode_GET_LENGTH(id) == sh.id_len &&
         memcmp(PyUnicode_DATA(id), sh.id, (size_t)sh.id_len) == 0) {
         Py_INCREF(id); /* the last delta's id again: its str, hash cached */
     }
     else {
+        p->held_ids = NULL;
         id = PyUnicode_DecodeUTF8((const char *)sh.id, sh.id_len, "strict");
         if (id == NULL) {
             goto done;
         }
         Py_INCREF(id);
-        Py_XSETREF(*last_id, id);
+        Py_XSETREF(p->last_id, id);
     }
-    if (ids != Py_None) {
+    if (ids != Py_None && p->held_ids != ids) {
         int held = held_by_all(ids, id);
         if (held <= 0) {
             status = held; /* not an open item of every stage: the usual way */
             goto done;
         }
+        p->held_ids = ids;
     }
     if (convert == Py_None && !sh.escaped && sh.metadata == NULL) {
         status = 1; /* the event itself is the output, and nobody reads it */
@@ -657,8 +704,18 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
     if (status <= 0 || convert == Py_None) {
         goto done;
     }
+    PyObject *lookup = PyTuple_GET_ITEM(plan, 3);
+    if (!bound_builtin(lookup, dict_get_def, &PyDict_Type)) {
+        /* the store's own lookup, Python code: ctx as the stages' code sees it, and what
+         * the last delta read is read again */
+        passed_forget(p);
+        if (index_at(ix, k) < 0) {
+            status = -1;
+            goto done;
+        }
+    }
     PyObject *out = content_apply(NULL, id, metadata == Py_None ? unset : metadata, delta,
-                                  es->kind, PyTuple_GET_ITEM(plan, 3), unset, update_cls, 0);
+                                  es->kind, lookup, unset, update_cls, 0);
     status = -1;
     if (out != NULL) {
         status = out == Py_None ? 0 : 1;
@@ -873,7 +930,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
 {
-    Passed passed = {{0, 0, 0}, {0, 0, 0}, 0, NULL};
+    Passed passed = {{0, 0, 0}, {0, 0, 0}, 0, NULL, NULL, NULL, NULL};
     PyObject *note = nargs == 11 ? args[9] : Py_None;
     if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "run_batch() takes 11 arguments");
@@ -944,15 +1001,10 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
     PyObject *route_list = route_build && bound_builtin(route_tail, list_append_def, &PyList_Type)
                                ? PyCFunction_GET_SELF(route_tail)
                                : NULL;
-    Py_ssize_t skipped = 0;
+    Py_ssize_t skipped = 0, first = k;
+    IndexAt ix = {ctx, number, index_slot, index, -1};
     for (; k < PyList_GET_SIZE(payloads); k++) {
-        if (number && set_index(ctx, index_slot, PyLong_FromSsize_t(index + k)) < 0) {
-            return bail(&passed, note);
-        }
         PyObject *data = PyList_GET_ITEM(payloads, k); /* borrowed */
-        if (data == Py_None) {
-            return finish(&passed, note, k, NULL, NULL, skipped, 0);
-        }
         int scanned = -1;
         if (!build && PyBytes_CheckExact(data)) {
             /* Nobody reads the outputs: a delta of the common shape needs no event. */
@@ -960,9 +1012,15 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             Py_INCREF(data);
             int took = shaped((const unsigned char *)PyBytes_AS_STRING(data),
                               PyBytes_GET_SIZE(data), plans, unset, update_cls, &which,
-                              &passed.last_id, &scanned);
+                              &passed, &scanned, &ix, k);
             Py_DECREF(data);
             if (took < 0) {
+                PyObject *type, *value, *tb;
+                PyErr_Fetch(&type, &value, &tb);
+                if (index_at(&ix, k) < 0) {
+                    PyErr_Clear();
+                }
+                PyErr_Restore(type, value, tb);
                 return bail(&passed, note);
             }
             if (took > 0) {
@@ -970,8 +1028,15 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                 if (note != Py_None && passed.n[which]++ == 0) {
                     passed.order[passed.len++] = which;
                 }
-                continue;
+                continue; /* ctx.index left behind: no Python code ran */
             }
+        }
+        passed_forget(&passed); /* Python code may run from here */
+        if (index_at(&ix, k) < 0) {
+            return bail(&passed, note);
+        }
+        if (data == Py_None) {
+            return finish(&passed, note, k, NULL, NULL, skipped, 0);
         }
         Py_INCREF(data);
         PyObject *event = decode_one(data, typed_decode, py_decode, scanned);
@@ -1206,6 +1271,9 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             return changed < 0 ? bail(&passed, note)
                                : finish(&passed, note, k + 1, NULL, NULL, skipped, 1);
         }
+    }
+    if (k > first && index_at(&ix, k - 1) < 0) { /* the last event's, as the driver expects */
+        return bail(&passed, note);
     }
     return finish(&passed, note, k, NULL, NULL, skipped, 0);
 }

@@ -1950,3 +1950,87 @@ def test_agui_meta_no_extensions_turns_the_core_off_at_run_time() -> None:
     (native, *got), (python, *want) = runs
     assert native and not python
     assert got == want
+
+
+class _WatchedStore(agui_meta.Store):
+    """A store whose lookups are Python code that notes the event index the context holds
+    (the C loop must set it before it calls them, even for a delta it takes undecoded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ctx: Any = None
+        self.seen: list[tuple[str, str, int]] = []
+        by_message, by_call = self.message, self.tool_call
+
+        def message(key: str) -> Any:
+            self.seen.append(("message", key, self.ctx.index))
+            return by_message(key)
+
+        def tool_call(key: str) -> Any:
+            self.seen.append(("call", key, self.ctx.index))
+            return by_call(key)
+
+        self.message, self.tool_call = message, tool_call  # type: ignore[method-assign]
+
+
+def _watched(data: bytes, chunk: int, mode: Any) -> dict[str, Any]:
+    import anyio
+
+    store = _WatchedStore()
+    stages: Any = agui_meta.DefaultStages(store)
+    stages.ledger._clock = lambda: 0.0
+    reports: list[tuple[str, int | None]] = []
+    chunks = [data[i : i + chunk] for i in range(0, len(data), chunk)]
+
+    async def main() -> int:
+        async with agui_meta.wrap(
+            chunks, *stages, mode=mode, on_report=lambda r: reports.append((repr(r), r.index))
+        ) as stream:
+            store.ctx = stream.context
+            return await stream.drain()
+
+    count: Any = None
+    try:
+        count = anyio.run(main)
+    except agui_meta.AguiMetaError as exc:
+        count = (str(exc), exc.index)
+    return {
+        "count": count,
+        "seen": store.seen,
+        "reports": reports,
+        "messages": store.messages_wire(),
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_drained_deltas_a_python_store_lookup_sees_its_event_index(mode: str) -> None:
+    # The loop sets the context's index lazily for the deltas it takes undecoded; Python code
+    # it calls (here the store's lookups) and the reports after them see every event's own.
+    frames = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m"}',
+        b'{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m"}',
+    ]
+    for i in range(30):
+        frames.append(b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}')
+        if i % 4 == 0:
+            frames.append(b'{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x"}')
+        if i % 7 == 3:
+            frames.append(
+                b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b","metadata":{"i":1}}'
+            )
+        if i == 20:
+            frames.append(b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"gone","delta":"z"}')
+    # ending on deltas too: what reads the index after the loop (the end of the stream's
+    # reports) sees the last event's
+    ends = [frames, [*frames, b'{"type":"TOOL_CALL_END","toolCallId":"c"}']]
+    for data, chunk in itertools.product(
+        (b"".join(b"data: " + f + b"\n\n" for f in e) for e in ends), (10**6, 113)
+    ):
+        with _must_run(), _core(True):
+            native = _watched(data, chunk, mode)
+        with _core(False):
+            python = _watched(data, chunk, mode)
+        assert native == python
+    lookups = [index for kind, key, index in native["seen"] if key in ("m", "c")]
+    assert len(lookups) >= 30 and lookups == sorted(lookups)
