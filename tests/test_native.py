@@ -1970,7 +1970,7 @@ class _WatchedStore(agui_meta.Store):
             self.seen.append(("call", key, self.ctx.index))
             return by_call(key)
 
-        self.message, self.tool_call = message, tool_call  # type: ignore[method-assign]
+        self.message, self.tool_call = message, tool_call
 
 
 def _watched(data: bytes, chunk: int, mode: Any) -> dict[str, Any]:
@@ -1993,7 +1993,7 @@ def _watched(data: bytes, chunk: int, mode: Any) -> dict[str, Any]:
     try:
         count = anyio.run(main)
     except agui_meta.AguiMetaError as exc:
-        count = (str(exc), exc.index)
+        count = (str(exc), getattr(exc, "index", None))
     return {
         "count": count,
         "seen": store.seen,
