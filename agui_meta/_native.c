@@ -497,8 +497,12 @@ shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which, int *
                     return NULL; /* the Python path says what is wrong */
                 }
             }
-            else if (!utf8_valid(sh->id, sh->id_len) || !utf8_valid(sh->delta, sh->delta_len)) {
-                return NULL; /* the scan refuses it too: the Python path says what is wrong */
+            else {
+                int delta_kind = utf8_kind(sh->delta, sh->delta_len);
+                if (!delta_kind || !utf8_valid(sh->id, sh->id_len)) {
+                    return NULL; /* the scan refuses it too: the Python path says what is wrong */
+                }
+                sh->ascii = delta_kind == 2;
             }
             *which = i;
             return &delta_slots[i];
@@ -527,6 +531,13 @@ shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which, int *
 static PyObject *
 shape_text(const DeltaShape *sh)
 {
+    if (sh->ascii) { /* proven ASCII: copied, not decoded again */
+        PyObject *text = PyUnicode_New(sh->delta_len, 127);
+        if (text != NULL && sh->delta_len) {
+            memcpy(PyUnicode_1BYTE_DATA(text), sh->delta, (size_t)sh->delta_len);
+        }
+        return text;
+    }
     if (!sh->escaped) {
         return PyUnicode_DecodeUTF8((const char *)sh->delta, sh->delta_len, "strict");
     }

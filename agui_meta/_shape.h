@@ -31,6 +31,7 @@ typedef struct {
     ptrdiff_t type_len, id_len, delta_len;
     int tool;    /* 1: the id came as "toolCallId", 0: as "messageId" */
     int escaped; /* 1: the delta holds escapes (shape_written only; else always 0) */
+    int ascii;   /* 1: the delta is ASCII, known without escapes (shape_written only) */
     const unsigned char *metadata; /* the text of the "metadata" object, or NULL */
     ptrdiff_t metadata_len;
 } DeltaShape;
