@@ -614,10 +614,12 @@ merge_into(PyObject *item, Py_ssize_t off, PyObject *existing, PyObject *incomin
 
 static PyObject *
 content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta, long kind,
-              PyObject *lookup, PyObject *unset, PyObject *update_cls, int build)
+              PyObject *lookup, PyObject *unset, PyObject *update_cls, int build, PyObject **known)
 {
     const ItemSlots *is = &item_slots[kind];
-    PyObject *item = call_lookup(lookup, id);
+    /* known: where the caller keeps the item the last delta of id found (or NULL), when no
+     * Python code ran since; the lookup's item is kept there when it takes this one */
+    PyObject *item = known != NULL && *known != NULL ? Py_NewRef(*known) : call_lookup(lookup, id);
     if (item == NULL) {
         return NULL;
     }
@@ -673,6 +675,9 @@ content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta
     }
     PyObject *update = item_update(update_cls, event, item, Py_False, is->metadata, unset, build);
     Py_DECREF(parts);
+    if (known != NULL && *known != item) {
+        Py_XSETREF(*known, Py_NewRef(item));
+    }
     Py_DECREF(item);
     return update;
 other_way:
@@ -696,7 +701,8 @@ content_update(PyObject *event, const DeltaSlots *es, PyObject *lookup, PyObject
     if (id == NULL || incoming == NULL || delta == NULL) {
         Py_RETURN_NONE;
     }
-    return content_apply(event, id, incoming, delta, es->kind, lookup, unset, update_cls, build);
+    return content_apply(event, id, incoming, delta, es->kind, lookup, unset, update_cls, build,
+                         NULL);
 }
 
 #endif /* AGUI_META_LOOP_H */

@@ -394,22 +394,24 @@ tally(PyObject *note, PyObject *tallies)
  * the same message or call, rather than one made and hashed per delta.
  *
  * Between two deltas taken that way no Python code runs, so what the first read stays true
- * for the next: the plan of its class (plan_type's, borrowed from plans) and that last_id is
- * an open item of every stage (held_ids: the plan's ids it was found in). Any other event,
- * or a store lookup that is Python code, forgets them (passed_forget). */
+ * for the next: the plan of its class (plan_type's, borrowed from plans), that last_id is
+ * an open item of every stage (held_ids: the plan's ids it was found in) and the store's
+ * item of last_id (last_item, found by the lookup item_lookup). Any other event, or a store
+ * lookup that is Python code, forgets them (passed_forget). */
 typedef struct {
     Py_ssize_t n[3];
     int order[3], len;
-    PyObject *last_id;
+    PyObject *last_id, *last_item;
     PyTypeObject *plan_type;
-    PyObject *plan, *held_ids; /* borrowed */
+    PyObject *plan, *held_ids, *item_lookup; /* borrowed */
 } Passed;
 
 static inline void
 passed_forget(Passed *p)
 {
     p->plan_type = NULL;
-    p->plan = p->held_ids = NULL;
+    p->plan = p->held_ids = p->item_lookup = NULL;
+    Py_CLEAR(p->last_item);
 }
 
 /* note[cls] += n for each class that passed, in the order they first did; the counts
@@ -689,7 +691,8 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
         Py_INCREF(id); /* the last delta's id again: its str, hash cached */
     }
     else {
-        p->held_ids = NULL;
+        p->held_ids = p->item_lookup = NULL;
+        Py_CLEAR(p->last_item);
         id = PyUnicode_DecodeUTF8((const char *)sh.id, sh.id_len, "strict");
         if (id == NULL) {
             goto done;
@@ -715,18 +718,23 @@ shaped(const unsigned char *s, Py_ssize_t n, PyObject *plans, PyObject *unset,
     if (status <= 0 || convert == Py_None) {
         goto done;
     }
-    PyObject *lookup = PyTuple_GET_ITEM(plan, 3);
+    PyObject *lookup = PyTuple_GET_ITEM(plan, 3), **known = &p->last_item;
     if (!bound_builtin(lookup, dict_get_def, &PyDict_Type)) {
-        /* the store's own lookup, Python code: ctx as the stages' code sees it, and what
-         * the last delta read is read again */
+        /* the store's own lookup, Python code: ctx as the stages' code sees it, called for
+         * every delta, and what the last delta read is read again */
         passed_forget(p);
+        known = NULL;
         if (index_at(ix, k) < 0) {
             status = -1;
             goto done;
         }
     }
+    else if (p->item_lookup != lookup) {
+        Py_CLEAR(p->last_item); /* found by another lookup (the other kind of item) */
+        p->item_lookup = lookup;
+    }
     PyObject *out = content_apply(NULL, id, metadata == Py_None ? unset : metadata, delta,
-                                  es->kind, lookup, unset, update_cls, 0);
+                                  es->kind, lookup, unset, update_cls, 0, known);
     status = -1;
     if (out != NULL) {
         status = out == Py_None ? 0 : 1;
@@ -763,6 +771,7 @@ finish(Passed *p, PyObject *note, Py_ssize_t k, PyObject *event, PyObject *exc,
        Py_ssize_t skipped, int replan)
 {
     Py_CLEAR(p->last_id);
+    Py_CLEAR(p->last_item);
     if (note != Py_None && passed_flush(p, note) < 0) {
         Py_XDECREF(event);
         Py_XDECREF(exc);
@@ -777,6 +786,7 @@ static PyObject *
 bail(Passed *p, PyObject *note)
 {
     Py_CLEAR(p->last_id);
+    Py_CLEAR(p->last_item);
     if (note != Py_None && p->len > 0) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
@@ -941,7 +951,7 @@ native_run_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
 {
-    Passed passed = {{0, 0, 0}, {0, 0, 0}, 0, NULL, NULL, NULL, NULL};
+    Passed passed = {{0, 0, 0}, {0, 0, 0}, 0, NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *note = nargs == 11 ? args[9] : Py_None;
     if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "run_batch() takes 11 arguments");
