@@ -499,12 +499,9 @@ shape_of(const unsigned char *s, Py_ssize_t n, DeltaShape *sh, int *which, int *
                     return NULL; /* the Python path says what is wrong */
                 }
             }
-            else {
-                int delta_kind = utf8_kind(sh->delta, sh->delta_len);
-                if (!delta_kind || !utf8_valid(sh->id, sh->id_len)) {
-                    return NULL; /* the scan refuses it too: the Python path says what is wrong */
-                }
-                sh->ascii = delta_kind == 2;
+            else if ((!sh->ascii && !utf8_valid(sh->delta, sh->delta_len)) ||
+                     !utf8_valid(sh->id, sh->id_len)) {
+                return NULL; /* the scan refuses it too: the Python path says what is wrong */
             }
             *which = i;
             return &delta_slots[i];

@@ -132,20 +132,6 @@ utf8_valid(const unsigned char *s, ptrdiff_t n)
     return utf8_clean(s, n, 0);
 }
 
-/* 2 when s[0:n] is ASCII, 1 when it is other valid UTF-8, 0 when it is not UTF-8. */
-static inline int
-utf8_kind(const unsigned char *s, ptrdiff_t n)
-{
-    ptrdiff_t i = 0;
-    while (i + 8 <= n && !(swar_load(s + i) & SWAR_HIGHS)) {
-        i += 8;
-    }
-    while (i < n && s[i] < 0x80) {
-        i++;
-    }
-    return i == n ? 2 : utf8_valid(s + i, n - i);
-}
-
 /* 1 for a byte that is plain inside a JSON string: ASCII, neither '"' nor '\\'. */
 static const unsigned char PLAIN[256] = {
 #define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1

@@ -31,7 +31,7 @@ typedef struct {
     ptrdiff_t type_len, id_len, delta_len;
     int tool;    /* 1: the id came as "toolCallId", 0: as "messageId" */
     int escaped; /* 1: the delta holds escapes (shape_written only; else always 0) */
-    int ascii;   /* 1: the delta is ASCII, known without escapes (shape_written only) */
+    int ascii;   /* 1: the delta is ASCII, without escapes (shape_written only; else 0) */
     const unsigned char *metadata; /* the text of the "metadata" object, or NULL */
     ptrdiff_t metadata_len;
 } DeltaShape;
@@ -109,21 +109,26 @@ shape_plain_end(const unsigned char *s, ptrdiff_t n, ptrdiff_t i)
 
 /* The end of the string contents at s[i:n] (the position of its closing quote), escapes
  * stepped over (*escaped set when there is one), or -1 at a control character or with no
- * closing quote. Eight bytes at a time while none is a quote, a backslash or below 0x20. */
+ * closing quote. Eight bytes at a time while none is a quote, a backslash or below 0x20.
+ * *high: whether a byte stepped over, other than an escaped one, is not ASCII. */
 static inline ptrdiff_t
-shape_string_end(const unsigned char *s, ptrdiff_t n, ptrdiff_t i, int *escaped)
+shape_string_end(const unsigned char *s, ptrdiff_t n, ptrdiff_t i, int *escaped, int *high)
 {
+    uint64_t bits = 0;
     for (;;) {
         while (i + 8 <= n) {
             uint64_t w = swar_load(s + i);
             if (swar_has(w, '"') | swar_has(w, '\\') | ((w - SWAR_ONES * 0x20) & ~w & SWAR_HIGHS)) {
                 break;
             }
+            bits |= w;
             i += 8;
         }
         while (i < n && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20) {
+            bits |= s[i];
             i++;
         }
+        *high = (bits & SWAR_HIGHS) != 0;
         if (i >= n || s[i] < 0x20) {
             return -1;
         }
@@ -159,8 +164,8 @@ shape_written(const unsigned char *s, ptrdiff_t n, const char *prefix, ptrdiff_t
         return 0;
     }
     ptrdiff_t delta_start = id_end + middle_len;
-    int escaped = 0;
-    ptrdiff_t delta_end = shape_string_end(s, n - 1, delta_start, &escaped);
+    int escaped = 0, high = 0;
+    ptrdiff_t delta_end = shape_string_end(s, n - 1, delta_start, &escaped, &high);
     if (delta_end < 0) {
         return 0;
     }
@@ -180,6 +185,7 @@ shape_written(const unsigned char *s, ptrdiff_t n, const char *prefix, ptrdiff_t
     out->delta = s + delta_start;
     out->delta_len = delta_end - delta_start;
     out->escaped = escaped;
+    out->ascii = !escaped && !high;
     return 1;
 }
 
