@@ -26,9 +26,19 @@
 
 /* The route: (ROUTE_DIRECT, chunks or None, verify or None, verify's handler or None,
  * accumulate's handler, ledger, the type the ledger counts or None, the ledger's handler or
- * None). */
+ * None, the verifier, the accumulator). The handlers are the stages' plain functions, called
+ * with their stage: one route per event class and pipeline holds no bound method of its own,
+ * which the cyclic collector would walk for as long as the pipeline lives. */
 enum { D_ROUTE, D_CHUNKS, D_VERIFY, D_VERIFY_HANDLER, D_ACCUMULATE_HANDLER, D_LEDGER, D_KIND,
-       D_LEDGER_HANDLER, D_SIZE };
+       D_LEDGER_HANDLER, D_VERIFIER, D_ACCUMULATOR, D_SIZE };
+
+/* func(self, arg), as the bound method would be called (a new reference, or NULL). */
+static PyObject *
+call_method(PyObject *func, PyObject *self, PyObject *arg)
+{
+    PyObject *args[3] = {NULL, self, arg};
+    return PyObject_Vectorcall(func, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
 
 /* Whether the conditions hold (1), not (0), or -1 with an exception. Changes nothing. */
 static int
@@ -54,13 +64,14 @@ direct_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject **
     }
     PyObject *verify = PyTuple_GET_ITEM(route, D_VERIFY_HANDLER);
     if (verify != Py_None) {
-        PyObject *back = PyObject_CallOneArg(verify, event);
+        PyObject *back = call_method(verify, PyTuple_GET_ITEM(route, D_VERIFIER), event);
         if (back == NULL) {
             return -1;
         }
         Py_DECREF(back);
     }
-    *out = PyObject_CallOneArg(PyTuple_GET_ITEM(route, D_ACCUMULATE_HANDLER), event);
+    *out = call_method(PyTuple_GET_ITEM(route, D_ACCUMULATE_HANDLER),
+                       PyTuple_GET_ITEM(route, D_ACCUMULATOR), event);
     return *out == NULL ? -1 : 1;
 }
 
@@ -72,7 +83,13 @@ direct_after(PyObject *event, PyObject *route, PyObject *update)
     if (kind != Py_None) {
         return ledger_count(ledger, kind);
     }
-    return ledger_handle(ledger, PyTuple_GET_ITEM(route, D_LEDGER_HANDLER), event, update);
+    /* the ledger's handler called with update as its item, as Ledger.feed calls it */
+    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
+        return -1;
+    }
+    PyObject *back = call_method(PyTuple_GET_ITEM(route, D_LEDGER_HANDLER), ledger, event);
+    Py_XDECREF(back);
+    return back == NULL ? -1 : 0;
 }
 
 #endif /* AGUI_META_DIRECT_H */

@@ -280,7 +280,9 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
     ``(_DIRECT, chunks, verify or None (RUN_STARTED: the verifier's gate lets it through), verify's
     handler or None, accumulate's handler, ledger, the type the ledger counts or None, the
-    ledger's handler or None)``. None when the run is another.
+    ledger's handler or None, verify, accumulate)``, the handlers the stages' plain functions
+    (called with their stage: no bound method per route and pipeline for the collector to
+    walk). None when the run is another.
     """
     kinds = [type(t) for t in run]
     if kinds == [ExpandChunks, Verify, Accumulate, Ledger]:
@@ -293,8 +295,8 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     assert isinstance(verify, Verify) and isinstance(accumulate, Accumulate)
     assert isinstance(ledger, Ledger)
     routes: dict[type, tuple[Any, ...]] = {}
-    # The stages' tables hold their handlers as plain functions (handler_table): the routes
-    # hold them bound, as the feeds call them.
+    # The stages' tables hold their handlers as plain functions (handler_table): the direct
+    # routes hold them so, with their stages; the others' few handlers are bound.
     for cls in EVENT_TYPES.values():
         if cls in CONTENT_DELTAS or cls in accumulate._converts or chunk_route(cls) >= CHUNK_ROUTES:
             continue
@@ -314,11 +316,13 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             # Verify.feed's gate (before the first run, after one ended) lets RUN_STARTED
             # through always (_check_gate): None, its route does not wait for the gate.
             None if cls is RunStartedEvent else verify,
-            None if check is None else MethodType(check, verify),
-            MethodType(handle, accumulate),
+            check,
+            handle,
             ledger,
             kind,
-            None if record is None else MethodType(record, ledger),
+            record,
+            verify,
+            accumulate,
         )
     steps = (
         verify._handlers.get("STEP_STARTED") is Verify._step_started

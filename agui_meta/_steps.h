@@ -356,17 +356,6 @@ ledger_handled(int native, PyObject *handler, PyObject *event)
     return back == NULL ? -1 : 0;
 }
 
-/* The ledger's handler called with update as its item, as Ledger.feed calls it. 0, or -1
- * with an exception. */
-static int
-ledger_handle(PyObject *ledger, PyObject *handler, PyObject *event, PyObject *update)
-{
-    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
-        return -1;
-    }
-    return ledger_handled(0, handler, event);
-}
-
 /* The preconditions (see the top of the file), read into r. 1: they hold; 0: not this way;
  * -1 with an exception. Changes nothing. */
 static int
