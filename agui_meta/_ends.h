@@ -302,21 +302,12 @@ plain_metadata(PyObject *metadata, PyObject *unset, PyObject **plain)
     if (same <= 0) {
         return same; /* an older version: looked up write by write, in Python */
     }
-    /* the newest version: each cell's last value, (version, value) or [versions, values] */
+    /* the newest version: each cell's last value */
     PyObject *out = PyDict_New();
     Py_ssize_t pos = 0;
     PyObject *key, *cell;
     while (out != NULL && PyDict_Next(cells, &pos, &key, &cell)) {
-        PyObject *value = NULL;
-        if (PyTuple_CheckExact(cell) && PyTuple_GET_SIZE(cell) == 2) {
-            value = PyTuple_GET_ITEM(cell, 1);
-        }
-        else if (PyList_CheckExact(cell) && PyList_GET_SIZE(cell) == 2 &&
-                 PyList_CheckExact(PyList_GET_ITEM(cell, 1)) &&
-                 PyList_GET_SIZE(PyList_GET_ITEM(cell, 1)) > 0) {
-            PyObject *values = PyList_GET_ITEM(cell, 1);
-            value = PyList_GET_ITEM(values, PyList_GET_SIZE(values) - 1);
-        }
+        PyObject *value = cell_last(cell);
         if (value == NULL) {
             Py_DECREF(out);
             return 0;
@@ -327,6 +318,23 @@ plain_metadata(PyObject *metadata, PyObject *unset, PyObject **plain)
     }
     *plain = out;
     return out == NULL ? -1 : 1;
+}
+
+/* What Ledger._tool_call_start and _tool_call_result do first: the event's type counted
+ * (kind), the call told to the run's tally (tally.method(id)), and an entry counted as
+ * dropped from the run (current) when the tally did not keep it. 0, or -1 with an
+ * exception. */
+static int
+ledger_tallied(PyObject *counts, PyObject *kind, PyObject *tally, PyObject *method, PyObject *id,
+               PyObject *current)
+{
+    if (count_one(counts, kind) < 0) {
+        return -1;
+    }
+    PyObject *back = PyObject_CallMethodOneArg(tally, method, id);
+    int kept = back == NULL ? -1 : PyObject_IsTrue(back);
+    Py_XDECREF(back);
+    return kept < 0 || (!kept && attr_add(current, s_dropped_entries, 1) < 0) ? -1 : 0;
 }
 
 /* Ledger._tool_call_end, for a call whose record the ledger keeps and whose store call it

@@ -336,6 +336,23 @@ merged_at(PyObject *writes)
     return view;
 }
 
+/* A cell of _Writes.cells, (version, value) or [versions, values]: its last value
+ * (borrowed), or NULL (no exception) when the cell is not as built. */
+static PyObject *
+cell_last(PyObject *cell)
+{
+    if (PyTuple_CheckExact(cell) && PyTuple_GET_SIZE(cell) == 2) {
+        return PyTuple_GET_ITEM(cell, 1);
+    }
+    if (PyList_CheckExact(cell) && PyList_GET_SIZE(cell) == 2) {
+        PyObject *values = PyList_GET_ITEM(cell, 1);
+        if (PyList_CheckExact(values) && PyList_GET_SIZE(values) > 0) {
+            return PyList_GET_ITEM(values, PyList_GET_SIZE(values) - 1);
+        }
+    }
+    return NULL;
+}
+
 /* _Writes.write(incoming): one more merge of incoming (an exact dict of str keys) into
  * writes. sole: no version but the newest can ever read the record (see merge_metadata), so
  * a key written again keeps its newest write only, (version, value), not its history.

@@ -1407,22 +1407,10 @@ wire_copy(PyObject *value, PyObject *fallback)
     Py_ssize_t pos = 0;
     PyObject *key, *item;
     while (out != NULL && PyDict_Next(source, &pos, &key, &item)) {
-        if (cells) {
-            /* (version, value), or [versions, values]: the last value */
-            if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 2) {
-                item = PyTuple_GET_ITEM(item, 1);
-            }
-            else if (PyList_CheckExact(item) && PyList_GET_SIZE(item) == 2 &&
-                     PyList_CheckExact(PyList_GET_ITEM(item, 1)) &&
-                     PyList_GET_SIZE(PyList_GET_ITEM(item, 1)) > 0) {
-                PyObject *values = PyList_GET_ITEM(item, 1);
-                item = PyList_GET_ITEM(values, PyList_GET_SIZE(values) - 1);
-            }
-            else {
-                PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
-                Py_CLEAR(out);
-                break;
-            }
+        if (cells && (item = cell_last(item)) == NULL) {
+            PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
+            Py_CLEAR(out);
+            break;
         }
         Py_INCREF(item); /* held while copied: a fallback may run Python */
         PyObject *copy = wire_copy(item, fallback);

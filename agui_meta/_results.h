@@ -192,7 +192,7 @@ result_ledger(PyObject *event, PyObject *ledger, PyObject *update, PyObject *uns
     PyObject *tally = tools == NULL ? NULL : PyObject_GetAttr(ledger, s_tally);
     PyObject *metadata = tally == NULL ? NULL : PyObject_GetAttr(update, s_metadata);
     PyObject *ctx = metadata == NULL ? NULL : PyObject_GetAttr(ledger, s_ctx);
-    PyObject *tool = NULL, *plain = NULL, *back = NULL, *when = NULL, *at = NULL;
+    PyObject *tool = NULL, *plain = NULL, *when = NULL, *at = NULL;
     if (ctx == NULL) {
         goto done;
     }
@@ -210,12 +210,7 @@ result_ledger(PyObject *event, PyObject *ledger, PyObject *update, PyObject *uns
     }
     /* All read: now as the handler does, in its order. */
     status = -1;
-    if (count_one(counts, s_k_tool_result) < 0) {
-        goto done;
-    }
-    back = PyObject_CallMethodOneArg(tally, s_answer, r->call_id);
-    int kept = back == NULL ? -1 : PyObject_IsTrue(back);
-    if (kept < 0 || (!kept && attr_add(current, s_dropped_entries, 1) < 0)) {
+    if (ledger_tallied(counts, s_k_tool_result, tally, s_answer, r->call_id, current) < 0) {
         goto done;
     }
     when = ledger_time(ledger, ctx, event, unset);
@@ -238,7 +233,6 @@ done:
     Py_XDECREF(ctx);
     Py_XDECREF(tool);
     Py_XDECREF(plain);
-    Py_XDECREF(back);
     Py_XDECREF(when);
     Py_XDECREF(at);
     return status;

@@ -529,7 +529,7 @@ tool_start_ledger(PyObject *event, PyObject *route, PyObject *update, PyObject *
     PyObject *calls = tally == NULL ? NULL : PyObject_GetAttr(current, s_tool_calls_r);
     PyObject *bound = calls == NULL ? NULL : PyObject_GetAttr(ledger, s_max_entries);
     PyObject *ctx = bound == NULL ? NULL : PyObject_GetAttr(ledger, s_ctx);
-    PyObject *plain = NULL, *when = NULL, *at = NULL, *tool = NULL, *back = NULL;
+    PyObject *plain = NULL, *when = NULL, *at = NULL, *tool = NULL;
     if (ctx == NULL) {
         goto done;
     }
@@ -558,12 +558,7 @@ tool_start_ledger(PyObject *event, PyObject *route, PyObject *update, PyObject *
     }
     /* All read: now as the handler does, in its order. */
     status = -1;
-    if (count_one(counts, s_k_tool_start) < 0) {
-        goto done;
-    }
-    back = PyObject_CallMethodOneArg(tally, s_start, r->id);
-    int tracked = back == NULL ? -1 : PyObject_IsTrue(back);
-    if (tracked < 0 || (!tracked && attr_add(current, s_dropped_entries, 1) < 0)) {
+    if (ledger_tallied(counts, s_k_tool_start, tally, s_start, r->id, current) < 0) {
         goto done;
     }
     when = ledger_time(ledger, ctx, event, unset);
@@ -595,7 +590,6 @@ done:
     Py_XDECREF(when);
     Py_XDECREF(at);
     Py_XDECREF(tool);
-    Py_XDECREF(back);
     return status;
 }
 
