@@ -431,6 +431,23 @@ def test_metadata_is_shared_not_copied() -> None:
     assert r1.raw_events[0].metadata is events[at(MULTI, "RAW")].metadata
 
 
+def test_records_are_not_tracked_by_the_cyclic_collector() -> None:
+    # A record holds what the ledger made of JSON (lists, dicts, strings, numbers, other
+    # records), never itself or its ledger: no record can be part of a reference cycle, so
+    # none is an object the collector walks (a process of many pipelines keeps many).
+    import gc
+
+    led, _ = run_ledger(MULTI)
+    records: list[Any] = []
+    for run in led.runs:
+        records += [run, *run.steps, *run.subagents, *run.tool_calls, *run.raw_events]
+        records += [*run.custom_events, *([run.outcome] if run.outcome else [])]
+    kinds = {type(r).__name__ for r in records}
+    assert {"RunRecord", "StepRecord", "SubagentRecord", "ToolCallRecord", "RawRecord"} <= kinds
+    assert not any(gc.is_tracked(r) for r in records)
+    assert not gc.is_tracked(led.snapshot())
+
+
 def test_pending_interrupts_follow_the_last_run() -> None:
     led, _ = run_ledger(MULTI[: at(MULTI, "RUN_FINISHED", runId="r4") + 1])
     assert led.pending_interrupts == msgspec.convert(INTERRUPTS_R4, list[Interrupt])
