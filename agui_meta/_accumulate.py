@@ -347,9 +347,12 @@ class Accumulate(Transducer[Event, Update]):
             return self._collides(event, kind)
         # MessageItem.append_content, inlined: this is the most frequent event.
         parts = item._parts
-        if not parts and type(item._content) is not str:
-            item._content = ""
-        parts.append(event.delta)
+        if not parts:
+            if type(item._content) is not str:
+                item._content = ""
+            item._parts = [event.delta]
+        else:
+            parts.append(event.delta)
         if event.metadata is not UNSET:
             item.metadata = _merged(item.metadata, event.metadata)
         metadata = item.metadata  # None for UNSET: what Update.metadata holds
@@ -437,9 +440,12 @@ class Accumulate(Transducer[Event, Update]):
                 "function object"
             )
         parts = call._arg_parts  # ToolCallItem.append_arguments, inlined
-        if not parts and type(call._args) is not str:
-            call._args = js_string(call._args)
-        parts.append(event.delta)
+        if not parts:
+            if type(call._args) is not str:
+                call._args = js_string(call._args)
+            call._arg_parts = [event.delta]
+        else:
+            parts.append(event.delta)
         if event.metadata is not UNSET:
             call.metadata = _merged(call.metadata, event.metadata)
         metadata = call.metadata  # None for UNSET: what Update.metadata holds

@@ -98,11 +98,11 @@ activity_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject 
     if (Py_TYPE(r->item) != is->type) {
         return 0; /* missing (a report), or not the store's class */
     }
-    PyObject *role = slot_get(r->item, is->gate), *parts = slot_get(r->item, is->parts);
+    PyObject *role = slot_get(r->item, is->gate);
     PyObject *refs = slot_get(r->item, refs_off), *fields = slot_get(r->item, fields_off);
     PyObject *content = slot_get(r->item, is->text), *metadata = slot_get(r->item, is->metadata);
     if (role == NULL || !PyUnicode_CheckExact(role) || PyUnicode_Compare(role, str_activity) != 0 ||
-        parts == NULL || !PyList_CheckExact(parts) || PyList_GET_SIZE(parts) != 0 ||
+        parts_count(slot_get(r->item, is->parts)) != 0 ||
         refs == NULL || !PyLong_CheckExact(refs) || PyLong_AsLong(refs) > 1 || fields == NULL ||
         !PyDict_CheckExact(fields) || content == NULL || metadata == NULL) {
         if (PyErr_Occurred()) {

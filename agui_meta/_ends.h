@@ -180,12 +180,11 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
     if (Py_TYPE(r->item) != is->type) {
         return 0; /* missing (a report), or not the store's class */
     }
-    PyObject *role = slot_get(r->item, is->gate), *parts = slot_get(r->item, is->parts);
+    PyObject *role = slot_get(r->item, is->gate);
+    Py_ssize_t pending = parts_count(slot_get(r->item, is->parts));
     PyObject *text = slot_get(r->item, is->text), *metadata = slot_get(r->item, is->metadata);
-    if (role == NULL || (kind == 1 && !PyUnicode_CheckExact(role)) || parts == NULL ||
-        !PyList_CheckExact(parts) ||
-        text == NULL || metadata == NULL ||
-        (PyList_GET_SIZE(parts) > 0 && !PyUnicode_CheckExact(text))) {
+    if (role == NULL || (kind == 1 && !PyUnicode_CheckExact(role)) || pending < 0 ||
+        text == NULL || metadata == NULL || (pending > 0 && !PyUnicode_CheckExact(text))) {
         return 0;
     }
     if (kind == 1 && PyUnicode_GET_LENGTH(role) == PyUnicode_GET_LENGTH(str_activity) &&
@@ -250,8 +249,8 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
         slot_set(item, open_off, Py_NewRef(Py_False));
     }
     PyObject *parts = slot_get(item, is->parts);
-    if (PyList_GET_SIZE(parts) > 0) {
-        /* item.content: the deltas joined now, once */
+    if (parts_count(parts) > 0) {
+        /* item.content: the deltas joined now, once (and the list dropped) */
         PyObject *joined = PyUnicode_Join(empty_str, parts);
         PyObject *text = joined == NULL ? NULL : PyUnicode_Concat(slot_get(item, is->text), joined);
         Py_XDECREF(joined);
@@ -259,9 +258,7 @@ end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
             return -1;
         }
         slot_set(item, is->text, text);
-        if (PyList_SetSlice(parts, 0, PyList_GET_SIZE(parts), NULL) < 0) {
-            return -1;
-        }
+        slot_set(item, is->parts, Py_NewRef(Py_None));
     }
     /* a call's Update is built always: the ledger's handler reads it */
     *out = item_update(update_cls, event, item, Py_True, is->metadata, unset,
@@ -363,9 +360,8 @@ end_ledger_tool(PyObject *event, PyObject *ledger, PyObject *id, PyObject *unset
         goto done;
     }
     const ItemSlots *is = &item_slots[2];
-    PyObject *parts = Py_TYPE(live) == is->type ? slot_get(live, is->parts) : NULL;
-    PyObject *args = parts == NULL ? NULL : slot_get(live, is->text);
-    if (args == NULL || !PyList_CheckExact(parts) || PyList_GET_SIZE(parts) != 0 ||
+    PyObject *args = Py_TYPE(live) == is->type ? slot_get(live, is->text) : NULL;
+    if (args == NULL || parts_count(slot_get(live, is->parts)) != 0 ||
         !(args == unset || PyUnicode_CheckExact(args))) {
         goto done; /* arguments not joined yet, or not a str */
     }

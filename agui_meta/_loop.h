@@ -30,6 +30,35 @@ slot_set(PyObject *o, Py_ssize_t off, PyObject *value)
     Py_XSETREF(*p, value);
 }
 
+/* The deltas a store item holds unjoined, from its _parts or _arg_parts slot (None, or a
+ * list): their count, or -1 (no exception) when the slot is not as built. */
+static inline Py_ssize_t
+parts_count(PyObject *parts)
+{
+    if (parts == Py_None) {
+        return 0;
+    }
+    return parts != NULL && PyList_CheckExact(parts) ? PyList_GET_SIZE(parts) : -1;
+}
+
+/* delta appended to the unjoined deltas in o's slot at off: to the list there, or as a new
+ * list [delta] when there is none (None, or an empty list). 0, or -1 with an exception. */
+static int
+parts_append(PyObject *o, Py_ssize_t off, PyObject *delta)
+{
+    PyObject *parts = slot_get(o, off);
+    if (parts != NULL && PyList_CheckExact(parts) && PyList_GET_SIZE(parts) > 0) {
+        return PyList_Append(parts, delta);
+    }
+    PyObject *list = PyList_New(1);
+    if (list == NULL) {
+        return -1;
+    }
+    PyList_SET_ITEM(list, 0, Py_NewRef(delta));
+    slot_set(o, off, list);
+    return 0;
+}
+
 /* o's slot at off (a count) plus by, as `o.count += by` does. 0, or -1 with an exception. */
 static int
 slot_add(PyObject *o, Py_ssize_t off, long by)
@@ -126,10 +155,10 @@ static ItemSlots item_slots[3]; /* by kind; [0] unused */
 static Py_ssize_t ctx_index_off = -1;
 static PyObject *ctx_index_descr;
 
-/* MergedMetadata (_writes, _version, _size) and _Writes (cells, keys, version). */
+/* MergedMetadata (_writes, _version, _size) and _Writes (cells, version). */
 static PyTypeObject *Merged_type, *Writes_type;
 static Py_ssize_t mm_writes_off, mm_version_off, mm_size_off;
-static Py_ssize_t w_cells_off, w_keys_off, w_version_off;
+static Py_ssize_t w_cells_off, w_version_off;
 /* The kinds of the routes the loop takes the events off the fast path by (each route's first
  * member; _driver._routes makes them): the stages' handlers without their feeds (_direct.h),
  * a step's stages (_steps.h), an item's end (_ends.h), a message's start (_starts.h), a tool
@@ -288,7 +317,7 @@ dict_add(PyObject *d, PyObject *key, PyObject *n)
 
 /* -- the metadata merge ------------------------------------------------------------------ */
 
-/* A new _Writes() (cells {}, keys [], version 0), or NULL with an exception. */
+/* A new _Writes() (cells {}, version 0), or NULL with an exception. */
 static PyObject *
 new_writes(void)
 {
@@ -296,16 +325,14 @@ new_writes(void)
     if (writes == NULL) {
         return NULL;
     }
-    PyObject *cells = PyDict_New(), *keys = PyList_New(0), *version = PyLong_FromLong(0);
-    if (cells == NULL || keys == NULL || version == NULL) {
+    PyObject *cells = PyDict_New(), *version = PyLong_FromLong(0);
+    if (cells == NULL || version == NULL) {
         Py_XDECREF(cells);
-        Py_XDECREF(keys);
         Py_XDECREF(version);
         Py_DECREF(writes);
         return NULL;
     }
     slot_set(writes, w_cells_off, cells);
-    slot_set(writes, w_keys_off, keys);
     slot_set(writes, w_version_off, version);
     return writes;
 }
@@ -314,12 +341,12 @@ new_writes(void)
 static PyObject *
 merged_at(PyObject *writes)
 {
-    PyObject *keys = slot_get(writes, w_keys_off), *version = slot_get(writes, w_version_off);
-    if (keys == NULL || version == NULL || !PyList_CheckExact(keys)) {
+    PyObject *cells = slot_get(writes, w_cells_off), *version = slot_get(writes, w_version_off);
+    if (cells == NULL || version == NULL || !PyDict_CheckExact(cells)) {
         PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
         return NULL;
     }
-    PyObject *size = PyLong_FromSsize_t(PyList_GET_SIZE(keys));
+    PyObject *size = PyLong_FromSsize_t(PyDict_GET_SIZE(cells));
     if (size == NULL) {
         return NULL;
     }
@@ -360,10 +387,8 @@ cell_last(PyObject *cell)
 static int
 writes_write(PyObject *writes, PyObject *incoming, int sole)
 {
-    PyObject *cells = slot_get(writes, w_cells_off), *keys = slot_get(writes, w_keys_off);
-    PyObject *last = slot_get(writes, w_version_off);
-    if (cells == NULL || keys == NULL || last == NULL || !PyDict_CheckExact(cells) ||
-        !PyList_CheckExact(keys)) {
+    PyObject *cells = slot_get(writes, w_cells_off), *last = slot_get(writes, w_version_off);
+    if (cells == NULL || last == NULL || !PyDict_CheckExact(cells)) {
         PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
         return -1;
     }
@@ -379,7 +404,6 @@ writes_write(PyObject *writes, PyObject *incoming, int sole)
     Py_INCREF(version);
     slot_set(writes, w_version_off, version); /* the slot's reference; ours is released below */
     Py_INCREF(cells);
-    Py_INCREF(keys);
     int status = -1;
     Py_ssize_t pos = 0;
     PyObject *key, *value;
@@ -390,10 +414,9 @@ writes_write(PyObject *writes, PyObject *incoming, int sole)
             if (PyErr_Occurred()) {
                 goto done;
             }
-            /* cells[key] = (version, value); keys.append(key) */
+            /* cells[key] = (version, value): a new key, last in the order */
             made = PyTuple_Pack(2, version, value);
-            if (made == NULL || PyDict_SetItem(cells, key, made) < 0 ||
-                PyList_Append(keys, key) < 0) {
+            if (made == NULL || PyDict_SetItem(cells, key, made) < 0) {
                 Py_XDECREF(made);
                 goto done;
             }
@@ -455,7 +478,6 @@ writes_write(PyObject *writes, PyObject *incoming, int sole)
 done:
     Py_DECREF(version);
     Py_DECREF(cells);
-    Py_DECREF(keys);
     return status;
 }
 
@@ -568,7 +590,7 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
     else if (writes_write(writes, copied, sole) == 0) {
         if (sole) {
             PyObject *version = slot_get(writes, w_version_off);
-            PyObject *size = PyLong_FromSsize_t(PyList_GET_SIZE(slot_get(writes, w_keys_off)));
+            PyObject *size = PyLong_FromSsize_t(PyDict_GET_SIZE(slot_get(writes, w_cells_off)));
             if (size != NULL) {
                 Py_INCREF(version);
                 slot_set(existing, mm_version_off, version);
@@ -640,7 +662,7 @@ content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta
     if (item == NULL) {
         return NULL;
     }
-    PyObject *parts = NULL, *merged = NULL;
+    PyObject *merged = NULL;
     if (Py_TYPE(item) != is->type) {
         goto other_way; /* None (missing), or a store's own item class */
     }
@@ -660,14 +682,12 @@ content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta
     else if (gate == Py_None) {
         goto other_way; /* a call without a function object: the Python handler raises */
     }
-    parts = slot_get(item, is->parts);
+    Py_ssize_t pending = parts_count(slot_get(item, is->parts));
     PyObject *metadata = slot_get(item, is->metadata);
-    if (parts == NULL || metadata == NULL || !PyList_CheckExact(parts)) {
-        parts = NULL;
+    if (pending < 0 || metadata == NULL) {
         goto other_way;
     }
-    Py_INCREF(parts);
-    if (PyList_GET_SIZE(parts) == 0) {
+    if (pending == 0) {
         PyObject *text = slot_get(item, is->text);
         if (text == NULL || !PyUnicode_CheckExact(text)) {
             goto other_way;
@@ -683,7 +703,7 @@ content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta
             goto other_way;
         }
     }
-    if (PyList_Append(parts, delta) < 0) {
+    if (parts_append(item, is->parts, delta) < 0) {
         goto fail;
     }
     if (merged != NULL) {
@@ -691,19 +711,16 @@ content_apply(PyObject *event, PyObject *id, PyObject *incoming, PyObject *delta
         merged = NULL;
     }
     PyObject *update = item_update(update_cls, event, item, Py_False, is->metadata, unset, build);
-    Py_DECREF(parts);
     if (known != NULL && *known != item) {
         Py_XSETREF(*known, Py_NewRef(item));
     }
     Py_DECREF(item);
     return update;
 other_way:
-    Py_XDECREF(parts);
     Py_DECREF(item);
     Py_RETURN_NONE;
 fail:
     Py_XDECREF(merged);
-    Py_XDECREF(parts);
     Py_DECREF(item);
     return NULL;
 }

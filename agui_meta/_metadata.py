@@ -61,15 +61,16 @@ class MetadataWrites:
     """Every write of one lineage of merges: each key's values with the merge that wrote them.
 
     ``cells[key]`` is ``(version, value)`` for a key written once, else ``[versions, values]``
-    (two lists in step); ``keys`` lists the keys in the order of their first write, which is the
-    order of a JavaScript spread; ``version`` counts the merges (the newest one's number).
+    (two lists in step). ``cells`` holds the keys in the order of their first write, which is
+    the order of a JavaScript spread (a key written again keeps its place), so the first ``n``
+    keys are those of the version that had ``n``; ``version`` counts the merges (the newest
+    one's number).
     """
 
-    __slots__ = ("cells", "keys", "version")
+    __slots__ = ("cells", "version")
 
     def __init__(self) -> None:
         self.cells: dict[str, Any] = {}
-        self.keys: list[str] = []
         self.version = 0
 
     def write(self, incoming: Mapping[str, Any]) -> None:
@@ -79,7 +80,6 @@ class MetadataWrites:
             cell = cells.get(key)
             if cell is None:
                 cells[key] = (version, value)
-                self.keys.append(key)
             elif type(cell) is tuple:
                 cells[key] = [[cell[0], version], [cell[1], value]]
             else:
@@ -116,14 +116,14 @@ class MergedMetadata(Mapping[str, Any]):
         if initial:
             writes.write(initial)
         self._version = writes.version
-        self._size = len(writes.keys)
+        self._size = len(writes.cells)
 
     @classmethod
     def _at(cls, writes: MetadataWrites) -> MergedMetadata:
         view = cls.__new__(cls)
         view._writes = writes
         view._version = writes.version
-        view._size = len(writes.keys)
+        view._size = len(writes.cells)
         return view
 
     def __getitem__(self, key: str) -> Any:
@@ -148,15 +148,17 @@ class MergedMetadata(Mapping[str, Any]):
         return first <= self._version  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[str]:
-        return islice(self._writes.keys, self._size)
+        # A list of the keys, not a view of ``cells``: a merge while the caller iterates must
+        # not change what it iterates (nor raise for a dict resized during iteration).
+        return iter(list(islice(self._writes.cells, self._size)))
 
     def _plain_dict(self) -> dict[str, Any]:
         """``dict(self)``, built without the ``Mapping`` protocol's call per key."""
         writes = self._writes
         if self._version != writes.version:
-            return {key: self[key] for key in islice(writes.keys, self._size)}
+            return {key: self[key] for key in islice(writes.cells, self._size)}
         # The newest version: every key's latest write is its value, and ``cells`` holds the
-        # keys in the order of their first write (``keys``'s order: write() adds to both).
+        # keys in the order of their first write.
         return {
             key: cell[1] if type(cell) is tuple else cell[1][-1]
             for key, cell in writes.cells.items()

@@ -210,14 +210,13 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t mv = slot_offset((PyObject *)merged, "_version");
     Py_ssize_t ms = slot_offset((PyObject *)merged, "_size");
     Py_ssize_t wc = slot_offset((PyObject *)writes, "cells");
-    Py_ssize_t wk = slot_offset((PyObject *)writes, "keys");
     Py_ssize_t wv = slot_offset((PyObject *)writes, "version");
     PyObject *d = PyDict_New(), *l = PyList_New(0);
     PyMethodDef *get = method_def(d, "get"), *append = method_def(l, "append");
     Py_XDECREF(d);
     Py_XDECREF(l);
     if (index_off < 0 || index_descr == NULL || mw < 0 || mv < 0 || ms < 0 || wc < 0 ||
-        wk < 0 || wv < 0 || get == NULL || append == NULL) {
+        wv < 0 || get == NULL || append == NULL) {
         Py_XDECREF(index_descr);
         for (int i = 0; i < 3; i++) {
             Py_DECREF(ds[i].tag);
@@ -248,7 +247,6 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     mm_version_off = mv;
     mm_size_off = ms;
     w_cells_off = wc;
-    w_keys_off = wk;
     w_version_off = wv;
     dict_get_def = get;
     list_append_def = append;
@@ -1521,12 +1519,12 @@ wire_item(PyObject *item, PyObject *fallback)
     const WireSlots *ws = &wire_slots[kind];
     PyObject *id = slot_get(item, ws->id), *nulls = slot_get(item, ws->nulls);
     PyObject *fields = slot_get(item, ws->fields), *metadata = slot_get(item, ws->metadata);
-    PyObject *parts = slot_get(item, ws->parts), *text = slot_get(item, ws->text);
+    Py_ssize_t pending = parts_count(slot_get(item, ws->parts));
+    PyObject *text = slot_get(item, ws->text);
     PyObject *role = NULL, *calls = NULL, *name = NULL, *function_fields = NULL;
     int common = id != NULL && nulls != NULL && PyFrozenSet_CheckExact(nulls) &&
                  PySet_GET_SIZE(nulls) == 0 && fields != NULL && PyDict_CheckExact(fields) &&
-                 metadata != NULL && parts != NULL && PyList_CheckExact(parts) &&
-                 PyList_GET_SIZE(parts) == 0 && text != NULL;
+                 metadata != NULL && pending == 0 && text != NULL;
     if (common && kind == 1) {
         role = slot_get(item, ws->role);
         calls = slot_get(item, ws->tool_calls);

@@ -104,7 +104,8 @@ class ToolCallItem:
         #: is not an object in the history this call came from).
         self.function_fields: dict[str, Any] | None = {}
         self._args: Any = arguments
-        self._arg_parts: list[str] = []
+        # The streamed deltas not yet joined into _args: None, or a list of at least one.
+        self._arg_parts: list[str] | None = None
         self._open = False
         #: Whether the store dropped this call (see ``Store(evict_completed=True)``).
         self.evicted = False
@@ -114,7 +115,7 @@ class ToolCallItem:
         """Build a call from wire JSON (not copied: pass data you own)."""
         call = cls.__new__(cls)
         call.owner = owner
-        call._arg_parts = []
+        call._arg_parts = None
         call._open = False
         call.evicted = False
         fields = dict(data)
@@ -145,7 +146,7 @@ class ToolCallItem:
         parts = self._arg_parts
         if parts:
             self._args = self._args + "".join(parts)
-            parts.clear()
+            self._arg_parts = None
         args = self._args
         return None if args is UNSET else args
 
@@ -194,9 +195,13 @@ class ToolCallItem:
 
     def append_arguments(self, delta: str) -> None:
         """Append an arguments delta (O(1); joined when :attr:`arguments` is read)."""
-        if not self._arg_parts and type(self._args) is not str:
-            self._args = js_string(self._args)
-        self._arg_parts.append(delta)
+        parts = self._arg_parts
+        if not parts:
+            if type(self._args) is not str:
+                self._args = js_string(self._args)
+            self._arg_parts = [delta]
+        else:
+            parts.append(delta)
 
     @property
     def encrypted_value(self) -> str | None:
@@ -297,7 +302,10 @@ class MessageItem:
         self.id: Any = id
         self.role: Any = role
         self._content: Any = content
-        self._parts: list[str] = []
+        # The streamed deltas not yet joined into _content: None, or a list of at least one
+        # (a message kept after its end holds one string, not a list the cyclic collector
+        # would walk on every pass).
+        self._parts: list[str] | None = None
         self.fields: dict[str, Any] = fields if fields is not None else {}
         self.metadata: Any = metadata
         self.tool_calls: list[ToolCallItem] | None = None
@@ -317,7 +325,7 @@ class MessageItem:
         item.id = fields.pop("id", None)
         item.role = fields.pop("role", None)
         item._content = fields.pop("content", UNSET)
-        item._parts = []
+        item._parts = None
         item.metadata = fields.pop("metadata", None)
         item.tool_calls = None
         calls = fields.pop("toolCalls", UNSET)
@@ -344,20 +352,24 @@ class MessageItem:
         parts = self._parts
         if parts:
             self._content = self._content + "".join(parts)
-            parts.clear()
+            self._parts = None
         content = self._content
         return None if content is UNSET else content
 
     @content.setter
     def content(self, value: Any) -> None:
-        self._parts.clear()
+        self._parts = None
         self._content = value
 
     def append_content(self, delta: str) -> None:
         """Append a text delta (O(1)). Content that is not a string is replaced, as the reference does."""
-        if not self._parts and type(self._content) is not str:
-            self._content = ""
-        self._parts.append(delta)
+        parts = self._parts
+        if not parts:
+            if type(self._content) is not str:
+                self._content = ""
+            self._parts = [delta]
+        else:
+            parts.append(delta)
 
     @property
     def name(self) -> str | None:

@@ -223,6 +223,23 @@ def test_merge_basics() -> None:
     assert incoming == {"u": {"out": 4}, "b": None}
 
 
+def test_a_merge_while_a_version_is_iterated_changes_nothing_it_yields() -> None:
+    # Keys iterate in the order of their first write. A merge while a version's keys are
+    # being iterated (a new key, a key written again) neither changes what the iteration
+    # yields nor raises, for the version merged into as for an older one.
+    first = merge_metadata(agui_meta.MergedMetadata(), {"a": 1, "b": 2})
+    keys = iter(first)
+    assert next(keys) == "a"
+    second = merge_metadata(first, {"c": 3, "a": 4})
+    newest = iter(second)
+    assert next(newest) == "a"
+    third = merge_metadata(second, {"d": 5})
+    assert list(keys) == ["b"] and list(newest) == ["b", "c"]
+    assert list(first) == ["a", "b"] and dict(first) == {"a": 1, "b": 2}
+    assert dict(second) == {"a": 4, "b": 2, "c": 3}
+    assert list(third) == ["a", "b", "c", "d"] and len(third) == 4
+
+
 def test_absent_incoming_returns_existing_itself() -> None:
     existing = {"a": 1}
     assert merge_metadata(existing, UNSET) is existing

@@ -501,7 +501,7 @@ def _writes_of(metadata: Any) -> Any:
     if type(metadata) is not agui_meta.MergedMetadata:
         return metadata
     writes = metadata._writes
-    return (len(metadata), metadata._version, writes.version, writes.keys, writes.cells)
+    return (len(metadata), metadata._version, writes.version, list(writes.cells), writes.cells)
 
 
 def _held_updates(data: bytes, chunk: int) -> dict[str, Any]:
@@ -2034,3 +2034,66 @@ def test_drained_deltas_a_python_store_lookup_sees_its_event_index(mode: str) ->
         assert native == python
     lookups = [index for kind, key, index in native["seen"] if key in ("m", "c")]
     assert len(lookups) >= 30 and lookups == sorted(lookups)
+
+
+def _unjoined(data: bytes, drain: bool) -> dict[str, Any]:
+    """The store's items after the default chain over ``data``: each item's unjoined deltas
+    (its ``_parts`` or ``_arg_parts``, None or a list), text and metadata."""
+    import anyio
+
+    store = agui_meta.Store()
+    stages: Any = agui_meta.DefaultStages(store)
+    stages.ledger._clock = lambda: 0.0
+
+    async def main() -> None:
+        async with agui_meta.wrap([data], *stages) as stream:
+            if drain:
+                await stream.drain()
+            else:
+                async for _ in stream:
+                    pass
+
+    anyio.run(main)
+    seen: dict[str, Any] = {}
+    for key in ("m", "r", "a"):
+        item = store.message(key)
+        assert item is not None
+        seen[key] = (item._parts, item._content, dict(item.metadata or {}))
+    call = store.tool_call("c")
+    assert call is not None
+    seen["c"] = (call._arg_parts, call._args, dict(call.metadata or {}))
+    seen["wire"] = store.messages_wire()
+    return seen
+
+
+def test_an_ended_item_holds_its_text_joined_and_no_list_of_deltas() -> None:
+    # A message or call that has ended holds its deltas joined into one string and no list
+    # (None: the cyclic collector has one object fewer to walk per item kept); one still
+    # streaming holds a list of the deltas since the last join. The same with the core.
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "he"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "llo", "metadata": {"k": 1}},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f", "parentMessageId": "m"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{}"},
+        {"type": "TOOL_CALL_END", "toolCallId": "c", "metadata": {"e": 2}},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {"type": "REASONING_MESSAGE_START", "messageId": "r", "role": "reasoning"},
+        {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r", "delta": "x"},
+        {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r", "delta": "y"},
+        {"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "p", "content": {"s": 1}},
+        {"type": "ACTIVITY_DELTA", "messageId": "a", "activityType": "p",
+         "patch": [{"op": "replace", "path": "/s", "value": 2}]},
+    ]  # fmt: skip
+    data = sse(events)
+    for drain in (True, False):
+        with _must_run(), _core(True):
+            native = _unjoined(data, drain)
+        with _core(False):
+            python = _unjoined(data, drain)
+        assert native == python
+        assert native["m"] == (None, "hello", {"k": 1})
+        assert native["c"] == (None, "{}", {"e": 2})
+        assert native["r"] == (["x", "y"], "", {})  # still streaming
+        assert native["a"] == (None, {"s": 2}, {})

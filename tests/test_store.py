@@ -304,9 +304,10 @@ class TestStructure:
         assert item is not None
         assert len(item._parts) == 1000
         assert item.content == "".join(deltas)
-        assert item._parts == []
+        assert item._parts is None  # joined: no list left for the collector to walk
         run([ev("TEXT_MESSAGE_CONTENT", messageId="m", delta="end")], store)
         assert item.content == "".join(deltas) + "end"
+        assert item._parts is None
 
     def test_arguments_are_joined_lazily(self) -> None:
         store = Store()
