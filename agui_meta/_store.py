@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
-from weakref import ref
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -275,7 +274,6 @@ class MessageItem:
 
     __slots__ = (
         "_content",
-        "_node",
         "_nulls",
         "_open_calls",
         "_parts",
@@ -309,7 +307,6 @@ class MessageItem:
         self.fields: dict[str, Any] = fields if fields is not None else {}
         self.metadata: Any = metadata
         self.tool_calls: list[ToolCallItem] | None = None
-        self._node: ref[_Node] | None = None  # the first position's node (see _Node)
         self._refs = 0
         self._streaming = False
         self._open_calls = 0
@@ -334,7 +331,6 @@ class MessageItem:
         elif calls is not UNSET:
             fields["toolCalls"] = calls
         item.fields = fields
-        item._node = None
         item._refs = 0
         item._streaming = False
         item._open_calls = 0
@@ -443,30 +439,26 @@ class MessageItem:
 class _Node:
     """A position in the message order.
 
-    The order is a doubly linked list whose strong links all point forward (the store to its
-    head, a node to the next one, to its item and to ``tail``); ``prev`` and an item's
-    ``_node`` are weak. A store holds no reference cycle, so a store nobody refers to is freed
-    by reference counting, not left for the cyclic garbage collector (a tool call and the
-    message holding it still point at each other). A linked node is always alive: its
-    predecessor (or the store) holds it.
+    The order is a singly linked list: the store holds its head and tail, a node the next one,
+    its item and ``tail``, and the store finds an item's first node by the item's ``id()``.
+    Every link points forward, so a store holds no reference cycle and a store nobody refers
+    to is freed by reference counting, not left for the cyclic garbage collector (a tool call
+    and the message holding it still point at each other); and no position costs a weak
+    reference, an object the collector would walk. A node taken out of the order is marked
+    dead (``alive`` false); the head drops at once, one further on stays linked, skipped by
+    every walk, until there are more of them than live ones (then one pass drops them all);
+    a dead node holds no item.
     """
 
-    __slots__ = ("__weakref__", "alive", "item", "next", "prev", "tail", "tail_epoch")
+    __slots__ = ("alive", "item", "next", "tail", "tail_epoch")
 
     def __init__(self, item: MessageItem) -> None:
         self.item = item
-        self.prev: ref[_Node] | None = None
         self.next: _Node | None = None
         self.alive = True
         # The last node of the run of tool messages behind this node, as of `tail_epoch`.
         self.tail: _Node | None = None
         self.tail_epoch = -1
-
-
-def _first(item: MessageItem) -> _Node | None:
-    """The node of ``item``'s first position, or ``None`` when it has none."""
-    node = item._node
-    return None if node is None else node()
 
 
 class ItemStore(Protocol):
@@ -580,7 +572,11 @@ class Store:
         self.pending_interrupts: list[Interrupt] = []
         self._head: _Node | None = None
         self._tail: _Node | None = None
-        self._count = 0
+        self._count = 0  # live positions
+        self._dead = 0  # dead nodes still linked (see _Node)
+        # id(item) -> the node of the item's first position (the node holds the item, so the
+        # id stays the item's while the entry is there).
+        self._nodes: dict[int, _Node] = {}
         # id -> the item at the first position with that id; tool call id -> first call.
         self._by_id: dict[str, MessageItem] = {}
         self._calls: dict[str, ToolCallItem] = {}
@@ -628,7 +624,8 @@ class Store:
         ``ag_ui.core`` messages."""
         node = self._head
         while node is not None:
-            yield node.item
+            if node.alive:
+                yield node.item
             node = node.next
 
     def messages_wire(self) -> list[dict[str, Any]]:
@@ -692,37 +689,70 @@ class Store:
 
     # -- structure
 
+    def _first(self, item: MessageItem) -> _Node | None:
+        """The node of ``item``'s first position, or ``None`` when it has none here."""
+        return self._nodes.get(id(item))
+
     def _link_after(self, node: _Node, after: _Node | None) -> None:
-        """Link ``node`` after ``after`` (``None``: at the end)."""
+        """Link ``node`` after ``after``, a linked node (``None``: at the end)."""
         if after is None or after is self._tail:
             tail = self._tail
             if tail is None:
                 self._head = node
             else:
-                node.prev = ref(tail)
                 tail.next = node
             self._tail = node
         else:
-            node.prev = ref(after)
             node.next = after.next
-            assert after.next is not None
-            after.next.prev = ref(node)
             after.next = node
         self._count += 1
 
     def _unlink(self, node: _Node) -> None:
-        prev = None if node.prev is None else node.prev()
-        if prev is None:
-            self._head = node.next
-        else:
-            prev.next = node.next
-        if node.next is None:
-            self._tail = prev
-        else:
-            node.next.prev = node.prev
-        node.prev = node.next = None
+        """Take a live node out of the order (see :class:`_Node`)."""
         node.alive = False
         self._count -= 1
+        key = id(node.item)
+        if self._nodes.get(key) is node:
+            del self._nodes[key]
+        # Its item let go now, not when the node leaves the list: an item that is garbage at
+        # its eviction (a tool call and its message refer to each other) is still young then,
+        # and the collector's young passes free it.
+        del node.item
+        node.tail = None
+        if node is self._head:
+            head = node.next
+            node.next = None
+            while head is not None and not head.alive:
+                self._dead -= 1
+                head.next, head = None, head.next
+            self._head = head
+            if head is None:
+                self._tail = None
+        else:
+            self._dead += 1
+            if self._dead > self._count + 32:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Drop the dead nodes still linked (O(n), once per as many unlinks)."""
+        node, last = self._head, None
+        while node is not None:
+            following = node.next
+            if node.alive:
+                if last is None:
+                    self._head = node
+                else:
+                    last.next = node
+                last = node
+            else:
+                node.next = None
+            node = following
+        if last is None:
+            self._head = None
+        else:
+            last.next = None
+        self._tail = last
+        self._dead = 0
 
     def _index_calls(self, item: MessageItem) -> None:
         if item.tool_calls is None:
@@ -739,8 +769,7 @@ class Store:
     def _new_node(self, item: MessageItem) -> _Node:
         node = _Node(item)
         item._refs += 1
-        if _first(item) is None:
-            item._node = ref(node)
+        self._nodes.setdefault(id(item), node)
         item.evicted = False
         return node
 
@@ -748,14 +777,12 @@ class Store:
         # _new_node and _link_after(node, None), inlined: a message is appended per start.
         node = _Node(item)
         item._refs += 1
-        if _first(item) is None:
-            item._node = ref(node)
+        self._nodes.setdefault(id(item), node)
         item.evicted = False
         tail = self._tail
         if tail is None:
             self._head = node
         else:
-            node.prev = ref(tail)
             tail.next = node
         self._tail = node
         self._count += 1
@@ -773,7 +800,7 @@ class Store:
             owner.tool_calls = []
         owner.tool_calls.append(call)
         call.owner = owner
-        if _first(owner) is not None and isinstance(call.id, str):
+        if id(owner) in self._nodes and isinstance(call.id, str):
             if call.id in self._calls:
                 self._dup_calls.add(call.id)
                 self._reindex()
@@ -781,15 +808,17 @@ class Store:
                 self._calls[call.id] = call
 
     def insert_result(self, item: MessageItem, owner: MessageItem | None) -> None:
-        anchor = None if owner is None else _first(owner)
-        if anchor is None or not anchor.alive:
+        anchor = None if owner is None else self._nodes.get(id(owner))
+        if anchor is None:
             self.append(item)
             return
         tail = anchor.tail
         if tail is None or not tail.alive or anchor.tail_epoch != self._epoch:
             tail = anchor
-        while tail.next is not None and tail.next.item.role == "tool":
-            tail = tail.next
+        # past the tool messages behind it (and the dead nodes among and after them)
+        following = tail.next
+        while following is not None and (not following.alive or following.item.role == "tool"):
+            tail, following = following, following.next
         node = self._new_node(item)
         self._link_after(node, tail)
         anchor.tail = node
@@ -803,7 +832,7 @@ class Store:
                 self._dup_ids.add(key)
                 # Rare: the id exists; the new node is first if the old one comes after it.
                 walk = node.next
-                first_node = _first(first)
+                first_node = self._nodes.get(id(first))
                 while walk is not None and walk is not first_node:
                     walk = walk.next
                 if walk is not None:
@@ -811,15 +840,13 @@ class Store:
         self._index_calls(item)
 
     def replace(self, old: MessageItem, new: MessageItem) -> None:
-        node = _first(old)
+        node = self._nodes.pop(id(old), None)
         if node is None:
             return
         node.item = new
         old._refs -= 1
         new._refs += 1
-        if _first(new) is None:
-            new._node = ref(node)
-        old._node = None
+        self._nodes.setdefault(id(new), node)
         self._epoch += 1  # the role at this position may have changed
         key = old.id
         if isinstance(key, str) and self._by_id.get(key) is old:
@@ -829,17 +856,16 @@ class Store:
 
     def reset(self, items: Iterable[MessageItem]) -> None:
         for item in self.messages():
-            item._node = None
             item._refs = 0
         node = self._head
         while node is not None:
             node.alive = False
             node = node.next
         self._head = self._tail = None
-        self._count = 0
+        self._count = self._dead = 0
+        self._nodes.clear()
         order = []
         for item in items:
-            item._node = None
             item._refs = 0
             order.append(item)
         for item in order:
@@ -853,9 +879,13 @@ class Store:
         self._calls.clear()
         self._dup_ids = set()
         self._dup_calls = set()
-        seen: set[int] = set()
+        nodes = self._nodes
+        nodes.clear()
         node = self._head
         while node is not None:
+            if not node.alive:
+                node = node.next
+                continue
             item = node.item
             key = item.id
             if isinstance(key, str):
@@ -863,28 +893,29 @@ class Store:
                     self._dup_ids.add(key)
                 else:
                     self._by_id[key] = item
-            if id(item) not in seen:
-                seen.add(id(item))
-                item._node = ref(node)
+            if id(item) not in nodes:
+                nodes[id(item)] = node
                 self._index_calls(item)
             node = node.next
         # A shared item's calls were indexed at its first position only, which is what a scan
         # in message order finds first.
 
     def evict(self, item: MessageItem) -> None:
-        if item.evicted or _first(item) is None:
+        node = self._nodes.get(id(item))
+        if item.evicted or node is None:
             return
         rare = item._refs > 1
         if rare:
-            node = self._head
-            while node is not None:
-                following = node.next
-                if node.item is item:
-                    self._unlink(node)
-                node = following
+            # every position first, then each taken out (which may drop linked dead nodes)
+            doomed = []
+            walk = self._head
+            while walk is not None:
+                if walk.alive and walk.item is item:
+                    doomed.append(walk)
+                walk = walk.next
+            for walk in doomed:
+                self._unlink(walk)
         else:
-            node = _first(item)
-            assert node is not None
             self._unlink(node)
             key = item.id
             if isinstance(key, str) and self._by_id.get(key) is item:
@@ -901,7 +932,7 @@ class Store:
                             del self._calls[call.id]
         for call in item.tool_calls or ():
             call.evicted = True
-        item._node = None
+        self._nodes.pop(id(item), None)
         item._refs = 0
         item.evicted = True
         if rare:

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agui_meta import (
     Accumulate,
@@ -18,7 +20,6 @@ from agui_meta import (
     run_sync,
 )
 from agui_meta._stage import Context
-from agui_meta._store import _first
 from agui_meta.events import AnyEvent, Event, UserMessage
 
 
@@ -264,7 +265,7 @@ class TestStructure:
         )
         owner = store.message("m")
         assert owner is not None
-        node = _first(owner)
+        node = store._first(owner)
         last = store.message("r4")
         assert node is not None and node.tail is not None and node.tail.item is last
 
@@ -465,3 +466,95 @@ def test_the_same_updates_with_and_without_eviction() -> None:
     evicting = Store(evict_completed=True)
     assert _frozen_updates(events, evicting) == _frozen_updates(events, Store())
     assert evicting.messages_wire() == []
+
+
+# -- the order's links (a singly linked list; dead nodes dropped at the head or in one pass)
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.sampled_from(["assistant", "tool", "user"])),
+        st.tuples(st.just("result"), st.integers(0, 40)),
+        st.tuples(st.just("evict"), st.integers(0, 80)),
+    ),
+    max_size=150,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS)
+def test_the_order_under_appends_results_and_evictions_is_a_lists(ops: list[Any]) -> None:
+    # The store's order against a plain list: a message appended at the end; a tool result
+    # after its owner's first position and the tool messages behind it (at the end when the
+    # owner is gone); an evicted message out of every position it holds.
+    from agui_meta import MessageItem
+
+    store, model, made = Store(), [], []
+    owners: list[MessageItem] = []
+    for op, arg in ops:
+        if op == "append":
+            item = MessageItem(f"m{len(made)}", arg)
+            store.append(item)
+            model.append(item)
+            if arg == "assistant":
+                owners.append(item)
+        elif op == "result":
+            item = MessageItem(f"m{len(made)}", "tool")
+            owner = owners[arg % len(owners)] if owners else None
+            store.insert_result(item, owner)
+            if owner is not None and any(m is owner for m in model):
+                at = next(i for i, m in enumerate(model) if m is owner) + 1
+                while at < len(model) and model[at].role == "tool":
+                    at += 1
+                model.insert(at, item)
+            else:
+                model.append(item)
+        else:
+            if not made:
+                continue
+            item = made[arg % len(made)]
+            store.evict(item)
+            model = [m for m in model if m is not item]
+        if op != "evict":
+            made.append(item)
+        assert [m.id for m in store.messages()] == [m.id for m in model]
+        assert len(store) == len(model)
+        assert store._dead <= store._count + 33  # dead nodes stay few
+        assert len(store._nodes) == len({id(m) for m in model})
+
+
+def test_dead_nodes_are_dropped_at_the_head_at_once_and_elsewhere_in_one_pass() -> None:
+    from agui_meta import MessageItem
+
+    def linked(store: Store) -> int:
+        count, node = 0, store._head
+        while node is not None:
+            count, node = count + 1, node.next
+        return count
+
+    store = Store()
+    items = [MessageItem(f"m{i}", "user") for i in range(200)]
+    for item in items:
+        store.append(item)
+    for item in items[1:120:2]:  # behind the head: marked dead, still linked
+        store.evict(item)
+    # 60 evicted: past 32 more dead than live at some point? no (140 live): all still linked
+    assert (len(store), store._dead, linked(store)) == (140, 60, 200)
+    for item in items[121:200:2]:
+        store.evict(item)
+    for item in items[120:200:2]:
+        store.evict(item)
+    # 140 evicted, 60 live: the dead came to outnumber the live ones by 32, and one pass
+    # dropped them
+    assert len(store) == 60 and linked(store) == 60 + store._dead < 60 + 60 + 33
+    assert [m.id for m in store.messages()] == [f"m{i}" for i in range(0, 120, 2)]
+    for item in items[:120:2]:  # the head each time: dropped at once, with the dead behind it
+        store.evict(item)
+    assert (len(store), store._dead, linked(store), store._head, store._tail) == (
+        0,
+        0,
+        0,
+        None,
+        None,
+    )
+    store.append(MessageItem("n", "user"))
+    assert [m.id for m in store.messages()] == ["n"]
