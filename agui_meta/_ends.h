@@ -290,9 +290,9 @@ plain_metadata(PyObject *metadata, PyObject *unset, PyObject **plain)
     PyObject *newest = writes == NULL || !Py_IS_TYPE(writes, Writes_type)
                            ? NULL
                            : slot_get(writes, w_version_off);
-    PyObject *cells = newest == NULL ? NULL : slot_get(writes, w_cells_off);
+    PyObject *cells = newest == NULL ? NULL : writes; /* the record is the cells' dict */
     if (cells == NULL || version == NULL || !PyLong_CheckExact(version) ||
-        !PyLong_CheckExact(newest) || !PyDict_CheckExact(cells)) {
+        !PyLong_CheckExact(newest)) {
         return 0;
     }
     int same = PyObject_RichCompareBool(version, newest, Py_EQ);

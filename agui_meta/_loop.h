@@ -155,10 +155,11 @@ static ItemSlots item_slots[3]; /* by kind; [0] unused */
 static Py_ssize_t ctx_index_off = -1;
 static PyObject *ctx_index_descr;
 
-/* MergedMetadata (_writes, _version, _size) and _Writes (cells, version). */
+/* MergedMetadata (_writes, _version, _size) and _Writes (a dict subclass: the cells, and
+ * version). */
 static PyTypeObject *Merged_type, *Writes_type;
 static Py_ssize_t mm_writes_off, mm_version_off, mm_size_off;
-static Py_ssize_t w_cells_off, w_version_off;
+static Py_ssize_t w_version_off;
 /* The kinds of the routes the loop takes the events off the fast path by (each route's first
  * member; _driver._routes makes them): the stages' handlers without their feeds (_direct.h),
  * a step's stages (_steps.h), an item's end (_ends.h), a message's start (_starts.h), a tool
@@ -317,22 +318,26 @@ dict_add(PyObject *d, PyObject *key, PyObject *n)
 
 /* -- the metadata merge ------------------------------------------------------------------ */
 
-/* A new _Writes() (cells {}, version 0), or NULL with an exception. */
+/* A new _Writes() (no cells, version 0), or NULL with an exception. */
 static PyObject *
 new_writes(void)
 {
-    PyObject *writes = Writes_type->tp_alloc(Writes_type, 0);
+    PyObject *none = PyTuple_New(0);
+    PyObject *writes = none == NULL ? NULL : Writes_type->tp_new(Writes_type, none, NULL);
+    Py_XDECREF(none);
     if (writes == NULL) {
         return NULL;
     }
-    PyObject *cells = PyDict_New(), *version = PyLong_FromLong(0);
-    if (cells == NULL || version == NULL) {
-        Py_XDECREF(cells);
-        Py_XDECREF(version);
+    if (!PyDict_Check(writes)) {
+        Py_DECREF(writes);
+        PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
+        return NULL;
+    }
+    PyObject *version = PyLong_FromLong(0);
+    if (version == NULL) {
         Py_DECREF(writes);
         return NULL;
     }
-    slot_set(writes, w_cells_off, cells);
     slot_set(writes, w_version_off, version);
     return writes;
 }
@@ -341,12 +346,12 @@ new_writes(void)
 static PyObject *
 merged_at(PyObject *writes)
 {
-    PyObject *cells = slot_get(writes, w_cells_off), *version = slot_get(writes, w_version_off);
-    if (cells == NULL || version == NULL || !PyDict_CheckExact(cells)) {
+    PyObject *version = slot_get(writes, w_version_off);
+    if (version == NULL || !Py_IS_TYPE(writes, Writes_type)) {
         PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
         return NULL;
     }
-    PyObject *size = PyLong_FromSsize_t(PyDict_GET_SIZE(cells));
+    PyObject *size = PyLong_FromSsize_t(PyDict_GET_SIZE(writes));
     if (size == NULL) {
         return NULL;
     }
@@ -363,7 +368,7 @@ merged_at(PyObject *writes)
     return view;
 }
 
-/* A cell of _Writes.cells, (version, value) or [versions, values]: its last value
+/* A cell of a _Writes record, (version, value) or [versions, values]: its last value
  * (borrowed), or NULL (no exception) when the cell is not as built. */
 static PyObject *
 cell_last(PyObject *cell)
@@ -387,8 +392,8 @@ cell_last(PyObject *cell)
 static int
 writes_write(PyObject *writes, PyObject *incoming, int sole)
 {
-    PyObject *cells = slot_get(writes, w_cells_off), *last = slot_get(writes, w_version_off);
-    if (cells == NULL || last == NULL || !PyDict_CheckExact(cells)) {
+    PyObject *cells = writes, *last = slot_get(writes, w_version_off);
+    if (last == NULL || !Py_IS_TYPE(writes, Writes_type)) {
         PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
         return -1;
     }
@@ -590,7 +595,7 @@ merge_metadata(PyObject *existing, PyObject *incoming, PyObject *unset)
     else if (writes_write(writes, copied, sole) == 0) {
         if (sole) {
             PyObject *version = slot_get(writes, w_version_off);
-            PyObject *size = PyLong_FromSsize_t(PyDict_GET_SIZE(slot_get(writes, w_cells_off)));
+            PyObject *size = PyLong_FromSsize_t(PyDict_GET_SIZE(writes));
             if (size != NULL) {
                 Py_INCREF(version);
                 slot_set(existing, mm_version_off, version);

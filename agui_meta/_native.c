@@ -209,14 +209,13 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t mw = slot_offset((PyObject *)merged, "_writes");
     Py_ssize_t mv = slot_offset((PyObject *)merged, "_version");
     Py_ssize_t ms = slot_offset((PyObject *)merged, "_size");
-    Py_ssize_t wc = slot_offset((PyObject *)writes, "cells");
     Py_ssize_t wv = slot_offset((PyObject *)writes, "version");
     PyObject *d = PyDict_New(), *l = PyList_New(0);
     PyMethodDef *get = method_def(d, "get"), *append = method_def(l, "append");
     Py_XDECREF(d);
     Py_XDECREF(l);
-    if (index_off < 0 || index_descr == NULL || mw < 0 || mv < 0 || ms < 0 || wc < 0 ||
-        wv < 0 || get == NULL || append == NULL) {
+    if (index_off < 0 || index_descr == NULL || mw < 0 || mv < 0 || ms < 0 ||
+        !PyType_IsSubtype(writes, &PyDict_Type) || wv < 0 || get == NULL || append == NULL) {
         Py_XDECREF(index_descr);
         for (int i = 0; i < 3; i++) {
             Py_DECREF(ds[i].tag);
@@ -246,7 +245,6 @@ native_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     mm_writes_off = mw;
     mm_version_off = mv;
     mm_size_off = ms;
-    w_cells_off = wc;
     w_version_off = wv;
     dict_get_def = get;
     list_append_def = append;
@@ -1376,10 +1374,10 @@ wire_copy(PyObject *value, PyObject *fallback)
     else if (Merged_type != NULL && type == Merged_type) {
         PyObject *writes = slot_get(value, mm_writes_off);
         PyObject *version = slot_get(value, mm_version_off);
-        PyObject *newest = writes == NULL ? NULL : slot_get(writes, w_version_off);
-        PyObject *cells = writes == NULL ? NULL : slot_get(writes, w_cells_off);
-        int same = version != NULL && newest != NULL && cells != NULL &&
-                           PyDict_CheckExact(cells)
+        int record = writes != NULL && Py_IS_TYPE(writes, Writes_type);
+        PyObject *newest = record ? slot_get(writes, w_version_off) : NULL;
+        PyObject *cells = record ? writes : NULL; /* the record is the cells' dict */
+        int same = version != NULL && newest != NULL
                        ? PyObject_RichCompareBool(version, newest, Py_EQ)
                        : 0;
         if (same < 0) {

@@ -501,7 +501,7 @@ def _writes_of(metadata: Any) -> Any:
     if type(metadata) is not agui_meta.MergedMetadata:
         return metadata
     writes = metadata._writes
-    return (len(metadata), metadata._version, writes.version, list(writes.cells), writes.cells)
+    return (len(metadata), metadata._version, writes.version, list(writes), dict(writes))
 
 
 def _held_updates(data: bytes, chunk: int) -> dict[str, Any]:
@@ -1792,9 +1792,9 @@ def test_metadata_held_by_updates_keeps_its_version_and_drained_items_their_last
     # one write per key; held versions need every write (the Python path always keeps them).
     # (The tool call's end merges in Python, as a new version: its own key "k" has two.)
     item, call = held[0]
-    assert all(type(cell) is tuple for cell in item._writes.cells.values())
-    assert all(type(cell) is tuple for key, cell in call._writes.cells.items() if key != "k")
-    assert any(type(cell) is list for cell in held[2][0]._writes.cells.values())
+    assert all(type(cell) is tuple for cell in item._writes.values())
+    assert all(type(cell) is tuple for key, cell in call._writes.items() if key != "k")
+    assert any(type(cell) is list for cell in held[2][0]._writes.values())
 
 
 def test_drain_builds_what_a_stage_after_the_fast_path_reads() -> None:
