@@ -436,7 +436,7 @@ class MessageItem:
         return f"MessageItem(id={self.id!r}, role={self.role!r}, content={self.content!r})"
 
 
-class _Node:
+class _Node(msgspec.Struct, gc=False, eq=False):
     """A position in the message order.
 
     The order is a singly linked list: the store holds its head and tail, a node the next one,
@@ -444,21 +444,23 @@ class _Node:
     Every link points forward, so a store holds no reference cycle and a store nobody refers
     to is freed by reference counting, not left for the cyclic garbage collector (a tool call
     and the message holding it still point at each other); and no position costs a weak
-    reference, an object the collector would walk. A node taken out of the order is marked
-    dead (``alive`` false); the head drops at once, one further on stays linked, skipped by
-    every walk, until there are more of them than live ones (then one pass drops them all);
-    a dead node holds no item.
+    reference. Nothing a node reaches refers back to a node, so no node can be part of a
+    cycle: nodes are not tracked by the collector (``gc=False``), one object fewer for each
+    of its passes to walk per message kept. A node taken out of the order is marked dead
+    (``alive`` false); the head drops at once, one further on stays linked, skipped by every
+    walk, until there are more of them than live ones (then one pass drops them all); a dead
+    node holds no item.
     """
 
-    __slots__ = ("alive", "item", "next", "tail", "tail_epoch")
+    item: MessageItem
+    next: _Node | None = None
+    alive: bool = True
+    # The last node of the run of tool messages behind this node, as of `tail_epoch`.
+    tail: _Node | None = None
+    tail_epoch: int = -1
 
-    def __init__(self, item: MessageItem) -> None:
-        self.item = item
-        self.next: _Node | None = None
-        self.alive = True
-        # The last node of the run of tool messages behind this node, as of `tail_epoch`.
-        self.tail: _Node | None = None
-        self.tail_epoch = -1
+    def __repr__(self) -> str:  # not the default's: it would walk the rest of the list
+        return f"_Node({getattr(self, 'item', None)!r}, alive={self.alive})"
 
 
 class ItemStore(Protocol):

@@ -535,6 +535,10 @@ def test_dead_nodes_are_dropped_at_the_head_at_once_and_elsewhere_in_one_pass() 
     items = [MessageItem(f"m{i}", "user") for i in range(200)]
     for item in items:
         store.append(item)
+    # no node is part of a cycle, none is tracked by the collector
+    import gc
+
+    assert store._head is not None and not gc.is_tracked(store._head)
     for item in items[1:120:2]:  # behind the head: marked dead, still linked
         store.evict(item)
     # 60 evicted: past 32 more dead than live at some point? no (140 live): all still linked
