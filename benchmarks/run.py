@@ -724,10 +724,13 @@ def _probe(path: Path, evict: bool, traced: bool) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def pipelines_concurrent(w: Workload, k: int) -> Run:
+def pipelines_concurrent(w: Workload, k: int, repeat: int = 1) -> Run:
     """``k`` full pipelines at once in one event loop, each over its own copy of the SSE
     chunks from an async source that yields to the loop after every chunk (as a socket
-    would), so the pipelines interleave; the events of all of them count."""
+    would), so the pipelines interleave; the events of all of them count. ``repeat`` such
+    groups one after the other in a round (each group's stores let go before the next
+    starts), so that a round of a few pipelines is long enough to time as precisely as a
+    round of many (one pipeline over 1,000 events takes about 2 ms)."""
     chunks = w.chunks("sse")
 
     async def source() -> AsyncIterator[bytes]:
@@ -742,11 +745,12 @@ def pipelines_concurrent(w: Workload, k: int) -> Run:
         stores.append(store)
 
     async def run() -> tuple[Timing, dict[str, Any]]:
-        stores: list[agui_meta.Store] = []
         t0 = _clock()
-        async with anyio.create_task_group() as tg:
-            for _ in range(k):
-                tg.start_soon(one, stores)
+        for _ in range(repeat):
+            stores: list[agui_meta.Store] = []
+            async with anyio.create_task_group() as tg:
+                for _ in range(k):
+                    tg.start_soon(one, stores)
         seconds = _since(t0)
         return seconds, {"pipelines": k, "messages": len(stores[0].messages_wire())}
 
@@ -805,16 +809,27 @@ def _cpu_per_event(c: Contender) -> float:
     return statistics.median(c.cpu_times) / c.events
 
 
-async def section_concurrent(w: Workload, counts: list[int], rounds: int) -> dict[str, Any]:
+async def section_concurrent(
+    w: Workload, counts: list[int], rounds: int, round_events: int = 100_000
+) -> dict[str, Any]:
     """Per-event cost of ``k`` pipelines sharing one event loop, against one alone; and what
     an idle pipeline holds."""
     log(f"concurrent: {', '.join(map(str, counts))} pipelines of {len(w):,} events, interleaved")
-    cs = [Contender(f"{k} pipelines", pipelines_concurrent(w, k), k * len(w)) for k in counts]
+    # Every round of at least round_events events: one pipeline's cost from one 2 ms run
+    # would be mostly the noise of a shared host (and the cold caches after gc.collect()).
+    repeats = [max(1, round_events // (k * len(w))) for k in counts]
+    cs = [
+        Contender(f"{k} pipelines", pipelines_concurrent(w, k, r), k * len(w) * r)
+        for k, r in zip(counts, repeats, strict=True)
+    ]
     await measure(cs, rounds)
     idle = [await idle_streams(w, max(counts)), await idle_streams(w, max(counts), prefix=20)]
     return {
         "workload": w.name,
-        "rows": [{"pipelines": k, **c.record()} for k, c in zip(counts, cs, strict=True)],
+        "rows": [
+            {"pipelines": k, "repeat": r, **c.record()}
+            for k, r, c in zip(counts, repeats, cs, strict=True)
+        ],
         "growth": ratio(cs[0], cs[-1]) if len(cs) > 1 else None,
         "cpu_growth": [_cpu_per_event(c) / _cpu_per_event(cs[0]) for c in cs]
         if all(c.cpu_times for c in cs)
@@ -1000,13 +1015,17 @@ def table(record: dict[str, Any]) -> str:
     co = record.get("concurrent")
     if co:
         lines.append(f"\n### Concurrent pipelines in one event loop ({co['workload']} each)\n")
-        lines.append("| pipelines | events | µs/event | CPU µs/event | CPU vs one | rounds |")
+        lines.append(
+            "| pipelines | events a round | µs/event | CPU µs/event | CPU vs one | rounds |"
+        )
         lines.append("|---:|---:|---:|---:|---:|---:|")
         growth = co.get("cpu_growth") or [None] * len(co["rows"])
         for row, g in zip(co["rows"], growth, strict=True):
             if row.get("available"):
                 lines.append(
-                    f"| {row['pipelines']} | {row['events']:,} | {row['us_per_event']:.2f} | "
+                    f"| {row['pipelines']}"
+                    + (f" (x{row['repeat']} in turn)" if row.get("repeat", 1) > 1 else "")
+                    + f" | {row['events']:,} | {row['us_per_event']:.2f} | "
                     f"{_cpu_us(row)} | {_fmt_ratio(g)} | "
                     f"{row['rounds']} |"
                 )
@@ -1196,6 +1215,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
             generated(a.concurrent_events or min(events, 1000), seed=a.seed),
             _ints(a.pipelines, [1, 10] if quick else [1, 100, 1000]),
             max(2, rounds // 3),
+            3_000 if quick else 100_000,
         )
     if "memory" in sections:
         sizes = _ints(a.memory_sizes, [2000] if quick else [100_000, 1_000_000])

@@ -99,7 +99,11 @@ def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     kept = next(r for r in record["memory"]["rows"] if not r["evict"])
     assert evicted["retained_messages"] < kept["retained_messages"]
     concurrent = record["concurrent"]["rows"]
-    assert [(row["pipelines"], row["events"]) for row in concurrent] == [(1, 300), (10, 3000)]
+    # each round of at least 3,000 events in a quick run: one pipeline ten times in turn
+    assert [(row["pipelines"], row["repeat"], row["events"]) for row in concurrent] == [
+        (1, 10, 3000),
+        (10, 1, 3000),
+    ]
     assert all(row["messages"] == full["messages"] for row in concurrent)
     idle = record["concurrent"]["idle"]
     assert [(i["streams"], i["prefix_events"]) for i in idle] == [(10, 0), (10, 20)]
