@@ -600,6 +600,20 @@ class Store:
         if items:
             self.reset(items)
 
+    def __del__(self) -> None:
+        self._unchain()
+
+    def _unchain(self) -> None:
+        """Take every node out, each link cut on the way. The nodes are msgspec Structs, whose
+        deallocation does not bound its depth as a Python object's does (the trashcan): a long
+        list let go from its head would be freed one nested call per node, and overflow the C
+        stack. Cut first, each node is freed on its own."""
+        node = getattr(self, "_head", None)  # (absent when __init__ failed before it)
+        self._head = self._tail = None
+        while node is not None:
+            node.alive = False
+            node.next, node = None, node.next
+
     # -- lookups
 
     def __len__(self) -> int:
@@ -859,11 +873,7 @@ class Store:
     def reset(self, items: Iterable[MessageItem]) -> None:
         for item in self.messages():
             item._refs = 0
-        node = self._head
-        while node is not None:
-            node.alive = False
-            node = node.next
-        self._head = self._tail = None
+        self._unchain()
         self._count = self._dead = 0
         self._nodes.clear()
         order = []

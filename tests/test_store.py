@@ -562,3 +562,34 @@ def test_dead_nodes_are_dropped_at_the_head_at_once_and_elsewhere_in_one_pass() 
     )
     store.append(MessageItem("n", "user"))
     assert [m.id for m in store.messages()] == ["n"]
+
+
+def test_a_store_of_millions_of_messages_is_let_go_without_deep_recursion() -> None:
+    # The order's nodes are msgspec Structs, freed without CPython's bound on nested
+    # deallocations: the store cuts its list before it is freed and when it is reset, or a
+    # long one would overflow the C stack. One message at every position (as the reference
+    # can hold one object twice): only the first node is also held by the store's index, so
+    # the rest would go as one chain. In a child process: that failure is a crash.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from agui_meta import MessageItem, Store\n"
+        "store, one = Store(), MessageItem('m', 'user')\n"
+        "for _ in range(2_000_000): store.append(one)\n"
+        "store.reset([MessageItem('a', 'user')])\n"
+        "for _ in range(2_000_000): store.append(one)\n"
+        "assert len(store) == 2_000_001\n"
+        "del store\n"
+        "print('let go')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "let go"), done.stderr[-2000:]
