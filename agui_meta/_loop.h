@@ -346,8 +346,8 @@ new_writes(void)
 static PyObject *
 merged_at(PyObject *writes)
 {
-    PyObject *version = slot_get(writes, w_version_off);
-    if (version == NULL || !Py_IS_TYPE(writes, Writes_type)) {
+    PyObject *version = Py_IS_TYPE(writes, Writes_type) ? slot_get(writes, w_version_off) : NULL;
+    if (version == NULL) {
         PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
         return NULL;
     }
@@ -392,8 +392,9 @@ cell_last(PyObject *cell)
 static int
 writes_write(PyObject *writes, PyObject *incoming, int sole)
 {
-    PyObject *cells = writes, *last = slot_get(writes, w_version_off);
-    if (last == NULL || !Py_IS_TYPE(writes, Writes_type)) {
+    PyObject *cells = writes; /* the record is the cells' dict */
+    PyObject *last = Py_IS_TYPE(writes, Writes_type) ? slot_get(writes, w_version_off) : NULL;
+    if (last == NULL) {
         PyErr_SetString(PyExc_SystemError, "the metadata's writes are not as built");
         return -1;
     }
