@@ -72,6 +72,20 @@ def random_chunks(data: bytes, seed: int) -> list[bytes]:
     return chunks
 
 
+def python_child(code: str, *, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter in the repository's root (for what must not share
+    this process: a measurement of its own, or a failure that is a crash); never raises for
+    its exit status."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def _environment(env: Mapping[str, str] | None) -> dict[str, str]:
     environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     environment.update(env or {})

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
 import tracemalloc
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,6 +20,7 @@ import pytest
 
 import agui_meta
 from agui_meta import Report, VerifyError
+from tests.helpers import python_child
 
 Event = dict[str, Any]
 RUN: Event = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
@@ -278,14 +276,7 @@ def _peak(n: int, kind: str, limit: int | None = None) -> int:
         f"_peak_here(1000, {kind!r}, {limit!r})  # imports and caches, outside the measurement\n"
         f"print(_peak_here({n}, {kind!r}, {limit!r}))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = python_child(code)
     assert done.returncode == 0, done.stderr[-3000:]
     return int(done.stdout.split()[-1])
 

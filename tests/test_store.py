@@ -570,9 +570,7 @@ def test_a_store_of_millions_of_messages_is_let_go_without_deep_recursion() -> N
     # long one would overflow the C stack. One message at every position (as the reference
     # can hold one object twice): only the first node is also held by the store's index, so
     # the rest would go as one chain. In a child process: that failure is a crash.
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.helpers import python_child
 
     code = (
         "from agui_meta import MessageItem, Store\n"
@@ -584,12 +582,5 @@ def test_a_store_of_millions_of_messages_is_let_go_without_deep_recursion() -> N
         "del store\n"
         "print('let go')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = python_child(code)
     assert (done.returncode, done.stdout.strip()) == (0, "let go"), done.stderr[-2000:]
