@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from . import _speedups
 from ._events import Interrupt, Message
 from ._exceptions import DecodeError, UsageError
 from ._js import js_string
@@ -436,6 +437,18 @@ class MessageItem:
         return f"MessageItem(id={self.id!r}, role={self.role!r}, content={self.content!r})"
 
 
+def _to_wire(item: MessageItem | ToolCallItem) -> dict[str, Any]:
+    return item.to_wire()
+
+
+#: The C core's ``wire_item(item, fallback)`` when it is in use: ``item.to_wire()``, the
+#: common items copied in C (a thread's snapshot copies every message), the others given to
+#: ``fallback``. None without the core: :meth:`MessageItem.to_wire` is the specification.
+_WIRE_ITEM: Callable[[Any, Callable[[Any], Any]], dict[str, Any]] | None = (
+    None if _speedups.NATIVE is None else _speedups.NATIVE.wire_item
+)
+
+
 class _Node(msgspec.Struct, gc=False, eq=False):
     """A position in the message order.
 
@@ -646,7 +659,10 @@ class Store:
 
     def messages_wire(self) -> list[dict[str, Any]]:
         """The conversation in AG-UI wire JSON: what the reference client would hold."""
-        return [item.to_wire() for item in self.messages()]
+        wire = _WIRE_ITEM
+        if wire is None:
+            return [item.to_wire() for item in self.messages()]
+        return [wire(item, _to_wire) for item in self.messages()]
 
     @property
     def tool_calls(self) -> dict[str, ToolCallItem]:

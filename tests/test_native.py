@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 import agui_meta
 from agui_meta import _driver as driver_module
-from agui_meta import _speedups
+from agui_meta import _speedups, _store
 from agui_meta._driver import Runner
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
 from agui_meta._framing import _common, _jsonl, _sse
@@ -79,7 +79,7 @@ def _must_run() -> Iterator[None]:
 @contextmanager
 def _core(native: bool) -> Iterator[_Counting | None]:
     """Runners made inside use the C core (``native``) or the pure-Python path (the framing of
-    the common shapes included)."""
+    the common shapes and the store's wire copies included)."""
     counting = _Counting() if native else None
     sse_run = NATIVE.sse_run if native else _common.py_sse_run
     jsonl_run = NATIVE.jsonl_run if native else _common.py_jsonl_run
@@ -87,6 +87,7 @@ def _core(native: bool) -> Iterator[_Counting | None]:
         mock.patch.object(_speedups, "NATIVE", counting),
         mock.patch.object(_sse, "sse_run", sse_run),
         mock.patch.object(_jsonl, "jsonl_run", jsonl_run),
+        mock.patch.object(_store, "_WIRE_ITEM", NATIVE.wire_item if native else None),
     ):
         yield counting
 
