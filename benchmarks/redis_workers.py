@@ -13,7 +13,10 @@ measures, side by side in one run:
 - ``one process``: :func:`agui_meta.redis.run_local` over the same envelopes (no Redis);
 - ``ingest, batch B``: :func:`agui_meta.redis.publish` of envelopes of at most B events;
 - ``1 worker`` / ``2 workers``: ``agui-meta worker`` processes, from their start until every
-  entry is committed (process start-up included; the figure is events over that time).
+  entry is committed (process start-up included; the figure is events over that time), and the
+  bytes the server read meanwhile per event (``INFO stats``: mostly the commits, whose thread
+  snapshots grow with each thread's length: compare ``--threads 320 --copies 10`` with
+  ``--threads 32 --copies 100``, about as many events in runs of the same streams).
 
 Needs redis-server and the redis extra.
 """
@@ -159,16 +162,24 @@ def _spawn(url: str, ns: str, n: int, *more: str) -> list[subprocess.Popen[bytes
     ]
 
 
-async def _workers(url: str, ns: str, n: int, total_entries: int) -> tuple[float, float]:
-    """Wall time until every entry is committed, and the workers' CPU time (start-up included)."""
+async def _received(client: redis.asyncio.Redis) -> int:
+    """The bytes the server has read from its clients so far (``INFO stats``)."""
+    return int((await client.info("stats"))["total_net_input_bytes"])
+
+
+async def _workers(url: str, ns: str, n: int, total_entries: int) -> tuple[float, float, int]:
+    """Wall time until every entry is committed, the workers' CPU time (start-up included) and
+    the bytes the server read meanwhile (the workers' commits, reads and lease steps)."""
     client = redis.asyncio.Redis.from_url(url)
+    received = await _received(client)
     cpu = _children_cpu()
     start = time.perf_counter()
     procs = _spawn(url, ns, n)
     try:
         while True:
             if int(await client.hget(Keys(ns).usage, "entries") or 0) >= total_entries:
-                return time.perf_counter() - start, _reap(procs) - cpu
+                elapsed, spent = time.perf_counter() - start, _reap(procs) - cpu
+                return elapsed, spent, await _received(client) - received
             await asyncio.sleep(0.01)
     finally:
         _reap(procs)
@@ -214,6 +225,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 await stream_all(streams)
                 stream_cpus.append(time.process_time() - cpu)
             rows.append(("one process (run_local, no Redis)", n, min(walls)))
+            sent_rows: list[tuple[str, int]] = []
             cpu_rows = [
                 ("one process (run_local, no Redis)", min(cpus)),
                 ("streaming pipeline (wrap(...).drain())", min(stream_cpus)),
@@ -227,10 +239,11 @@ async def main_async(args: argparse.Namespace) -> None:
             for workers in (1, 2):
                 await _flush(url)
                 await _ingest(url, order, "bench", 64)
-                elapsed, spent = await _workers(url, "bench", workers, len(order))
+                elapsed, spent, sent = await _workers(url, "bench", workers, len(order))
                 name = f"{workers} worker process{'es' if workers > 1 else ''}"
                 rows.append((name, n, elapsed))
                 cpu_rows.append((f"{name}, less start-up", spent - workers * startup))
+                sent_rows.append((name, sent))
         finally:
             server.kill()
             server.wait()
@@ -249,6 +262,13 @@ async def main_async(args: argparse.Namespace) -> None:
             f"{name:48} {spent / n * 1e6:>10.2f} {spent / n / local:>14.2f}x "
             f"{spent / n / streaming:>12.2f}x"
         )
+    ingested = sum(len(e.encode()) for e in order) / n
+    print(
+        "\nBytes the server read from the workers per event (commits: outputs and the threads'"
+        f" snapshots; an envelope carries {ingested:,.0f} bytes an event)"
+    )
+    for name, sent in sent_rows:
+        print(f"{name:48} {sent / n:>10,.0f}")
 
 
 def main(argv: list[str] | None = None) -> None:
