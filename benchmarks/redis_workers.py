@@ -13,7 +13,10 @@ measures, side by side in one run:
 - ``one process``: :func:`agui_meta.redis.run_local` over the same envelopes (no Redis);
 - ``ingest, batch B``: :func:`agui_meta.redis.publish` of envelopes of at most B events;
 - ``1 worker`` / ``2 workers``: ``agui-meta worker`` processes, from their start until every
-  entry is committed (process start-up included; the figure is events over that time), and the
+  entry is committed (process start-up included; the figure is events over that time); their
+  CPU per event after the first commit (``/proc/PID/schedstat``, Linux, read with the event
+  counter when it first moves and at the end: start-up, imports and what a first batch pays
+  once left out) and over the whole of their ``Worker.run`` (their ``--stats``); and the
   bytes the server read meanwhile per event (``INFO stats``: mostly the commits, whose thread
   snapshots grow with each thread's length: compare ``--threads 320 --copies 10`` with
   ``--threads 32 --copies 100``, about as many events in runs of the same streams).
@@ -25,8 +28,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
 import redis.asyncio
 
 import agui_meta
@@ -132,13 +136,7 @@ async def _ingest(url: str, order: list[Envelope], ns: str, pipeline: int) -> fl
     return elapsed
 
 
-def _children_cpu() -> float:
-    """CPU seconds (user and system) of the children waited for so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _spawn(url: str, ns: str, n: int, *more: str) -> list[subprocess.Popen[bytes]]:
+def _spawn(url: str, ns: str, n: int) -> list[subprocess.Popen[bytes]]:
     return [
         subprocess.Popen(
             [
@@ -154,9 +152,10 @@ def _spawn(url: str, ns: str, n: int, *more: str) -> list[subprocess.Popen[bytes
                 "5",
                 "--name",
                 f"bench-{i}",
-                *more,
+                "--stats",
             ],
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
         for i in range(n)
     ]
@@ -167,44 +166,59 @@ async def _received(client: redis.asyncio.Redis) -> int:
     return int((await client.info("stats"))["total_net_input_bytes"])
 
 
-async def _workers(url: str, ns: str, n: int, total_entries: int) -> tuple[float, float, int]:
-    """Wall time until every entry is committed, the workers' CPU time (start-up included) and
+def _cpu_of(pid: int) -> float:
+    """The CPU seconds a (single-threaded) process has run so far: ``/proc/PID/schedstat``'s
+    nanoseconds (Linux)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
+
+
+async def _workers(
+    url: str, ns: str, n: int, total_entries: int
+) -> tuple[float, float, float, int]:
+    """Wall time until every entry is committed (process start-up included); the workers' CPU
+    time per event after their first commit (start-up, imports and what a first batch pays
+    once left out: the CPU and the event counter read when the first events are counted and
+    at the end); their CPU time while their ``Worker.run`` ran (their ``--stats``), per event;
     the bytes the server read meanwhile (the workers' commits, reads and lease steps)."""
     client = redis.asyncio.Redis.from_url(url)
+    usage = Keys(ns).usage
     received = await _received(client)
-    cpu = _children_cpu()
     start = time.perf_counter()
     procs = _spawn(url, ns, n)
+    first: tuple[float, int] | None = None
     try:
         while True:
-            if int(await client.hget(Keys(ns).usage, "entries") or 0) >= total_entries:
-                elapsed, spent = time.perf_counter() - start, _reap(procs) - cpu
-                return elapsed, spent, await _received(client) - received
-            await asyncio.sleep(0.01)
+            entries, events = await client.hmget(usage, ["entries", "events"])
+            cpu = sum(_cpu_of(p.pid) for p in procs)
+            done = int(events or 0)
+            if first is None and done:
+                first = cpu, done
+            if int(entries or 0) >= total_entries:
+                elapsed = time.perf_counter() - start
+                sent = await _received(client) - received
+                assert first is not None
+                steady = (cpu - first[0]) / max(1, done - first[1])
+                return elapsed, steady, _stop(procs) / done, sent
+            await asyncio.sleep(0.005)
     finally:
-        _reap(procs)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
         await client.aclose()
 
 
-def _reap(procs: list[subprocess.Popen[bytes]]) -> float:
+def _stop(procs: list[subprocess.Popen[bytes]]) -> float:
+    """Interrupt the workers (Ctrl-C: they release their leases and print their counters) and
+    add up the CPU time of their runs."""
     for p in procs:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-    return _children_cpu()
-
-
-def _startup_cpu(url: str) -> float:
-    """The CPU time of a worker that finds nothing to do (start-up, one lease step, exit)."""
-    cpu = _children_cpu()
-    procs = _spawn(url, "bench-empty", 1, "--exit-when-idle", "0.05")
-    return _reap_waiting(procs) - cpu
-
-
-def _reap_waiting(procs: list[subprocess.Popen[bytes]]) -> float:
+        p.send_signal(signal.SIGINT)
+    cpu = 0.0
     for p in procs:
-        p.wait(60)
-    return _children_cpu()
+        out, _ = p.communicate(timeout=60)
+        cpu += msgspec.json.decode(out.splitlines()[-1])["cpu"]
+    return cpu
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -235,14 +249,14 @@ async def main_async(args: argparse.Namespace) -> None:
                 await _flush(url)
                 elapsed = await _ingest(url, cut, "bench", 64)
                 rows.append((f"ingest, batch {batch} ({len(cut)} envelopes)", n, elapsed))
-            startup = min(_startup_cpu(url) for _ in range(3))
             for workers in (1, 2):
                 await _flush(url)
                 await _ingest(url, order, "bench", 64)
-                elapsed, spent, sent = await _workers(url, "bench", workers, len(order))
+                elapsed, steady, whole, sent = await _workers(url, "bench", workers, len(order))
                 name = f"{workers} worker process{'es' if workers > 1 else ''}"
                 rows.append((name, n, elapsed))
-                cpu_rows.append((f"{name}, less start-up", spent - workers * startup))
+                cpu_rows.append((f"{name}, after the first commit", steady * n))
+                cpu_rows.append((f"{name}, all of Worker.run", whole * n))
                 sent_rows.append((name, sent))
         finally:
             server.kill()
@@ -255,7 +269,7 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"{name:48} {rate:>10,.0f} {rate / base:>14.2f}x")
     local = cpu_rows[0][1] / n
     streaming = cpu_rows[1][1] / n
-    print(f"\nCPU per event (a worker's start-up: {startup * 1000:.0f} ms of CPU, taken off)")
+    print("\nCPU per event")
     print(f"{'':48} {'us/event':>10} {'vs one process':>15} {'vs streaming':>13}")
     for name, spent in cpu_rows:
         print(
