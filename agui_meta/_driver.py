@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from types import MethodType
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET
@@ -296,20 +296,20 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
     assert isinstance(ledger, Ledger)
     routes: dict[type, tuple[Any, ...]] = {}
     # The stages' tables hold their handlers as plain functions (handler_table): the direct
-    # routes hold them so, with their stages; the others' few handlers are bound.
-    for cls in EVENT_TYPES.values():
-        if cls in CONTENT_DELTAS or cls in accumulate._converts or chunk_route(cls) >= CHUNK_ROUTES:
+    # routes hold them so, with their stages; the others' few handlers are bound. A store that
+    # evicts: accumulate's feed does more than its handler, so no direct route.
+    converts = accumulate._converts
+    accumulates, records, checks = accumulate._handlers, ledger._handlers, verify._handlers
+    for cls, kind in () if accumulate._evict else _DIRECT_CLASSES:
+        if cls in converts:
             continue
-        handle = accumulate._handlers.get(cls)
+        handle = accumulates.get(cls)
         if handle is None or handle is Accumulate._raw_chunk:
             continue
-        if accumulate._evict:
-            continue  # a store that evicts: accumulate's feed does more than its handler
-        kind = ledger_counts(cls)
-        record = None if kind is not None else ledger._handlers.get(cls)
+        record = None if kind is not None else records.get(cls)
         if kind is None and record is None:
             continue
-        check = verify._handlers.get(cls.type)
+        check = checks.get(cls.type)
         routes[cls] = (
             _DIRECT,
             chunks,
@@ -451,6 +451,13 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
 
 
 _STEPS = (StepStartedEvent, StepFinishedEvent)
+#: The classes a direct route may take (neither a content delta nor a chunk), each with the
+#: type the ledger only counts it under (``None``: it records it with a handler).
+_DIRECT_CLASSES: Final = tuple(
+    (cls, ledger_counts(cls))
+    for cls in EVENT_TYPES.values()
+    if cls not in CONTENT_DELTAS and chunk_route(cls) < CHUNK_ROUTES
+)
 #: The kinds of the routes, their first member (``_loop.h``'s ROUTE_...).
 _DIRECT, _STEP, _END, _START, _RESULT, _TOOL_START, _ACTIVITY = range(7)
 

@@ -291,9 +291,10 @@ _building: ContextVar[Context | None] = ContextVar("agui_meta_building_for", def
 def default_context() -> Context:
     """The context a stage has until it is connected: the one given to :func:`building_for`
     while stages are built for it, else a new one of its own (the default mode, reports
-    issued as warnings)."""
+    issued as warnings that point at the code feeding the stage: no walk of the frames of the
+    code making it, which a stage connected later would pay for nothing)."""
     ctx = _building.get()
-    return Context() if ctx is None else ctx
+    return Context(on_report=ReportWarnings(origin=False)) if ctx is None else ctx
 
 
 @contextmanager

@@ -81,10 +81,14 @@ class ReportWarnings:
 
     __slots__ = ("_counts", "_origin")
 
-    def __init__(self) -> None:
+    def __init__(self, *, origin: bool = True) -> None:
         #: code -> [count, first index, last index, count last told]
         self._counts: dict[str, list[Any]] = {}
-        self._origin = _Where(_caller(sys._getframe(1)))
+        # Where a warning points when no caller's frame is left (an event loop's task runs
+        # the stream): the code that made this handler, a walk of the frames. ``origin=False``
+        # skips the walk, for a handler whose reports come from its caller's code (a stage
+        # fed outside any chain): it would point at ``sys`` then.
+        self._origin = _Where(_caller(sys._getframe(1)) if origin else None)
 
     def __call__(self, report: Report) -> None:
         code = report.code

@@ -184,3 +184,15 @@ def test_the_pipeline_of_another_task_points_where_it_was_made() -> None:
     found = agui_warnings(got)
     assert found and all(w.filename == __file__ for w in found)
     assert line in {w.lineno for w in found}
+
+
+def test_a_stage_fed_outside_any_chain_warns_at_the_line_that_feeds_it() -> None:
+    # A stage made outside a pipeline has a context of its own, whose warnings handler does
+    # not walk the frames of the code making it: its warnings point at the code feeding it.
+    stage = agui_meta.Enforce()
+    with caught() as got:
+        stage.feed(RUN)
+        stage.feed({"type": "THINKING_TEXT_MESSAGE_START"})
+        line = sys._getframe().f_lineno - 1
+    (first,) = agui_warnings(got)
+    assert (first.filename, first.lineno) == (__file__, line)
