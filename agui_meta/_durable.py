@@ -31,15 +31,14 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from . import _speedups
 from ._decode import Enforce
 from ._defaults import DefaultStages
 from ._driver import Runner
 from ._exceptions import DataError, Report, SequenceGap, SourceConflict, UsageError
 from ._ledger import Ledger, RunRecord
-from ._metadata import copy_wire, enc_hook
+from ._metadata import enc_hook
 from ._stage import Context, building_for
-from ._store import MessageItem, Store, ToolCallItem
+from ._store import Store, wire_item
 from ._threads import LedgerSummary, ThreadSnapshot
 from ._verify import Verify
 
@@ -118,22 +117,6 @@ class Output(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 _json = msgspec.json.Encoder(enc_hook=enc_hook).encode
-
-
-def _wire_item_py(item: MessageItem | ToolCallItem) -> dict[str, Any]:
-    """``item.to_wire()``, its members copied in one go (``copy_wire`` of its wire view)."""
-    return copy_wire(item._wire_view())  # type: ignore[no-any-return]
-
-
-def _call(item: Any, fallback: Callable[[Any], Any]) -> Any:
-    return fallback(item)
-
-
-#: wire_item(item, _wire_item_py): the C core's when in use (the common case in C, the rest
-#: given to the Python one), else the Python one.
-_wire_item: Final[Callable[[Any, Callable[[Any], Any]], Any]] = (
-    _call if _speedups.NATIVE is None else _speedups.NATIVE.wire_item
-)
 
 
 class _Type(msgspec.Struct):
@@ -344,9 +327,9 @@ class _Segment:
     def _update(self, update: Any) -> None:
         item = update.item
         if update.done and item is not None:
-            # item.to_wire(), its members copied in one go (in C when the core is in use):
-            # the output owns its containers, which no later event can reach
-            wire = _wire_item(item, _wire_item_py)
+            # item.to_wire() (in C when the core is in use): the output owns its
+            # containers, which no later event can reach
+            wire = wire_item(item)
             self.out.append(("item", {"event": update.event.type, "item": wire}))
 
     def _run(self, record: RunRecord) -> None:

@@ -449,6 +449,14 @@ _WIRE_ITEM: Callable[[Any, Callable[[Any], Any]], dict[str, Any]] | None = (
 )
 
 
+def wire_item(item: MessageItem | ToolCallItem) -> dict[str, Any]:
+    """``item.to_wire()``: the common items copied in C when the core is in use. The one
+    choice between the two, for every copy the package makes (``messages_wire()``, a durable
+    run's outputs)."""
+    wire = _WIRE_ITEM
+    return item.to_wire() if wire is None else wire(item, _to_wire)
+
+
 class _Node(msgspec.Struct, gc=False, eq=False):
     """A position in the message order.
 

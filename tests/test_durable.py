@@ -777,7 +777,7 @@ def test_the_c_wire_item_is_the_python_one_on_history_items_too() -> None:
                 item.append_content(" more")  # left to join
             if streaming and item.tool_calls:
                 item.tool_calls[0].append_arguments("{")
-            got = native.wire_item(item, _durable._wire_item_py)
+            got = native.wire_item(item, agui_meta._store._to_wire)
             assert _typed(got) == _typed(item.to_wire())
             owned = [item.fields, item._content, item.metadata]
             for call in item.tool_calls or []:
