@@ -62,12 +62,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from . import _speedups
 from ._events import (
     EVENT_TYPES,
     CustomEvent,
@@ -149,9 +150,25 @@ def _encoded(value: _V) -> _V:
     return msgspec.field(default_factory=lambda: value)
 
 
-def new_list() -> list[Any]:
-    """An empty list default that is still encoded (see :func:`_encoded`)."""
+def _new_list() -> list[Any]:
     return []
+
+
+#: An empty list default that is still encoded (see :func:`_encoded`): with the C core, one
+#: the cyclic collector does not track (a record's list cannot be part of a reference cycle,
+#: as a record cannot: see :class:`_Record`), for one object fewer per list in each full
+#: collection of a process that keeps many ledgers.
+new_list: Final[Callable[[], list[Any]]] = (
+    _new_list if _speedups.NATIVE is None else _speedups.NATIVE.new_list
+)
+
+
+def _listed(*parts: Iterable[_V]) -> list[_V]:
+    """The items of ``parts`` in a list of :func:`new_list`'s, for a record to hold."""
+    out = new_list()
+    for part in parts:
+        out.extend(part)
+    return out
 
 
 def new_dict() -> dict[str, Any]:
@@ -680,8 +697,8 @@ class Ledger(Transducer[T, T]):
     def _add_usage(self, record: RunRecord, usage: list[TokenUsage] | UnsetType) -> None:
         if isinstance(usage, UnsetType):
             return
-        record.usage = [*record.usage, *map(Usage.from_wire, usage)]
-        record.aggregated_usage = aggregate_token_usage(record.usage)
+        record.usage = _listed(record.usage, map(Usage.from_wire, usage))
+        record.aggregated_usage = _listed(aggregate_token_usage(record.usage))
         if self.prices is not None:
             record.cost = self.prices.total(record.aggregated_usage)
 
@@ -723,7 +740,7 @@ class Ledger(Transducer[T, T]):
         outcome_record: RunOutcome
         if isinstance(outcome, RunFinishedInterruptOutcome):
             outcome_record = RunInterrupted(
-                result=_result(event.result), interrupts=list(outcome.interrupts)
+                result=_result(event.result), interrupts=_listed(outcome.interrupts)
             )
             self._pending_interrupts = outcome_record.interrupts
         elif isinstance(outcome, RunFinishedCancelledOutcome):
@@ -734,12 +751,13 @@ class Ledger(Transducer[T, T]):
             if isinstance(named, list) and named:
                 outcome_record = RunSuccess(
                     result=_result(event.result),
-                    pending_tool_call_ids=list(named),
+                    pending_tool_call_ids=_listed(named),
                     pending_from="outcome",
                 )
             else:
                 outcome_record = RunSuccess(
-                    result=_result(event.result), pending_tool_call_ids=self._tally.pending()
+                    result=_result(event.result),
+                    pending_tool_call_ids=_listed(self._tally.pending()),
                 )
             self._pending_interrupts = []
         record.outcome = outcome_record

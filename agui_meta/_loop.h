@@ -318,6 +318,23 @@ dict_add(PyObject *d, PyObject *key, PyObject *n)
 
 /* -- the metadata merge ------------------------------------------------------------------ */
 
+/* What the cyclic collector need not walk. A record of writes holds its cells, a cell holds
+ * a version and a value the merge was given, a view holds its record: nothing any of them
+ * reaches refers back to it, so none can be part of a reference cycle, and every one is freed
+ * by its reference count. They are made untracked, as CPython makes a dict of atomic values
+ * and (at its first collection) a tuple of untracked values: a record is tracked again by the
+ * dict's own rule as soon as it holds a cell that is (a cell of a tracked value, or a
+ * cell's lists of several writes). A process holding many stores has that many fewer objects
+ * for each full collection to walk (see docs/performance.md). The Python path keeps them
+ * tracked: the difference is the collector's work, never a result. */
+static inline void
+untrack_cell(PyObject *cell, PyObject *value)
+{
+    if (!PyObject_GC_IsTracked(value)) {
+        PyObject_GC_UnTrack(cell);
+    }
+}
+
 /* A new _Writes() (no cells, version 0), or NULL with an exception. */
 static PyObject *
 new_writes(void)
@@ -339,6 +356,7 @@ new_writes(void)
         return NULL;
     }
     slot_set(writes, w_version_off, version);
+    PyObject_GC_UnTrack(writes); /* see untrack_cell */
     return writes;
 }
 
@@ -365,6 +383,7 @@ merged_at(PyObject *writes)
     Py_INCREF(version);
     slot_set(view, mm_version_off, version);
     slot_set(view, mm_size_off, size);
+    PyObject_GC_UnTrack(view); /* see untrack_cell */
     return view;
 }
 
@@ -422,6 +441,9 @@ writes_write(PyObject *writes, PyObject *incoming, int sole)
             }
             /* cells[key] = (version, value): a new key, last in the order */
             made = PyTuple_Pack(2, version, value);
+            if (made != NULL) {
+                untrack_cell(made, value);
+            }
             if (made == NULL || PyDict_SetItem(cells, key, made) < 0) {
                 Py_XDECREF(made);
                 goto done;
@@ -430,6 +452,9 @@ writes_write(PyObject *writes, PyObject *incoming, int sole)
         else if (sole) {
             /* cells[key] = (version, value): the earlier writes are nobody's to read */
             made = PyTuple_Pack(2, version, value);
+            if (made != NULL) {
+                untrack_cell(made, value);
+            }
             if (made == NULL || PyDict_SetItem(cells, key, made) < 0) {
                 Py_XDECREF(made);
                 goto done;

@@ -15,12 +15,14 @@ merely not built, skipped loudly outside CI and failed in CI (``tests/needs.py``
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import os
 import random
 import subprocess
 import sys
+import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import anyio
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -2098,3 +2101,89 @@ def test_an_ended_item_holds_its_text_joined_and_no_list_of_deltas() -> None:
         assert native["c"] == (None, "{}", {"e": 2})
         assert native["r"] == (["x", "y"], "", {})  # still streaming
         assert native["a"] == (None, {"s": 2}, {})
+
+
+# -- what the collector need not walk ------------------------------------------------------------
+
+
+def _tracked_case() -> bytes:
+    """A run whose store and ledger hold merged metadata (of atomic values and of a list),
+    tool calls (a message and its calls refer to each other) and usage."""
+    return sse(
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant",
+             "metadata": {"provider": "p", "usage": {"in": 1}}},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m", "metadata": {"latencyMs": 3}},
+            {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f",
+             "parentMessageId": "m", "metadata": {"tags": ["a"]}},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{}"},
+            {"type": "TOOL_CALL_END", "toolCallId": "c"},
+            {"type": "STEP_STARTED", "stepName": "s"},
+            {"type": "STEP_FINISHED", "stepName": "s"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+             "usage": [{"inputTokens": 1, "outputTokens": 2}]},
+        ]
+    )  # fmt: skip
+
+
+def _run_case(data: bytes) -> agui_meta.DefaultStages:
+    stages = agui_meta.DefaultStages(agui_meta.Store())
+
+    async def main() -> None:
+        async with agui_meta.wrap([data], *stages) as stream:
+            await stream.drain()
+
+    anyio.run(main)
+    return stages
+
+
+def test_what_cannot_be_in_a_cycle_is_left_out_of_the_collectors_walks() -> None:
+    # With the core, a merged metadata's view, its record of writes while it holds cells of
+    # untracked values only, such a cell, and a ledger record's lists are not tracked: none
+    # can be part of a reference cycle (a record whose cell holds a list is tracked again, by
+    # the dict's own rule, so a cycle through the list is still the collector's to find).
+    gc.collect()  # what the collector untracks on its own (tuples) must not decide this
+    stages = _run_case(_tracked_case())
+    item, call = stages.store.message("m"), stages.store.tool_call("c")
+    assert item is not None and call is not None
+    text, calls = item.metadata, call.metadata
+    assert isinstance(text, agui_meta.MergedMetadata) and dict(text) == {
+        "provider": "p", "usage": {"in": 1}, "latencyMs": 3
+    }  # fmt: skip
+    assert not gc.is_tracked(text) and not gc.is_tracked(text._writes)
+    assert not any(gc.is_tracked(cell) for cell in text._writes.values())
+    assert isinstance(calls, agui_meta.MergedMetadata) and not gc.is_tracked(calls)
+    assert gc.is_tracked(calls._writes) and gc.is_tracked(calls._writes["tags"])
+    run = stages.ledger.runs[0]
+    lists = [run.usage, run.aggregated_usage, run.steps, run.tool_calls, run.raw_events]
+    assert run.usage and run.steps and not any(map(gc.is_tracked, lists))
+    assert not gc.is_tracked(NATIVE.new_list()) and gc.is_tracked([])
+    # The store's items, in a cycle of a message and its calls, are still tracked.
+    assert gc.is_tracked(item) and gc.is_tracked(call) and call.owner is item
+
+
+def test_a_store_let_go_is_freed_whole() -> None:
+    # What is not tracked is freed by reference counts: many stores made and let go, their
+    # tool-call cycles collected, leave no more memory held than one store kept holds.
+    data = _tracked_case()
+    for _ in range(20):
+        _run_case(data)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        kept = _run_case(data)
+        gc.collect()
+        one = tracemalloc.get_traced_memory()[0] - start
+        del kept
+        gc.collect()
+        start = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):
+            _run_case(data)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert one > 0 and grown < one, (grown, one)
