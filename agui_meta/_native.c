@@ -1449,7 +1449,7 @@ read_wire_slots(void)
             ws->parts = slot_offset(cls, kind == 1 ? "_parts" : "_arg_parts");
             ws->text = slot_offset(cls, kind == 1 ? "_content" : "_args");
             ws->role = kind == 1 ? slot_offset(cls, "role") : 0;
-            ws->tool_calls = kind == 1 ? slot_offset(cls, "tool_calls") : 0;
+            ws->tool_calls = kind == 1 ? slot_offset(cls, "_tool_calls") : 0;
             ws->name = kind == 2 ? slot_offset(cls, "name") : 0;
             ws->function_fields = kind == 2 ? slot_offset(cls, "function_fields") : 0;
             if (PyErr_Occurred()) {
@@ -1678,6 +1678,43 @@ native_new_list(PyObject *module, PyObject *unused)
     return list;
 }
 
+/* untrack_message(item) -> None: a MessageItem holding no tool calls, no longer tracked by
+ * the cyclic collector. Its members (its fields, content, metadata) never refer back to it;
+ * only a message holding tool calls is in a cycle (each call's owner is the message), and
+ * MessageItem tracks itself again (track_message) as soon as it holds them. A thread's store
+ * then costs the collector no walk for a message of text. Left tracked before
+ * configure_steps(); anything but a MessageItem (a subclass's included): a TypeError. */
+static PyObject *
+native_untrack_message(PyObject *module, PyObject *item)
+{
+    if (item_slots[1].type == NULL || tool_calls_off < 0) {
+        Py_RETURN_NONE; /* before configure_steps(): left tracked */
+    }
+    if (!Py_IS_TYPE(item, item_slots[1].type)) {
+        PyErr_SetString(PyExc_TypeError, "untrack_message() takes a MessageItem");
+        return NULL;
+    }
+    PyObject *calls = slot_get(item, tool_calls_off);
+    if ((calls == NULL || calls == Py_None) && PyObject_GC_IsTracked(item)) {
+        PyObject_GC_UnTrack(item);
+    }
+    Py_RETURN_NONE;
+}
+
+/* track_message(item) -> None: a MessageItem tracked again (it holds tool calls). */
+static PyObject *
+native_track_message(PyObject *module, PyObject *item)
+{
+    if (item_slots[1].type == NULL || !Py_IS_TYPE(item, item_slots[1].type)) {
+        PyErr_SetString(PyExc_TypeError, "track_message() takes a MessageItem");
+        return NULL;
+    }
+    if (!PyObject_GC_IsTracked(item)) {
+        PyObject_GC_Track(item);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef native_methods[] = {
     {"scan", (PyCFunction)native_scan, METH_O,
      "scan(data: bytes) -> bool: whether JSON text is proven free of what fast_decode checks."},
@@ -1686,6 +1723,10 @@ static PyMethodDef native_methods[] = {
      "MergedMetadata, _Writes, metadata_decode): once."},
     {"configure_copy", (PyCFunction)native_configure_copy, METH_O,
      "configure_copy(fallback): _metadata._copy_json, for what copy_json does not take."},
+    {"untrack_message", (PyCFunction)native_untrack_message, METH_O,
+     "untrack_message(item) -> None: a MessageItem without tool calls, untracked by the collector."},
+    {"track_message", (PyCFunction)native_track_message, METH_O,
+     "track_message(item) -> None: a MessageItem tracked by the collector again."},
     {"new_list", (PyCFunction)native_new_list, METH_NOARGS,
      "new_list() -> []: an empty list the cyclic collector does not track (_ledger.new_list)."},
     {"copy_json", (PyCFunction)native_copy_json, METH_O,

@@ -246,7 +246,7 @@ static PyObject *s_parent_message_id, *s_tool_call_name, *s_message_owners,
     *s_tool_call_owners, *s_forgot_messages;
 /* the ToolCallRecord's keywords (tool_start_ledger) */
 static PyObject *record_kwnames;
-static Py_ssize_t tool_calls_off = -1; /* MessageItem.tool_calls */
+static Py_ssize_t tool_calls_off = -1; /* MessageItem._tool_calls */
 
 /* What tool_start_route reads, each a new reference (NULL where not read). */
 typedef struct {
@@ -269,7 +269,7 @@ tool_start_read_clear(ToolStartRead *r)
 static int
 start_configure(void)
 {
-    tool_calls_off = slot_offset((PyObject *)item_slots[1].type, "tool_calls");
+    tool_calls_off = slot_offset((PyObject *)item_slots[1].type, "_tool_calls");
     if (tool_calls_off < 0) {
         return -1;
     }
@@ -472,6 +472,9 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
             return -1;
         }
         slot_set(owner, tool_calls_off, calls);
+        if (!PyObject_GC_IsTracked(owner)) { /* MessageItem.tool_calls' setter, as it does */
+            PyObject_GC_Track(owner);
+        }
         back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_APPEND), owner);
         if (back == NULL) {
             Py_DECREF(owner);

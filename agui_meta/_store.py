@@ -52,6 +52,21 @@ _NO_NULLS: frozenset[str] = frozenset()
 _decode_json = msgspec.json.Decoder().decode
 
 
+#: With the C core, a :class:`MessageItem` holding no tool calls is not tracked by the cyclic
+#: collector: nothing it holds refers back to it (its fields, content and metadata are JSON
+#: values it owns), so it cannot be part of a reference cycle, and a store of many messages
+#: costs each full collection no walk of them. A message holding calls is tracked (each call's
+#: ``owner`` is the message): the ``tool_calls`` setter tracks it again. The Python path leaves
+#: every message tracked; the difference is the collector's work, never a result. (A member
+#: made to refer back to its own message by hand would make a cycle nobody collects.)
+_UNTRACK: Callable[[Any], None] | None = (
+    None if _speedups.NATIVE is None else _speedups.NATIVE.untrack_message
+)
+_TRACK: Callable[[Any], None] | None = (
+    None if _speedups.NATIVE is None else _speedups.NATIVE.track_message
+)
+
+
 def _nulls_of(fields: Mapping[str, Any], names: tuple[str, ...]) -> frozenset[str]:
     """Which of ``names`` a history's wire object holds as ``null`` (absent ones read None too)."""
     found = [name for name in names if name in fields and fields[name] is None]
@@ -280,12 +295,12 @@ class MessageItem:
         "_parts",
         "_refs",
         "_streaming",
+        "_tool_calls",
         "evicted",
         "fields",
         "id",
         "metadata",
         "role",
-        "tool_calls",
     )
 
     def __init__(
@@ -307,12 +322,14 @@ class MessageItem:
         self._parts: list[str] | None = None
         self.fields: dict[str, Any] = fields if fields is not None else {}
         self.metadata: Any = metadata
-        self.tool_calls: list[ToolCallItem] | None = None
+        self._tool_calls: list[ToolCallItem] | None = None
         self._refs = 0
         self._streaming = False
         self._open_calls = 0
         #: Whether the store dropped this message (see ``Store(evict_completed=True)``).
         self.evicted = False
+        if _UNTRACK is not None and type(self) is MessageItem:
+            _UNTRACK(self)
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any], *, copy: bool = True) -> MessageItem:
@@ -325,10 +342,10 @@ class MessageItem:
         item._content = fields.pop("content", UNSET)
         item._parts = None
         item.metadata = fields.pop("metadata", None)
-        item.tool_calls = None
+        item._tool_calls = None
         calls = fields.pop("toolCalls", UNSET)
         if isinstance(calls, list) and all(isinstance(call, dict) for call in calls):
-            item.tool_calls = [ToolCallItem.from_wire(call, item) for call in calls]
+            item._tool_calls = [ToolCallItem.from_wire(call, item) for call in calls]
         elif calls is not UNSET:
             fields["toolCalls"] = calls
         item.fields = fields
@@ -336,7 +353,20 @@ class MessageItem:
         item._streaming = False
         item._open_calls = 0
         item.evicted = False
+        if _UNTRACK is not None and item._tool_calls is None and type(item) is MessageItem:
+            _UNTRACK(item)
         return item
+
+    @property
+    def tool_calls(self) -> list[ToolCallItem] | None:
+        """The message's calls (``toolCalls``), or ``None`` when it has no such member."""
+        return self._tool_calls
+
+    @tool_calls.setter
+    def tool_calls(self, calls: list[ToolCallItem] | None) -> None:
+        self._tool_calls = calls
+        if calls is not None and _TRACK is not None and type(self) is MessageItem:
+            _TRACK(self)  # its calls refer back to it: a cycle is the collector's to find
 
     @classmethod
     def from_message(cls, message: Message) -> MessageItem:

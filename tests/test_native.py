@@ -2108,7 +2108,8 @@ def test_an_ended_item_holds_its_text_joined_and_no_list_of_deltas() -> None:
 
 def _tracked_case() -> bytes:
     """A run whose store and ledger hold merged metadata (of atomic values and of a list),
-    tool calls (a message and its calls refer to each other) and usage."""
+    tool calls (a message and its calls refer to each other: one by its parent's id, one in a
+    message made for it), a tool result, a message of text, and usage."""
     return sse(
         [
             {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
@@ -2120,6 +2121,12 @@ def _tracked_case() -> bytes:
              "parentMessageId": "m", "metadata": {"tags": ["a"]}},
             {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{}"},
             {"type": "TOOL_CALL_END", "toolCallId": "c"},
+            {"type": "TOOL_CALL_RESULT", "messageId": "t", "toolCallId": "c", "content": "r"},
+            {"type": "TOOL_CALL_START", "toolCallId": "d", "toolCallName": "g"},
+            {"type": "TOOL_CALL_END", "toolCallId": "d"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "n", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "n", "delta": "ok"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "n"},
             {"type": "STEP_STARTED", "stepName": "s"},
             {"type": "STEP_FINISHED", "stepName": "s"},
             {"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
@@ -2128,7 +2135,7 @@ def _tracked_case() -> bytes:
     )  # fmt: skip
 
 
-def _run_case(data: bytes) -> agui_meta.DefaultStages:
+def _run_case(data: bytes) -> agui_meta.DefaultStages[Any]:
     stages = agui_meta.DefaultStages(agui_meta.Store())
 
     async def main() -> None:
@@ -2160,8 +2167,39 @@ def test_what_cannot_be_in_a_cycle_is_left_out_of_the_collectors_walks() -> None
     lists = [run.usage, run.aggregated_usage, run.steps, run.tool_calls, run.raw_events]
     assert run.usage and run.steps and not any(map(gc.is_tracked, lists))
     assert not gc.is_tracked(NATIVE.new_list()) and gc.is_tracked([])
-    # The store's items, in a cycle of a message and its calls, are still tracked.
+    # A message and its calls refer to each other: tracked. The others are not.
     assert gc.is_tracked(item) and gc.is_tracked(call) and call.owner is item
+    made_for_calls = stages.store.tool_call("d")
+    assert made_for_calls is not None and gc.is_tracked(made_for_calls.owner)
+    result, text_only = stages.store.message("t"), stages.store.message("n")
+    assert result is not None and text_only is not None and text_only.content == "ok"
+    assert not gc.is_tracked(result) and not gc.is_tracked(text_only)
+    assert stages.store.messages_wire()[-1] == {"id": "n", "role": "assistant", "content": "ok"}
+
+
+def test_a_message_is_tracked_as_soon_as_it_holds_calls() -> None:
+    # However it was made (the core's configuration is done at import): by hand, from a
+    # history, by copy; calls assigned later track it again; a subclass stays tracked.
+    made = agui_meta.MessageItem("m", "assistant", "hi")
+    history = agui_meta.MessageItem.from_wire({"id": "h", "role": "user", "content": "q"})
+    calls = agui_meta.MessageItem.from_wire(
+        {"id": "a", "role": "assistant", "toolCalls": [{"id": "c", "type": "function",
+         "function": {"name": "f", "arguments": "{}"}}]}
+    )  # fmt: skip
+    assert not gc.is_tracked(made) and not gc.is_tracked(history)
+    assert gc.is_tracked(calls) and not gc.is_tracked(history.copy())
+    assert gc.is_tracked(calls.copy()) and calls.tool_calls is not None
+    made.tool_calls = [agui_meta.ToolCallItem("c", "f", made)]
+    assert gc.is_tracked(made) and made.tool_calls[0].owner is made
+
+    class Mine(agui_meta.MessageItem):
+        pass
+
+    assert gc.is_tracked(Mine("x", "user", "q"))
+    with pytest.raises(TypeError, match="takes a MessageItem"):
+        NATIVE.untrack_message(Mine("x", "user"))
+    with pytest.raises(TypeError, match="takes a MessageItem"):
+        NATIVE.track_message([])
 
 
 def test_a_store_let_go_is_freed_whole() -> None:
