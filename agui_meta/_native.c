@@ -62,6 +62,11 @@
  * configure_steps(StepStartedEvent, StepFinishedEvent, StepRecord)
  *     Once, at import of the driver, after configure(): the classes _steps.h makes and
  *     compares with, and every route's names and slot offsets (no route is taken before).
+ *
+ * new_list(), untrack_message(item), track_message(item)
+ *     What the cyclic collector need not walk (see untrack_cell in _loop.h): an empty list
+ *     it does not track, for the ledger's records (_ledger.new_list); a MessageItem holding
+ *     no tool calls untracked, and tracked again when it holds some (_store).
  */
 
 #define PY_SSIZE_T_CLEAN
