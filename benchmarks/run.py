@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, final
 
 import anyio
 import anyio.lowlevel
@@ -724,6 +724,42 @@ def _probe(path: Path, evict: bool, traced: bool) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+@final
+class _Collections:
+    """The cyclic collector's passes while it is entered (``gc.callbacks``): how many of each
+    generation and the seconds they took, which is where the gap of many pipelines to one
+    goes (docs/performance.md)."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            generation = info["generation"]
+            self.counts[generation] += 1
+            self.seconds[generation] += time.perf_counter() - self._started
+
+    def __enter__(self) -> _Collections:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def record(self, events: int) -> dict[str, Any]:
+        """Full collections (the oldest generation) and the others: counts and µs/event."""
+        return {
+            "full": self.counts[2],
+            "full_us_per_event": self.seconds[2] / events * 1e6,
+            "young": self.counts[0] + self.counts[1],
+            "young_us_per_event": (self.seconds[0] + self.seconds[1]) / events * 1e6,
+        }
+
+
 def pipelines_concurrent(w: Workload, k: int, repeat: int = 1) -> Run:
     """``k`` full pipelines at once in one event loop, each over its own copy of the SSE
     chunks from an async source that yields to the loop after every chunk (as a socket
@@ -744,15 +780,20 @@ def pipelines_concurrent(w: Workload, k: int, repeat: int = 1) -> Run:
             await stream.drain()
         stores.append(store)
 
+    collections: list[dict[str, Any]] = []  # each round's, in order
+
     async def run() -> tuple[Timing, dict[str, Any]]:
-        t0 = _clock()
-        for _ in range(repeat):
-            stores: list[agui_meta.Store] = []
-            async with anyio.create_task_group() as tg:
-                for _ in range(k):
-                    tg.start_soon(one, stores)
-        seconds = _since(t0)
-        return seconds, {"pipelines": k, "messages": len(stores[0].messages_wire())}
+        with _Collections() as passes:
+            t0 = _clock()
+            for _ in range(repeat):
+                stores: list[agui_meta.Store] = []
+                async with anyio.create_task_group() as tg:
+                    for _ in range(k):
+                        tg.start_soon(one, stores)
+            seconds = _since(t0)
+        collections.append(passes.record(k * len(w) * repeat))
+        info = {"messages": len(stores[0].messages_wire()), "collections": collections}
+        return seconds, {"pipelines": k, **info}
 
     return run
 
@@ -803,6 +844,17 @@ async def idle_streams(w: Workload, k: int, *, prefix: int = 0) -> dict[str, Any
         "bytes_per_stream": used / k,
         "gc_objects_per_stream": objects / k,
     }
+
+
+def _passes(row: dict[str, Any], kind: str) -> str:
+    """The collector's passes of one kind in a concurrent row's measured rounds (the warm-up
+    left out): the median count and the range of their cost per event."""
+    rounds = row.get("collections", [])[-row["rounds"] :]
+    if not rounds:
+        return "-"
+    costs = [r[f"{kind}_us_per_event"] for r in rounds]
+    count = statistics.median(r[kind] for r in rounds)
+    return f"{count:g} ({min(costs):.2f}-{max(costs):.2f})"
 
 
 def _cpu_per_event(c: Contender) -> float:
@@ -1016,9 +1068,10 @@ def table(record: dict[str, Any]) -> str:
     if co:
         lines.append(f"\n### Concurrent pipelines in one event loop ({co['workload']} each)\n")
         lines.append(
-            "| pipelines | events a round | µs/event | CPU µs/event | CPU vs one | rounds |"
+            "| pipelines | events a round | µs/event | CPU µs/event | CPU vs one | rounds "
+            "| full collections a round (µs/event) | young ones (µs/event) |"
         )
-        lines.append("|---:|---:|---:|---:|---:|---:|")
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
         growth = co.get("cpu_growth") or [None] * len(co["rows"])
         for row, g in zip(co["rows"], growth, strict=True):
             if row.get("available"):
@@ -1027,7 +1080,7 @@ def table(record: dict[str, Any]) -> str:
                     + (f" (x{row['repeat']} in turn)" if row.get("repeat", 1) > 1 else "")
                     + f" | {row['events']:,} | {row['us_per_event']:.2f} | "
                     f"{_cpu_us(row)} | {_fmt_ratio(g)} | "
-                    f"{row['rounds']} |"
+                    f"{row['rounds']} | {_passes(row, 'full')} | {_passes(row, 'young')} |"
                 )
         for idle in co.get("idle", []):
             lines.append(

@@ -105,6 +105,11 @@ def test_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
         (10, 1, 3000),
     ]
     assert all(row["messages"] == full["messages"] for row in concurrent)
+    # the collector's passes of each round, the warm-up's first
+    for row in concurrent:
+        passes = row["collections"]
+        assert len(passes) == row["rounds"] + 1
+        assert all(p["full"] >= 0 and p["young_us_per_event"] >= 0 for p in passes)
     idle = record["concurrent"]["idle"]
     assert [(i["streams"], i["prefix_events"]) for i in idle] == [(10, 0), (10, 20)]
     assert all(i["bytes_per_stream"] > 0 and i["gc_objects_per_stream"] > 0 for i in idle)
@@ -180,3 +185,19 @@ def test_instructions_are_counted_by_callgrind(
     monkeypatch.setattr(run, "_cache", tmp_path)
     run.generated(200)
     assert instructions.count("setup", 10) > 1_000_000
+
+
+def test_the_collector_probe_counts_what_ran_inside_it() -> None:
+    import gc
+
+    from benchmarks.run import _Collections
+
+    gc.collect()  # outside: not counted
+    with _Collections() as passes:
+        gc.collect()
+        gc.collect(0)
+    record = passes.record(1000)
+    assert (record["full"], record["young"]) == (1, 1)
+    assert record["full_us_per_event"] > 0
+    gc.collect()  # after: not counted either
+    assert passes.record(1000)["full"] == 1
