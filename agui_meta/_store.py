@@ -353,7 +353,7 @@ class MessageItem:
         item._streaming = False
         item._open_calls = 0
         item.evicted = False
-        if _UNTRACK is not None and item._tool_calls is None and type(item) is MessageItem:
+        if _UNTRACK is not None and type(item) is MessageItem:  # left tracked with calls
             _UNTRACK(item)
         return item
 
