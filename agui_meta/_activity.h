@@ -24,9 +24,9 @@
 
 #include <Python.h>
 
-/* The route: (ROUTE_ACTIVITY, chunks or None, verify, accumulate's message lookup, ledger,
- * the type the ledger counts, the field the activity's type is kept in ("activityType")). */
-enum { A_ROUTE, A_CHUNKS, A_VERIFY, A_LOOKUP, A_LEDGER, A_KIND, A_FIELD, A_SIZE };
+/* The route: (ROUTE_ACTIVITY, the type the ledger counts, the field the activity's type is kept
+ * in ("activityType")); own's message lookup finds the message. */
+enum { A_ROUTE, A_KIND, A_FIELD, A_SIZE };
 
 static PyObject *s_patch, *s_activity_type;
 static Py_ssize_t refs_off = -1, fields_off = -1; /* MessageItem._refs, .fields */
@@ -62,13 +62,13 @@ activity_configure(void)
 /* The conditions, read into r (the patched content in r->content). 1: they hold; 0: not
  * this way; -1 with an exception. Changes nothing anyone sees. */
 static int
-activity_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
+activity_check(PyObject *event, PyObject *own, PyObject *update_cls, PyObject *unset,
                ActivityRead *r)
 {
     if (!routes_ready) {
         return 0; /* before configure_steps() */
     }
-    int ok = chain_ready(PyTuple_GET_ITEM(route, A_CHUNKS), PyTuple_GET_ITEM(route, A_VERIFY));
+    int ok = chain_ready(OWN(own, O_CHUNKS), OWN(own, O_VERIFY));
     if (ok <= 0) {
         return ok;
     }
@@ -84,7 +84,7 @@ activity_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject 
     if (id == NULL) {
         return -1;
     }
-    r->item = PyUnicode_CheckExact(id) ? call_lookup(PyTuple_GET_ITEM(route, A_LOOKUP), id) : NULL;
+    r->item = PyUnicode_CheckExact(id) ? call_lookup(OWN(own, O_MESSAGE), id) : NULL;
     int exact = PyUnicode_CheckExact(id);
     Py_DECREF(id);
     if (!exact) {
@@ -146,16 +146,16 @@ activity_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject 
         return -1;
     }
     r->content = root;
-    return ledger_ready(PyTuple_GET_ITEM(route, A_LEDGER), update_cls, 1);
+    return ledger_ready(OWN(own, O_LEDGER), update_cls, 1);
 }
 
 /* The accumulator's part, the conditions held. 1 with *out the Update (a new reference;
  * Py_True when build is false); 0: not this way (nothing changed); -1 with an exception. */
 static int
-activity_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
-               int build, ActivityRead *r, PyObject **out)
+activity_route(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls,
+               PyObject *unset, int build, ActivityRead *r, PyObject **out)
 {
-    int ok = activity_check(event, route, update_cls, unset, r);
+    int ok = activity_check(event, own, update_cls, unset, r);
     if (ok <= 0) {
         return ok;
     }
@@ -176,9 +176,9 @@ activity_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject 
 
 /* The ledger's part, once the Update was emitted: the event's type counted. */
 static int
-activity_after(PyObject *route)
+activity_after(PyObject *route, PyObject *own)
 {
-    return ledger_count(PyTuple_GET_ITEM(route, A_LEDGER), PyTuple_GET_ITEM(route, A_KIND));
+    return ledger_count(OWN(own, O_LEDGER), PyTuple_GET_ITEM(route, A_KIND));
 }
 
 #endif /* AGUI_META_ACTIVITY_H */

@@ -24,62 +24,54 @@
 
 #include <Python.h>
 
-/* The route: (ROUTE_DIRECT, chunks or None, verify or None, verify's handler or None,
- * accumulate's handler, ledger, the type the ledger counts or None, the ledger's handler or
- * None, the verifier, the accumulator). The handlers are the stages' plain functions, called
- * with their stage: one route per event class and pipeline holds no bound method of its own,
- * which the cyclic collector would walk for as long as the pipeline lives. */
-enum { D_ROUTE, D_CHUNKS, D_VERIFY, D_VERIFY_HANDLER, D_ACCUMULATE_HANDLER, D_LEDGER, D_KIND,
-       D_LEDGER_HANDLER, D_VERIFIER, D_ACCUMULATOR, D_SIZE };
-
-/* func(self, arg), as the bound method would be called (a new reference, or NULL). */
-static PyObject *
-call_method(PyObject *func, PyObject *self, PyObject *arg)
-{
-    PyObject *args[3] = {NULL, self, arg};
-    return PyObject_Vectorcall(func, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-}
+/* The route: (ROUTE_DIRECT, True or None (None: the verifier's gate lets the event through),
+ * verify's handler or None, accumulate's handler, the type the ledger counts or None, the
+ * ledger's handler or None). The handlers are the stages' plain functions, called with own's
+ * stages (see _steps.h). */
+enum { D_ROUTE, D_GATED, D_VERIFY_HANDLER, D_ACCUMULATE_HANDLER, D_KIND, D_LEDGER_HANDLER,
+       D_SIZE };
 
 /* Whether the conditions hold (1), not (0), or -1 with an exception. Changes nothing. */
 static int
-direct_check(PyObject *route, PyObject *update_cls)
+direct_check(PyObject *route, PyObject *own, PyObject *update_cls)
 {
-    int ok = chain_ready(PyTuple_GET_ITEM(route, D_CHUNKS), PyTuple_GET_ITEM(route, D_VERIFY));
+    PyObject *verify = PyTuple_GET_ITEM(route, D_GATED) == Py_None ? Py_None : OWN(own, O_VERIFY);
+    int ok = chain_ready(OWN(own, O_CHUNKS), verify);
     if (ok <= 0) {
         return ok;
     }
-    return ledger_ready(PyTuple_GET_ITEM(route, D_LEDGER), update_cls,
-                        PyTuple_GET_ITEM(route, D_KIND) != Py_None);
+    return ledger_ready(OWN(own, O_LEDGER), update_cls, PyTuple_GET_ITEM(route, D_KIND) != Py_None);
 }
 
 /* The verifier's and the accumulator's handlers, the conditions held. 1 with *out the
  * Update (a new reference); 0: not this way (nothing done); -1 with an exception (raised by
  * a handler: as it would from the feeds). */
 static int
-direct_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject **out)
+direct_route(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls,
+             PyObject **out)
 {
-    int ok = direct_check(route, update_cls);
+    int ok = direct_check(route, own, update_cls);
     if (ok <= 0) {
         return ok;
     }
     PyObject *verify = PyTuple_GET_ITEM(route, D_VERIFY_HANDLER);
     if (verify != Py_None) {
-        PyObject *back = call_method(verify, PyTuple_GET_ITEM(route, D_VERIFIER), event);
+        PyObject *back = call_method(verify, OWN(own, O_VERIFY), event);
         if (back == NULL) {
             return -1;
         }
         Py_DECREF(back);
     }
-    *out = call_method(PyTuple_GET_ITEM(route, D_ACCUMULATE_HANDLER),
-                       PyTuple_GET_ITEM(route, D_ACCUMULATOR), event);
+    *out = call_method(PyTuple_GET_ITEM(route, D_ACCUMULATE_HANDLER), OWN(own, O_ACCUMULATE),
+                       event);
     return *out == NULL ? -1 : 1;
 }
 
 /* The ledger's part, once the Update was emitted. 0, or -1 with an exception. */
 static int
-direct_after(PyObject *event, PyObject *route, PyObject *update)
+direct_after(PyObject *event, PyObject *route, PyObject *own, PyObject *update)
 {
-    PyObject *ledger = PyTuple_GET_ITEM(route, D_LEDGER), *kind = PyTuple_GET_ITEM(route, D_KIND);
+    PyObject *ledger = OWN(own, O_LEDGER), *kind = PyTuple_GET_ITEM(route, D_KIND);
     if (kind != Py_None) {
         return ledger_count(ledger, kind);
     }

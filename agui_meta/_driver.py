@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from types import MethodType
 from typing import Any, Final
 
 import msgspec
@@ -141,8 +140,9 @@ class _FastPath:
                 self.filters.append(t)
             i += 1
         self.size = i
-        #: By event class, how the C core takes an event off the fast path through the
-        #: stages (see ``_routes``), when the run of stages is the default chain's; else None.
+        #: How the C core takes an event off the fast path through the stages, when the run
+        #: of stages is the default chain's: the routes by event class and the pipeline's own
+        #: objects they are taken with (see ``_routes``); else None.
         self.routes = _routes(chain[1 if self.decode is not None else 0 : i])
         #: Where a candidate goes once the run let it pass.
         self.tail: Callable[[Any], None] = chain[i - 1].emit if i else sink
@@ -249,40 +249,20 @@ class _FastPath:
             tally[kind] = tally.get(kind, 0) + n
 
 
-def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | None:
-    """The C core's routes for events off the fast path, by class, when the run of stages is
-    exactly ``ExpandChunks``, ``Verify``, ``Accumulate`` and ``Ledger`` (or the same without
-    ``ExpandChunks``), each of its own class: the core then does what their feeds do. A route's
-    first member is its kind (``_DIRECT`` … ``_RESULT``), which says what the rest is:
+def _routes(
+    run: list[Transducer[Any, Any]],
+) -> tuple[dict[type, tuple[Any, ...]], tuple[Any, ...]] | None:
+    """The C core's routes for events off the fast path, when the run of stages is exactly
+    ``ExpandChunks``, ``Verify``, ``Accumulate`` and ``Ledger`` (or the same without
+    ``ExpandChunks``), each of its own class: the core then does what their feeds do. None when
+    the run is another.
 
-    STEP_STARTED and STEP_FINISHED: ``(_STEP, chunks, verify, ledger)``, done in C
-    (``_steps.h``).
-    TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END: ``(_END, chunks, verify, the name of
-    verify's table of open ids, accumulate's lookup of the item, ledger, the type the ledger
-    counts or None, the item's kind (1 a message, 2 a tool call), the ledger's handler or
-    None)``, done in C (``_ends.h``).
-    TEXT_MESSAGE_START and REASONING_MESSAGE_START: ``(_START, chunks, verify, the names of verify's
-    tables of open ids and of owners, accumulate's message lookup, the store's append, ledger,
-    the type the ledger counts, the message's role or None for the event's)``, done in C
-    (``_starts.h``) for a message the store has not seen.
-    TOOL_CALL_RESULT: ``(_RESULT, chunks, verify, the name of verify's table of owners, accumulate's
-    _answered, the store's assistant_owner and insert_result, ledger, the ledger's handler,
-    the tool message's role when the event has none, the field naming the call)``, done in C
-    (``_results.h``) for text content.
-    TOOL_CALL_START: ``(_TOOL_START, chunks, verify, accumulate's _started and _start_call,
-    the store's tool_call, message, append and add_tool_call, ledger, the ledger's handler, its
-    ToolCallRecord)``,
-    done in C (``_starts.h``) for a call the store has not seen.
-    ACTIVITY_DELTA: ``(_ACTIVITY, chunks, verify, accumulate's message lookup, ledger, the type
-    the ledger counts, the field of the activity's type)``, done in C (``_activity.h``) when
-    every operation of its patch is the commonest kind.
-    Any other event the stages handle without a chunk or a content delta (both have their
-    own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
-    ``(_DIRECT, chunks, verify or None (RUN_STARTED: the verifier's gate lets it through), verify's
-    handler or None, accumulate's handler, ledger, the type the ledger counts or None, the
-    ledger's handler or None, verify, accumulate)``, the handlers the stages' plain functions
-    (called with their stage: no bound method per route and pipeline for the collector to
-    walk). None when the run is another.
+    A pair: the routes by event class (see :func:`_make_routes`), which depend on the stages'
+    classes only and are shared by every pipeline of those classes; and what this pipeline
+    takes them with, its own objects (``_steps.h``'s ``O_...``): ``(chunks or None, verify,
+    accumulate, ledger, the store, its message lookup, its tool-call lookup)``. A running
+    pipeline then holds one tuple for the cyclic collector to walk, not a table of routes of
+    its own.
     """
     kinds = [type(t) for t in run]
     if kinds == [ExpandChunks, Verify, Accumulate, Ledger]:
@@ -294,10 +274,59 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
         return None
     assert isinstance(verify, Verify) and isinstance(accumulate, Accumulate)
     assert isinstance(ledger, Ledger)
+    store = accumulate.store
+    own = (chunks, verify, accumulate, ledger, store, accumulate._message, accumulate._tool_call)
+    # What the routes are made from: the classes, whether the store evicts, and the handler
+    # tables (one per class, see handler_table; a stage given another is not shared with).
+    key = (type(verify), type(accumulate), type(ledger), type(store), accumulate._evict)
+    tables = (verify._handlers, accumulate._handlers, accumulate._converts, ledger._handlers)
+    shared = _SHARED_ROUTES.get(key)
+    if shared is not None and all(a is b for a, b in zip(shared[1], tables, strict=True)):
+        return shared[0], own
+    routes = _make_routes(verify, accumulate, ledger)
+    if shared is None and len(_SHARED_ROUTES) < _MOST_SHARED:
+        _SHARED_ROUTES[key] = (routes, tables)
+    return routes, own
+
+
+#: The routes made so far, by what they are made from (see :func:`_routes`), with the tables
+#: they were made from; at most ``_MOST_SHARED`` kinds of chain (more are made anew each time).
+_SHARED_ROUTES: dict[tuple[Any, ...], tuple[dict[type, tuple[Any, ...]], tuple[Any, ...]]] = {}
+_MOST_SHARED: Final = 64
+
+
+def _make_routes(
+    verify: Verify, accumulate: Accumulate, ledger: Ledger[Any]
+) -> dict[type, tuple[Any, ...]]:
+    """The routes by event class. A route's first member is its kind (``_DIRECT`` …
+    ``_ACTIVITY``), which says what the rest is; a handler in it is its class's plain function,
+    which the core calls with the pipeline's own stage or store (see :func:`_routes`):
+
+    STEP_STARTED and STEP_FINISHED: ``(_STEP,)``, done in C (``_steps.h``).
+    TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END: ``(_END, the name of verify's
+    table of open ids, the type the ledger counts or None, the item's kind (1 a message, 2 a
+    tool call), the ledger's handler or None)``, done in C (``_ends.h``).
+    TEXT_MESSAGE_START and REASONING_MESSAGE_START: ``(_START, the names of verify's tables of
+    open ids and of owners, the store's append, the type the ledger counts, the message's role
+    or None for the event's)``, done in C (``_starts.h``) for a message the store has not seen.
+    TOOL_CALL_RESULT: ``(_RESULT, the name of verify's table of owners, accumulate's _answered,
+    the store's assistant_owner and insert_result, the ledger's handler, the tool message's
+    role when the event has none, the field naming the call)``, done in C (``_results.h``) for
+    text content.
+    TOOL_CALL_START: ``(_TOOL_START, accumulate's _started and _start_call, the store's append
+    and add_tool_call, the ledger's handler, its ToolCallRecord)``, done in C (``_starts.h``)
+    for a call the store has not seen.
+    ACTIVITY_DELTA: ``(_ACTIVITY, the type the ledger counts, the field of the activity's
+    type)``, done in C (``_activity.h``) when every operation of its patch is the commonest
+    kind.
+    Any other event the stages handle without a chunk or a content delta (both have their
+    own ways in the feeds): the stages' handlers, called without their feeds (``_direct.h``):
+    ``(_DIRECT, True, or None when the verifier's gate lets it through (RUN_STARTED), verify's
+    handler or None, accumulate's handler, the type the ledger counts or None, the ledger's
+    handler or None)``.
+    """
     routes: dict[type, tuple[Any, ...]] = {}
-    # The stages' tables hold their handlers as plain functions (handler_table): the direct
-    # routes hold them so, with their stages; the others' few handlers are bound. A store that
-    # evicts: accumulate's feed does more than its handler, so no direct route.
+    # A store that evicts: accumulate's feed does more than its handler, so no direct route.
     converts = accumulate._converts
     accumulates, records, checks = accumulate._handlers, ledger._handlers, verify._handlers
     for cls, kind in () if accumulate._evict else _DIRECT_CLASSES:
@@ -310,20 +339,10 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
         if kind is None and record is None:
             continue
         check = checks.get(cls.type)
-        routes[cls] = (
-            _DIRECT,
-            chunks,
-            # Verify.feed's gate (before the first run, after one ended) lets RUN_STARTED
-            # through always (_check_gate): None, its route does not wait for the gate.
-            None if cls is RunStartedEvent else verify,
-            check,
-            handle,
-            ledger,
-            kind,
-            record,
-            verify,
-            accumulate,
-        )
+        # Verify.feed's gate (before the first run, after one ended) lets RUN_STARTED through
+        # always (_check_gate): None, its route does not wait for the gate.
+        gated = None if cls is RunStartedEvent else True
+        routes[cls] = (_DIRECT, gated, check, handle, kind, record)
     steps = (
         verify._handlers.get("STEP_STARTED") is Verify._step_started
         and verify._handlers.get("STEP_FINISHED") is Verify._step_finished
@@ -332,7 +351,7 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
         and all(accumulate._handlers.get(cls) is Accumulate._no_item for cls in _STEPS)
     )
     if steps:
-        routes.update(dict.fromkeys(_STEPS, (_STEP, chunks, verify, ledger)))
+        routes.update(dict.fromkeys(_STEPS, (_STEP,)))
     if accumulate._evict:
         return routes
     for cls, table, check in (
@@ -345,7 +364,8 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             and accumulate._handlers.get(cls) is Accumulate._text_end
             and kind is not None
         ):
-            routes[cls] = (_END, chunks, verify, table, accumulate._message, ledger, kind, 1, None)
+            routes[cls] = (_END, table, kind, 1, None)
+    stored = type(accumulate.store) is Store
     for cls, table, owners, check, handle, role in (
         (TextMessageStartEvent, "_text", "_message_owners", Verify._text_start,
          Accumulate._text_start, None),
@@ -357,96 +377,58 @@ def _routes(run: list[Transducer[Any, Any]]) -> dict[type, tuple[Any, ...]] | No
             verify._handlers.get(cls.type) is check
             and accumulate._handlers.get(cls) is handle
             and kind is not None
-            and type(accumulate.store) is Store
+            and stored
         ):
-            routes[cls] = (
-                _START,
-                chunks,
-                verify,
-                table,
-                owners,
-                accumulate._message,
-                accumulate.store.append,
-                ledger,
-                kind,
-                role,
-            )
+            routes[cls] = (_START, table, owners, Store.append, kind, role)
+    own = type(accumulate)
     if (
         verify._handlers.get(ToolCallResultEvent.type) is Verify._tool_call_result
         and accumulate._handlers.get(ToolCallResultEvent) is Accumulate._tool_result
-        and type(accumulate.store) is Store
+        and stored
         and ledger_counts(ToolCallResultEvent) is None
         and ledger._handlers.get(ToolCallResultEvent) is Ledger._tool_call_result
     ):
-        store = accumulate.store
         routes[ToolCallResultEvent] = (
             _RESULT,
-            chunks,
-            verify,
             "_message_owners",
-            accumulate._answered,
-            store.assistant_owner,
-            store.insert_result,
-            ledger,
-            MethodType(Ledger._tool_call_result, ledger),
+            own._answered,
+            Store.assistant_owner,
+            Store.insert_result,
+            Ledger._tool_call_result,
             "tool",
             "toolCallId",
         )
     if (
         verify._handlers.get(ToolCallStartEvent.type) is Verify._tool_call_start
         and accumulate._handlers.get(ToolCallStartEvent) is Accumulate._tool_start
-        and type(accumulate.store) is Store
+        and stored
         and ledger_counts(ToolCallStartEvent) is None
         and ledger._handlers.get(ToolCallStartEvent) is Ledger._tool_call_start
     ):
-        store = accumulate.store
         routes[ToolCallStartEvent] = (
             _TOOL_START,
-            chunks,
-            verify,
-            accumulate._started,
-            accumulate._start_call,
-            store.tool_call,
-            store.message,
-            store.append,
-            store.add_tool_call,
-            ledger,
-            MethodType(Ledger._tool_call_start, ledger),
+            own._started,
+            own._start_call,
+            Store.append,
+            Store.add_tool_call,
+            Ledger._tool_call_start,
             ToolCallRecord,
         )
     kind = ledger_counts(ActivityDeltaEvent)
     if (
         verify._handlers.get(ActivityDeltaEvent.type) is Verify._activity_delta
         and accumulate._handlers.get(ActivityDeltaEvent) is Accumulate._activity_delta
-        and type(accumulate.store) is Store
+        and stored
         and kind is not None
     ):
-        routes[ActivityDeltaEvent] = (
-            _ACTIVITY,
-            chunks,
-            verify,
-            accumulate._message,
-            ledger,
-            kind,
-            "activityType",
-        )
+        routes[ActivityDeltaEvent] = (_ACTIVITY, kind, "activityType")
     if (
         verify._handlers.get(ToolCallEndEvent.type) is Verify._tool_call_end
         and accumulate._handlers.get(ToolCallEndEvent) is Accumulate._tool_end
         and ledger_counts(ToolCallEndEvent) is None
         and ledger._handlers.get(ToolCallEndEvent) is Ledger._tool_call_end
     ):
-        routes[ToolCallEndEvent] = (
-            _END,
-            chunks,
-            verify,
-            "_tool_calls",
-            accumulate._tool_call,
-            ledger,
-            None,
-            2,
-            MethodType(Ledger._tool_call_end, ledger),
-        )
+        routes[ToolCallEndEvent] = (_END, "_tool_calls", None, 2, Ledger._tool_call_end)
     return routes
 
 

@@ -26,11 +26,10 @@
 
 #include <Python.h>
 
-/* The route: (ROUTE_END, chunks or None, verify, the name of verify's table of open ids, accumulate's
- * lookup of the item, ledger, the type the ledger counts or None, the item's kind (1 a
- * message, 2 a tool call, as item_slots), the ledger's handler or None). */
-enum { E_ROUTE, E_CHUNKS, E_VERIFY, E_TABLE, E_LOOKUP, E_LEDGER, E_KIND, E_ITEM, E_LEDGER_HANDLER,
-       E_SIZE };
+/* The route: (ROUTE_END, the name of verify's table of open ids, the type the ledger counts or
+ * None, the item's kind (1 a message, 2 a tool call, as item_slots: own's message or
+ * tool-call lookup finds it), the ledger's handler or None). */
+enum { E_ROUTE, E_TABLE, E_KIND, E_ITEM, E_LEDGER_HANDLER, E_SIZE };
 
 static Py_ssize_t streaming_off = -1;   /* MessageItem._streaming */
 static Py_ssize_t open_calls_off = -1;  /* MessageItem._open_calls */
@@ -131,7 +130,8 @@ end_configure(void)
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
 static int
-end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, EndRead *r)
+end_check(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls, PyObject *unset,
+          EndRead *r)
 {
     if (!routes_ready) {
         return 0; /* before configure_steps() */
@@ -144,8 +144,8 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
         return -1;
     }
     r->kind = (int)kind;
-    PyObject *verify = PyTuple_GET_ITEM(route, E_VERIFY);
-    int ok = chain_ready(PyTuple_GET_ITEM(route, E_CHUNKS), verify);
+    PyObject *verify = OWN(own, O_VERIFY);
+    int ok = chain_ready(OWN(own, O_CHUNKS), verify);
     if (ok <= 0) {
         return ok;
     }
@@ -173,7 +173,7 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
      * store's own call, whose owner (if it is open) is the store's own message with a count of
      * open calls. */
     const ItemSlots *is = &item_slots[kind];
-    r->item = call_lookup(PyTuple_GET_ITEM(route, E_LOOKUP), r->id);
+    r->item = call_lookup(OWN(own, kind == 1 ? O_MESSAGE : O_CALL), r->id);
     if (r->item == NULL) {
         return -1;
     }
@@ -214,18 +214,17 @@ end_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unse
         return ok;
     }
     /* The ledger: the Update's class known as a wrapper, a run open (when it counts). */
-    return ledger_ready(PyTuple_GET_ITEM(route, E_LEDGER), update_cls,
-                        PyTuple_GET_ITEM(route, E_KIND) != Py_None);
+    return ledger_ready(OWN(own, O_LEDGER), update_cls, PyTuple_GET_ITEM(route, E_KIND) != Py_None);
 }
 
 /* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
  * new reference; Py_True when build is false); 0: not this way (nothing changed); -1 with an
  * exception. */
 static int
-end_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, int build,
-          EndRead *r, PyObject **out)
+end_route(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls, PyObject *unset,
+          int build, EndRead *r, PyObject **out)
 {
-    int ok = end_check(event, route, update_cls, unset, r);
+    int ok = end_check(event, route, own, update_cls, unset, r);
     if (ok <= 0) {
         return ok;
     }
@@ -423,9 +422,10 @@ done:
  * its record ended here (end_ledger_tool) or by its handler, called with the Update as its
  * item (as Ledger.feed does). 0, or -1 with an exception. */
 static int
-end_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset, EndRead *r)
+end_after(PyObject *event, PyObject *route, PyObject *own, PyObject *update, PyObject *unset,
+          EndRead *r)
 {
-    PyObject *ledger = PyTuple_GET_ITEM(route, E_LEDGER), *kind = PyTuple_GET_ITEM(route, E_KIND);
+    PyObject *ledger = OWN(own, O_LEDGER), *kind = PyTuple_GET_ITEM(route, E_KIND);
     if (kind != Py_None) {
         return ledger_count(ledger, kind);
     }
@@ -433,7 +433,7 @@ end_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset, E
         return -1;
     }
     return ledger_handled(end_ledger_tool(event, ledger, r->id, unset),
-                          PyTuple_GET_ITEM(route, E_LEDGER_HANDLER), event);
+                          PyTuple_GET_ITEM(route, E_LEDGER_HANDLER), ledger, event);
 }
 
 #endif /* AGUI_META_ENDS_H */

@@ -68,7 +68,6 @@ from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from . import _speedups
 from ._events import (
     EVENT_TYPES,
     CustomEvent,
@@ -99,6 +98,7 @@ from ._events import (
 from ._exceptions import UsageError
 from ._metadata import MergedMetadata, enc_hook
 from ._prices import PriceTable
+from ._speedups import new_list
 from ._stage import CONTENT_DELTAS, Transducer, default_context, handler_table
 from ._tally import ToolCallTally
 from ._tokens import Usage, aggregate_token_usage
@@ -148,19 +148,6 @@ def _encoded(value: _V) -> _V:
     counts and empty lists are written, as they always were.
     """
     return msgspec.field(default_factory=lambda: value)
-
-
-def _new_list() -> list[Any]:
-    return []
-
-
-#: An empty list default that is still encoded (see :func:`_encoded`): with the C core, one
-#: the cyclic collector does not track (a record's list cannot be part of a reference cycle,
-#: as a record cannot: see :class:`_Record`), for one object fewer per list in each full
-#: collection of a process that keeps many ledgers.
-new_list: Final[Callable[[], list[Any]]] = (
-    _new_list if _speedups.NATIVE is None else _speedups.NATIVE.new_list
-)
 
 
 def _listed(*parts: Iterable[_V]) -> list[_V]:

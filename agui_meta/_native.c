@@ -46,8 +46,8 @@
  *     that does not decode, when a feed or a handler raised (exc), or when a filter's
  *     fast-path members are no longer those in held (replan True: the events before k went
  *     through). k == len(payloads) and replan False: all done. rest's fifth member,
- *     routes (None or a dict by event class), says where the run of stages is the default
- *     chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
+ *     routes (None, or (a dict of routes by event class, the pipeline's own objects they are
+ *     taken with: see _steps.h)), says where the run of stages is the default chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
  *     TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END too (_ends.h), the starts of
  *     text and reasoning messages and of tool calls (_starts.h), TOOL_CALL_RESULT
  *     (_results.h), ACTIVITY_DELTA (_activity.h), the other
@@ -63,9 +63,10 @@
  *     Once, at import of the driver, after configure(): the classes _steps.h makes and
  *     compares with, and every route's names and slot offsets (no route is taken before).
  *
- * new_list(), untrack_message(item), track_message(item)
+ * new_list(), new_ordered(), untrack_message(item), track_message(item)
  *     What the cyclic collector need not walk (see untrack_cell in _loop.h): an empty list
- *     it does not track, for the ledger's records (_ledger.new_list); a MessageItem holding
+ *     it does not track, for the ledger's records (_ledger.new_list); an empty OrderedDict
+ *     it does not track until it holds what it must (_tally.new_ordered); a MessageItem holding
  *     no tool calls untracked, and tracked again when it holds some (_store).
  */
 
@@ -935,6 +936,16 @@ route_kind(PyObject *route)
     return kind;
 }
 
+/* Whether routes are (a dict, the pipeline's own objects: a tuple of O_SIZE, see _steps.h). */
+static int
+routes_pair(PyObject *pair)
+{
+    return PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+           PyDict_CheckExact(PyTuple_GET_ITEM(pair, 0)) &&
+           PyTuple_CheckExact(PyTuple_GET_ITEM(pair, 1)) &&
+           PyTuple_GET_SIZE(PyTuple_GET_ITEM(pair, 1)) == O_SIZE;
+}
+
 static PyObject *run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept);
 
 static PyObject *
@@ -967,24 +978,27 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
     PyObject *plans = args[7], *tail = args[8], *rest = args[10];
     PyObject *unset = Unset, *update_cls = Update_cls;
     PyObject *after_decode = NULL, *filters = NULL, *held = NULL, *tallies = NULL;
-    PyObject *routes = NULL, *route_tail = Py_None, *replan = NULL; /* replan: the _FastPath */
+    PyObject *routes = NULL, *own = NULL, *route_tail = Py_None;
+    PyObject *replan = NULL; /* the _FastPath */
     if (rest != Py_None) {
         if (!PyTuple_CheckExact(rest) || PyTuple_GET_SIZE(rest) < 6 || PyTuple_GET_SIZE(rest) > 7 ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 1)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 2)) ||
             !PyList_CheckExact(PyTuple_GET_ITEM(rest, 3)) ||
-            (PyTuple_GET_ITEM(rest, 4) != Py_None && !PyDict_CheckExact(PyTuple_GET_ITEM(rest, 4)))) {
+            (PyTuple_GET_ITEM(rest, 4) != Py_None && !routes_pair(PyTuple_GET_ITEM(rest, 4)))) {
             PyErr_SetString(PyExc_TypeError, "run_batch(): rest is (after_decode, filters, held, "
-                                             "tallies, routes, route_tail[, replan])");
+                                             "tallies, routes, route_tail[, replan]), routes None "
+                                             "or (a dict, a tuple of the pipeline's own)");
             return bail(&passed, note);
         }
         after_decode = PyTuple_GET_ITEM(rest, 0);
         filters = PyTuple_GET_ITEM(rest, 1);
         held = PyTuple_GET_ITEM(rest, 2);
         tallies = PyTuple_GET_ITEM(rest, 3);
-        routes = PyTuple_GET_ITEM(rest, 4);
-        if (routes == Py_None || StepRecord_cls == NULL) {
-            routes = NULL;
+        PyObject *pair = PyTuple_GET_ITEM(rest, 4);
+        if (pair != Py_None && StepRecord_cls != NULL) {
+            routes = PyTuple_GET_ITEM(pair, 0);
+            own = PyTuple_GET_ITEM(pair, 1);
         }
         route_tail = PyTuple_GET_ITEM(rest, 5);
         if (PyTuple_GET_SIZE(rest) == 7 && PyTuple_GET_ITEM(rest, 6) != Py_None) {
@@ -1187,25 +1201,27 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
             int took;
             switch (kind) {
             case ROUTE_STEP:
-                took = step_route(event, route, update_cls, unset, route_build, &read, &out);
+                took = step_route(event, own, update_cls, unset, route_build, &read, &out);
                 break;
             case ROUTE_END:
-                took = end_route(event, route, update_cls, unset, route_build, &ended, &out);
+                took = end_route(event, route, own, update_cls, unset, route_build, &ended, &out);
                 break;
             case ROUTE_START:
-                took = start_route(event, route, update_cls, unset, route_build, &started, &out);
+                took = start_route(event, route, own, update_cls, unset, route_build, &started,
+                                   &out);
                 break;
             case ROUTE_RESULT:
-                took = result_route(event, route, update_cls, unset, &answered, &out);
+                took = result_route(event, route, own, update_cls, unset, &answered, &out);
                 break;
             case ROUTE_TOOL_START:
-                took = tool_start_route(event, route, update_cls, unset, &called, &out);
+                took = tool_start_route(event, route, own, update_cls, unset, &called, &out);
                 break;
             case ROUTE_ACTIVITY:
-                took = activity_route(event, route, update_cls, unset, route_build, &patched, &out);
+                took = activity_route(event, route, own, update_cls, unset, route_build, &patched,
+                                      &out);
                 break;
             default:
-                took = direct_route(event, route, update_cls, &out);
+                took = direct_route(event, route, own, update_cls, &out);
             }
             if (took == 1) {
                 /* emitted, then the ledger's part (it emits before it records) */
@@ -1213,25 +1229,25 @@ run_batch(PyObject *const *args, Py_ssize_t nargs, PyObject **kept)
                 if (status == 0) {
                     switch (kind) {
                     case ROUTE_STEP:
-                        status = step_after(event, route, unset, &read);
+                        status = step_after(event, own, unset, &read);
                         break;
                     case ROUTE_END:
-                        status = end_after(event, route, out, unset, &ended);
+                        status = end_after(event, route, own, out, unset, &ended);
                         break;
                     case ROUTE_START:
-                        status = start_after(route);
+                        status = start_after(route, own);
                         break;
                     case ROUTE_RESULT:
-                        status = result_after(event, route, out, unset, &answered);
+                        status = result_after(event, route, own, out, unset, &answered);
                         break;
                     case ROUTE_TOOL_START:
-                        status = tool_start_after(event, route, out, unset, &called);
+                        status = tool_start_after(event, route, own, out, unset, &called);
                         break;
                     case ROUTE_ACTIVITY:
-                        status = activity_after(route);
+                        status = activity_after(route, own);
                         break;
                     default:
-                        status = direct_after(event, route, out);
+                        status = direct_after(event, route, own, out);
                     }
                 }
                 if (status < 0) {
@@ -1683,6 +1699,21 @@ native_new_list(PyObject *module, PyObject *unused)
     return list;
 }
 
+/* new_ordered() -> OrderedDict(): empty and not tracked by the cyclic collector, for the
+ * verifier's and the tally's tables of ids (_tally.new_ordered). An OrderedDict inserts through
+ * the dict's own code, which tracks it again as soon as it holds a value or key that may be
+ * tracked (a tuple holding an event, say); one of strings, None and UNSET cannot be part of a
+ * reference cycle, and is one object fewer for each full collection to walk. */
+static PyObject *
+native_new_ordered(PyObject *module, PyObject *unused)
+{
+    PyObject *table = PyODict_New();
+    if (table != NULL) {
+        PyObject_GC_UnTrack(table);
+    }
+    return table;
+}
+
 /* untrack_message(item) -> None: a MessageItem holding no tool calls, no longer tracked by
  * the cyclic collector. Its members (its fields, content, metadata) never refer back to it;
  * only a message holding tool calls is in a cycle (each call's owner is the message), and
@@ -1734,6 +1765,9 @@ static PyMethodDef native_methods[] = {
      "track_message(item) -> None: a MessageItem tracked by the collector again."},
     {"new_list", (PyCFunction)native_new_list, METH_NOARGS,
      "new_list() -> []: an empty list the cyclic collector does not track (_ledger.new_list)."},
+    {"new_ordered", (PyCFunction)native_new_ordered, METH_NOARGS,
+     "new_ordered() -> OrderedDict(): empty, untracked until it holds what may be tracked "
+     "(_tally.new_ordered)."},
     {"copy_json", (PyCFunction)native_copy_json, METH_O,
      "copy_json(value) -> a deep copy: _metadata.copy_json (new dicts and lists)."},
     {"shape", (PyCFunction)native_shape, METH_O,

@@ -25,12 +25,11 @@
 
 #include <Python.h>
 
-/* The route: (ROUTE_RESULT, chunks or None, verify, the name of verify's table of owners, accumulate's
- * _answered, the store's assistant_owner, the store's insert_result, ledger, the ledger's
- * handler, the tool message's role when the event has none ("tool"), the member of its
- * fields naming the call ("toolCallId")). */
-enum { R_ROUTE, R_CHUNKS, R_VERIFY, R_OWNERS, R_ANSWERED, R_OWNER_OF, R_INSERT, R_LEDGER, R_HANDLER,
-       R_ROLE, R_FIELD, R_SIZE };
+/* The route: (ROUTE_RESULT, the name of verify's table of owners, accumulate's _answered, the
+ * store's assistant_owner and insert_result, the ledger's handler (each its class's plain
+ * function, called with own's stage or store), the tool message's role when the event has
+ * none ("tool"), the member of its fields naming the call ("toolCallId")). */
+enum { R_ROUTE, R_OWNERS, R_ANSWERED, R_OWNER_OF, R_INSERT, R_HANDLER, R_ROLE, R_FIELD, R_SIZE };
 
 static PyObject *s_content;
 /* the ledger's record of a result */
@@ -73,14 +72,14 @@ result_configure(void)
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
 static int
-result_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
-             ResultRead *r)
+result_check(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls,
+             PyObject *unset, ResultRead *r)
 {
     if (!routes_ready) {
         return 0; /* before configure_steps() */
     }
-    PyObject *verify = PyTuple_GET_ITEM(route, R_VERIFY);
-    int ok = chain_ready(PyTuple_GET_ITEM(route, R_CHUNKS), verify);
+    PyObject *verify = OWN(own, O_VERIFY);
+    int ok = chain_ready(OWN(own, O_CHUNKS), verify);
     if (ok <= 0) {
         return ok;
     }
@@ -121,17 +120,17 @@ result_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *u
     if (r->incoming != unset && (ok = mergeable(unset, r->incoming, unset)) <= 0) {
         return ok;
     }
-    return ledger_ready(PyTuple_GET_ITEM(route, R_LEDGER), update_cls, 0);
+    return ledger_ready(OWN(own, O_LEDGER), update_cls, 0);
 }
 
 /* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
  * new reference: the ledger's handler reads it); 0: not this way (nothing changed); -1 with an
  * exception. */
 static int
-result_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
-             ResultRead *r, PyObject **out)
+result_route(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls,
+             PyObject *unset, ResultRead *r, PyObject **out)
 {
-    int ok = result_check(event, route, update_cls, unset, r);
+    int ok = result_check(event, route, own, update_cls, unset, r);
     if (ok <= 0) {
         return ok;
     }
@@ -140,7 +139,7 @@ result_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *u
         return -1;
     }
     /* Accumulate: the call answered (reported as the handler does), the tool message made */
-    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_ANSWERED), event);
+    PyObject *back = call_method(PyTuple_GET_ITEM(route, R_ANSWERED), OWN(own, O_ACCUMULATE), event);
     if (back == NULL) {
         return -1;
     }
@@ -161,10 +160,9 @@ result_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *u
         Py_DECREF(item);
         return -1;
     }
-    PyObject *owner = PyObject_CallOneArg(PyTuple_GET_ITEM(route, R_OWNER_OF), r->call_id);
-    back = owner == NULL ? NULL
-                         : PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, R_INSERT), item,
-                                                        owner, NULL);
+    PyObject *store = OWN(own, O_STORE);
+    PyObject *owner = call_method(PyTuple_GET_ITEM(route, R_OWNER_OF), store, r->call_id);
+    back = owner == NULL ? NULL : call_method2(PyTuple_GET_ITEM(route, R_INSERT), store, item, owner);
     Py_XDECREF(owner);
     if (back == NULL) {
         Py_DECREF(item);
@@ -241,15 +239,15 @@ done:
 /* The ledger's part, once the Update was emitted: the call's record answered here
  * (result_ledger) or by its handler, with the Update as its item (as Ledger.feed does). */
 static int
-result_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
-             ResultRead *r)
+result_after(PyObject *event, PyObject *route, PyObject *own, PyObject *update,
+             PyObject *unset, ResultRead *r)
 {
-    PyObject *ledger = PyTuple_GET_ITEM(route, R_LEDGER);
+    PyObject *ledger = OWN(own, O_LEDGER);
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
     }
     return ledger_handled(result_ledger(event, ledger, update, unset, r),
-                          PyTuple_GET_ITEM(route, R_HANDLER), event);
+                          PyTuple_GET_ITEM(route, R_HANDLER), ledger, event);
 }
 
 #endif /* AGUI_META_RESULTS_H */

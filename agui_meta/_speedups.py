@@ -13,9 +13,12 @@ import importlib
 import os
 import platform
 import sysconfig
+from collections import OrderedDict
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any, Final
 
-__all__ = ["NATIVE", "WHY_NOT", "describe"]
+__all__ = ["NATIVE", "WHY_NOT", "describe", "new_list", "new_ordered"]
 
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
@@ -39,6 +42,26 @@ NATIVE: ModuleType | None
 #: Why the C core is not used (``None`` when it is).
 WHY_NOT: str | None
 NATIVE, WHY_NOT = _load()
+
+
+def _new_list() -> list[Any]:
+    return []
+
+
+# What the cyclic collector need not walk. With the C core, the containers below start
+# untracked: a process that keeps many ledgers, or runs many pipelines at once, has that many
+# fewer objects for each full collection to walk (docs/performance.md). Without it, plain ones.
+
+#: An empty list for what cannot be part of a reference cycle (a ledger record's list: a record
+#: holds JSON values and other records, never itself, its ledger or one of its lists). A list
+#: is never tracked again, so only such things may go in it.
+new_list: Final[Callable[[], list[Any]]] = _new_list if NATIVE is None else NATIVE.new_list
+#: An empty ``OrderedDict`` for a table of ids, oldest first (the verifier's, the tallies'):
+#: untracked while it holds only strings, ``None`` and ``UNSET``; CPython's dict tracks it
+#: again as soon as it gets a value that may be in a cycle.
+new_ordered: Final[Callable[[], OrderedDict[Any, Any]]] = (
+    OrderedDict if NATIVE is None else NATIVE.new_ordered
+)
 
 
 def describe() -> str:

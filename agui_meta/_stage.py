@@ -325,6 +325,18 @@ def handler_table(cls: type, names: Mapping[Key, str]) -> dict[Key, Callable[...
     A table of the stage's bound methods would make every stage a reference cycle (the stage
     holds the table, each method holds the stage), which only the cyclic garbage collector
     frees; with plain functions, a finished pipeline's stages are freed as soon as nothing
-    refers to them.
+    refers to them. And then the table depends on the class alone: the stages of one class
+    share it (made once per class and ``names``), so that a running pipeline does not hold
+    tables of its own for the collector to walk. A stage may add to it only what its class
+    alone decides (``Accumulate`` adds an event subclass's handler).
     """
-    return {key: getattr(cls, name) for key, name in names.items()}
+    # Kept in the class's own __dict__ (not inherited), by the identity of the names, kept
+    # with them: the tables go with the class.
+    tables = cls.__dict__.get("_handler_tables")
+    if tables is None:
+        tables = {}
+        setattr(cls, "_handler_tables", tables)  # noqa: B010 (any class, not one of ours)
+    made = tables.get(id(names))
+    if made is None or made[0] is not names:
+        made = tables[id(names)] = (names, {key: getattr(cls, name) for key, name in names.items()})
+    return made[1]

@@ -39,11 +39,11 @@
 
 #include <Python.h>
 
-/* The route: (ROUTE_START, chunks or None, verify, the name of verify's table of open ids, the name of its
- * table of owners, accumulate's message lookup, the store's append, ledger, the type the ledger
- * counts, the role of the message (None: the event's, "assistant" when absent)). */
-enum { S_ROUTE, S_CHUNKS, S_VERIFY, S_TABLE, S_OWNERS, S_LOOKUP, S_APPEND, S_LEDGER, S_KIND, S_ROLE,
-       S_SIZE };
+/* The route: (ROUTE_START, the name of verify's table of open ids, the name of its table of
+ * owners, the store's append (Store.append, called with own's store), the type the ledger
+ * counts, the role of the message (None: the event's, "assistant" when absent)); own's
+ * message lookup finds the message. */
+enum { S_ROUTE, S_TABLE, S_OWNERS, S_APPEND, S_KIND, S_ROLE, S_SIZE };
 
 static PyObject *s_role, *s_max_closed_ids, *str_assistant;
 /* ("fields",): a new message's keyword (here and _results.h) */
@@ -92,14 +92,14 @@ owners_room(PyObject *verify, PyObject *owners, PyObject *id)
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
 static int
-start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
+start_check(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls, PyObject *unset,
             StartRead *r)
 {
     if (!routes_ready) {
         return 0; /* before configure_steps() */
     }
-    PyObject *verify = PyTuple_GET_ITEM(route, S_VERIFY);
-    int ok = chain_ready(PyTuple_GET_ITEM(route, S_CHUNKS), verify);
+    PyObject *verify = OWN(own, O_VERIFY);
+    int ok = chain_ready(OWN(own, O_CHUNKS), verify);
     if (ok <= 0) {
         return ok;
     }
@@ -142,7 +142,7 @@ start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *un
     }
     /* Accumulate: no message with the id in the store; the role and name as the handler
      * takes them. */
-    PyObject *found = call_lookup(PyTuple_GET_ITEM(route, S_LOOKUP), r->id);
+    PyObject *found = call_lookup(OWN(own, O_MESSAGE), r->id);
     if (found == NULL) {
         return -1;
     }
@@ -174,17 +174,18 @@ start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *un
         return ok;
     }
     /* The ledger: the Update's class known as a wrapper, a run open. */
-    return ledger_ready(PyTuple_GET_ITEM(route, S_LEDGER), update_cls, 1);
+    return ledger_ready(OWN(own, O_LEDGER), update_cls, 1);
 }
 
 /* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
  * new reference; Py_True when build is false); 0: not this way (nothing changed); -1 with an
  * exception. */
 static int
-start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, int build,
+start_route(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls, PyObject *unset,
+            int build,
             StartRead *r, PyObject **out)
 {
-    int ok = start_check(event, route, update_cls, unset, r);
+    int ok = start_check(event, route, own, update_cls, unset, r);
     if (ok <= 0) {
         return ok;
     }
@@ -205,7 +206,7 @@ start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *un
     if (item == NULL) {
         return -1;
     }
-    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, S_APPEND), item);
+    PyObject *back = call_method(PyTuple_GET_ITEM(route, S_APPEND), OWN(own, O_STORE), item);
     if (back == NULL) {
         Py_DECREF(item);
         return -1;
@@ -230,16 +231,16 @@ start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *un
 
 /* The ledger's part, once the Update was emitted: the event's type counted. */
 static int
-start_after(PyObject *route)
+start_after(PyObject *route, PyObject *own)
 {
-    return ledger_count(PyTuple_GET_ITEM(route, S_LEDGER), PyTuple_GET_ITEM(route, S_KIND));
+    return ledger_count(OWN(own, O_LEDGER), PyTuple_GET_ITEM(route, S_KIND));
 }
 
-/* The tool call's route: (ROUTE_TOOL_START, chunks or None, verify, accumulate's _started and
- * _start_call, the store's tool_call, message, append and add_tool_call, ledger, the ledger's
- * handler, the ledger's ToolCallRecord). */
-enum { T_ROUTE, T_CHUNKS, T_VERIFY, T_STARTED, T_START_CALL, T_CALL_OF, T_MESSAGE_OF, T_APPEND,
-       T_ADD_CALL, T_LEDGER, T_HANDLER, T_RECORD, T_SIZE };
+/* The tool call's route: (ROUTE_TOOL_START, accumulate's _started and _start_call, the store's
+ * append and add_tool_call, the ledger's handler (each its class's plain function, called with
+ * own's stage or store), the ledger's ToolCallRecord); own's tool-call and message lookups
+ * find what the store holds. */
+enum { T_ROUTE, T_STARTED, T_START_CALL, T_APPEND, T_ADD_CALL, T_HANDLER, T_RECORD, T_SIZE };
 
 static PyObject *s_item_u; /* Update.item */
 static PyObject *s_parent_message_id, *s_tool_call_name, *s_message_owners,
@@ -302,10 +303,10 @@ start_configure(void)
  * count of open calls. *owner: that message (a new reference), or NULL (a new one is made).
  * 1: so; 0: not this way (the Python _start_call does it); -1 with an exception. */
 static int
-tool_start_store(PyObject *route, ToolStartRead *r, PyObject **owner)
+tool_start_store(PyObject *own, ToolStartRead *r, PyObject **owner)
 {
     *owner = NULL;
-    PyObject *call = call_lookup(PyTuple_GET_ITEM(route, T_CALL_OF), r->id);
+    PyObject *call = call_lookup(OWN(own, O_CALL), r->id);
     if (call == NULL) {
         return -1;
     }
@@ -316,7 +317,7 @@ tool_start_store(PyObject *route, ToolStartRead *r, PyObject **owner)
     if (!PyUnicode_Check(r->parent) || PyUnicode_GET_LENGTH(r->parent) == 0) {
         return 1; /* no parent named: a new message, the call's id */
     }
-    PyObject *found = call_lookup(PyTuple_GET_ITEM(route, T_MESSAGE_OF), r->parent);
+    PyObject *found = call_lookup(OWN(own, O_MESSAGE), r->parent);
     if (found == NULL) {
         return -1;
     }
@@ -338,14 +339,14 @@ tool_start_store(PyObject *route, ToolStartRead *r, PyObject **owner)
 
 /* The conditions, read into r. 1: they hold; 0: not this way; -1 with an exception. */
 static int
-tool_start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
+tool_start_check(PyObject *event, PyObject *own, PyObject *update_cls, PyObject *unset,
                  ToolStartRead *r)
 {
     if (!routes_ready) {
         return 0; /* before configure_steps() */
     }
-    PyObject *verify = PyTuple_GET_ITEM(route, T_VERIFY);
-    int ok = chain_ready(PyTuple_GET_ITEM(route, T_CHUNKS), verify);
+    PyObject *verify = OWN(own, O_VERIFY);
+    int ok = chain_ready(OWN(own, O_CHUNKS), verify);
     if (ok <= 0) {
         return ok;
     }
@@ -417,7 +418,7 @@ tool_start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
     }
     /* Accumulate's part (checked again after its tally's part, which may report) */
     PyObject *owner;
-    ok = tool_start_store(route, r, &owner);
+    ok = tool_start_store(own, r, &owner);
     Py_XDECREF(owner);
     if (ok <= 0) {
         return ok;
@@ -425,17 +426,17 @@ tool_start_check(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
     if (r->incoming != unset && (ok = mergeable(unset, r->incoming, unset)) <= 0) {
         return ok;
     }
-    return ledger_ready(PyTuple_GET_ITEM(route, T_LEDGER), update_cls, 0);
+    return ledger_ready(OWN(own, O_LEDGER), update_cls, 0);
 }
 
 /* The verifier's and the accumulator's parts, the conditions held. 1 with *out the Update (a
  * new reference: the ledger's handler reads it); 0: not this way (nothing changed); -1 with an
  * exception. */
 static int
-tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset,
-                 ToolStartRead *r, PyObject **out)
+tool_start_route(PyObject *event, PyObject *route, PyObject *own, PyObject *update_cls,
+                 PyObject *unset, ToolStartRead *r, PyObject **out)
 {
-    int ok = tool_start_check(event, route, update_cls, unset, r);
+    int ok = tool_start_check(event, own, update_cls, unset, r);
     if (ok <= 0) {
         return ok;
     }
@@ -445,18 +446,18 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
         return -1;
     }
     /* Accumulate: the tally's part, then the store's (in Python if its conditions changed) */
-    PyObject *back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_STARTED), event);
+    PyObject *back = call_method(PyTuple_GET_ITEM(route, T_STARTED), OWN(own, O_ACCUMULATE), event);
     if (back == NULL) {
         return -1;
     }
     Py_DECREF(back);
     PyObject *owner;
-    ok = tool_start_store(route, r, &owner);
+    ok = tool_start_store(own, r, &owner);
     if (ok < 0) {
         return -1;
     }
     if (ok == 0) {
-        *out = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_START_CALL), event);
+        *out = call_method(PyTuple_GET_ITEM(route, T_START_CALL), OWN(own, O_ACCUMULATE), event);
         return *out == NULL ? -1 : 1;
     }
     if (owner == NULL) {
@@ -475,7 +476,7 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
         if (!PyObject_GC_IsTracked(owner)) { /* MessageItem.tool_calls' setter, as it does */
             PyObject_GC_Track(owner);
         }
-        back = PyObject_CallOneArg(PyTuple_GET_ITEM(route, T_APPEND), owner);
+        back = call_method(PyTuple_GET_ITEM(route, T_APPEND), OWN(own, O_STORE), owner);
         if (back == NULL) {
             Py_DECREF(owner);
             return -1;
@@ -496,7 +497,7 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
         return -1;
     }
     /* added to its message, open: owner._open_calls += 1 */
-    back = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, T_ADD_CALL), owner, call, NULL);
+    back = call_method2(PyTuple_GET_ITEM(route, T_ADD_CALL), OWN(own, O_STORE), owner, call);
     if (back == NULL || slot_add(owner, open_calls_off, 1) < 0) {
         Py_XDECREF(back);
         Py_DECREF(call);
@@ -518,10 +519,9 @@ tool_start_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObjec
  * call (the Update's item) held, its name, parent and merged metadata read. 1: done; 0: not
  * this way (nothing changed: the handler does it); -1 with an exception. */
 static int
-tool_start_ledger(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
-                  ToolStartRead *r)
+tool_start_ledger(PyObject *event, PyObject *route, PyObject *ledger, PyObject *update,
+                  PyObject *unset, ToolStartRead *r)
 {
-    PyObject *ledger = PyTuple_GET_ITEM(route, T_LEDGER);
     PyObject *call = PyObject_GetAttr(update, s_item_u);
     int status = -1;
     PyObject *current = call == NULL ? NULL : PyObject_GetAttr(ledger, s_current);
@@ -599,14 +599,15 @@ done:
 /* The ledger's part, once the Update was emitted: the call's record made here
  * (tool_start_ledger) or by its handler, with the Update as its item (as Ledger.feed does). */
 static int
-tool_start_after(PyObject *event, PyObject *route, PyObject *update, PyObject *unset,
-                 ToolStartRead *r)
+tool_start_after(PyObject *event, PyObject *route, PyObject *own, PyObject *update,
+                 PyObject *unset, ToolStartRead *r)
 {
-    if (PyObject_SetAttr(PyTuple_GET_ITEM(route, T_LEDGER), s_item, update) < 0) {
+    PyObject *ledger = OWN(own, O_LEDGER);
+    if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
     }
-    return ledger_handled(tool_start_ledger(event, route, update, unset, r),
-                          PyTuple_GET_ITEM(route, T_HANDLER), event);
+    return ledger_handled(tool_start_ledger(event, route, ledger, update, unset, r),
+                          PyTuple_GET_ITEM(route, T_HANDLER), ledger, event);
 }
 
 #endif /* AGUI_META_STARTS_H */

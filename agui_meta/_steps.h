@@ -24,8 +24,32 @@
 
 #include <Python.h>
 
-/* The route: (ROUTE_STEP, chunks or None, verify, ledger). */
-enum { P_ROUTE, P_CHUNKS, P_VERIFY, P_LEDGER, P_SIZE };
+/* What every route is taken with, "own": the pipeline's own objects (_driver._routes), (chunks
+ * or None, verify, accumulate, ledger, the store, its message lookup, its tool-call lookup). A
+ * route itself says what to do, with the stages' plain functions, and depends on the stages'
+ * classes only: every pipeline of those classes shares one table of routes, and holds a
+ * single tuple of its own for the cyclic collector to walk. */
+enum { O_CHUNKS, O_VERIFY, O_ACCUMULATE, O_LEDGER, O_STORE, O_MESSAGE, O_CALL, O_SIZE };
+#define OWN(own, i) PyTuple_GET_ITEM((own), (i))
+
+/* func(self, arg), as the bound method would be called (a new reference, or NULL). */
+static PyObject *
+call_method(PyObject *func, PyObject *self, PyObject *arg)
+{
+    PyObject *args[3] = {NULL, self, arg};
+    return PyObject_Vectorcall(func, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* func(self, a, b), the same with two arguments. */
+static PyObject *
+call_method2(PyObject *func, PyObject *self, PyObject *a, PyObject *b)
+{
+    PyObject *args[4] = {NULL, self, a, b};
+    return PyObject_Vectorcall(func, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* The route: (ROUTE_STEP,); the stages it takes are own's. */
+enum { P_ROUTE, P_SIZE };
 
 /* Whether configure_steps() read every route's names and offsets (here, _ends.h, _starts.h,
  * _results.h, _activity.h): until then no route is taken. */
@@ -342,16 +366,16 @@ ledger_count(PyObject *ledger, PyObject *kind)
     return status;
 }
 
-/* The ledger's part after its record was made in C (native: 1) or not (0: the handler, a
- * bound method, called with the event), its item being update, as Ledger.feed leaves it.
- * native -1: the exception raised. 0, or -1 with an exception. */
+/* The ledger's part after its record was made in C (native: 1) or not (0: the handler, the
+ * ledger's plain function, called with the ledger and the event), its item being update, as
+ * Ledger.feed leaves it. native -1: the exception raised. 0, or -1 with an exception. */
 static int
-ledger_handled(int native, PyObject *handler, PyObject *event)
+ledger_handled(int native, PyObject *handler, PyObject *ledger, PyObject *event)
 {
     if (native != 0) {
         return native < 0 ? -1 : 0;
     }
-    PyObject *back = PyObject_CallOneArg(handler, event);
+    PyObject *back = call_method(handler, ledger, event);
     Py_XDECREF(back);
     return back == NULL ? -1 : 0;
 }
@@ -532,18 +556,18 @@ done:
     return status;
 }
 
-/* A STEP_STARTED or STEP_FINISHED through the default chain's stages (route: (chunks or None,
- * verify, ledger), the run of stages exactly ExpandChunks, Verify, Accumulate, Ledger or the
+/* A STEP_STARTED or STEP_FINISHED through the default chain's stages (own's chunks or None,
+ * verify and ledger, the run of stages exactly ExpandChunks, Verify, Accumulate, Ledger or the
  * same without ExpandChunks). *out: the Update to emit (a new reference; Py_True when build
  * is false: nobody reads it). 1: done as far as the emit (the caller emits it, then calls
  * step_after); 0: not this way, nothing changed; -1 with an exception. */
 static int
-step_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *unset, int build,
+step_route(PyObject *event, PyObject *own, PyObject *update_cls, PyObject *unset, int build,
            StepRead *r, PyObject **out)
 {
     int started = Py_IS_TYPE(event, StepStarted_type);
-    PyObject *chunks = PyTuple_GET_ITEM(route, P_CHUNKS), *verify = PyTuple_GET_ITEM(route, P_VERIFY);
-    PyObject *ledger = PyTuple_GET_ITEM(route, P_LEDGER);
+    PyObject *chunks = OWN(own, O_CHUNKS), *verify = OWN(own, O_VERIFY);
+    PyObject *ledger = OWN(own, O_LEDGER);
     int ok = step_check(started, event, chunks, verify, ledger, update_cls, r);
     if (ok <= 0) {
         return ok;
@@ -565,10 +589,9 @@ step_route(PyObject *event, PyObject *route, PyObject *update_cls, PyObject *uns
 
 /* The ledger's part, once the Update was emitted (the ledger emits before it records). */
 static int
-step_after(PyObject *event, PyObject *route, PyObject *unset, StepRead *r)
+step_after(PyObject *event, PyObject *own, PyObject *unset, StepRead *r)
 {
-    return step_ledger(Py_IS_TYPE(event, StepStarted_type), event, PyTuple_GET_ITEM(route, P_LEDGER),
-                       unset, r);
+    return step_ledger(Py_IS_TYPE(event, StepStarted_type), event, OWN(own, O_LEDGER), unset, r);
 }
 
 #endif /* AGUI_META_STEPS_H */

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ._exceptions import UsageError
+from ._speedups import new_ordered
 
 __all__ = ["ToolCallTally"]
 
@@ -36,7 +37,7 @@ class ToolCallTally:
             raise UsageError(f"the tool-call limit must be >= 0 or None, got {limit}")
         self.limit = limit
         self._pending: dict[str, None] = {}
-        self._answered: OrderedDict[str, None] = OrderedDict()  # oldest first
+        self._answered: OrderedDict[str, None] = new_ordered()  # oldest first
         #: Started ids not tracked because ``limit`` ids were pending (this run).
         self.refused = 0
         #: Answered ids forgotten, oldest first, to keep at most ``limit`` (this run).
@@ -45,7 +46,7 @@ class ToolCallTally:
     def reset(self) -> None:
         """A run starts: the tally restarts."""
         self._pending = {}
-        self._answered = OrderedDict()
+        self._answered = new_ordered()
         self.refused = 0
         self.forgotten = 0
 

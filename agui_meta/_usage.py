@@ -55,8 +55,9 @@ from msgspec import UnsetType
 
 from ._events import TokenUsage
 from ._exceptions import UsageError
-from ._ledger import RunRecord, new_list
+from ._ledger import RunRecord
 from ._prices import PriceTable
+from ._speedups import new_list
 from ._tokens import COUNTS, Usage, aggregate_token_usage
 
 if TYPE_CHECKING:

@@ -136,6 +136,7 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._exceptions import UsageError, VerifyError
+from ._speedups import new_ordered
 from ._stage import Transducer, handler_table
 
 __all__ = ["OpenItems", "OwnerKind", "RunState", "Verify"]
@@ -267,10 +268,10 @@ class Verify(Transducer[Event, Event]):
         self.fast_passes: Mapping[type, Container[str] | None] = _NO_DELTA
         # Owners per entity kind, kept for the run (a continuation may follow a close): those
         # of open items always, of the others the latest ``max_closed_ids`` per kind.
-        self._message_owners: _Owners = OrderedDict()
-        self._tool_call_owners: _Owners = OrderedDict()
-        self._activity_owners: _Owners = OrderedDict()
-        self._reasoning_owners: _Owners = OrderedDict()
+        self._message_owners: _Owners = new_ordered()
+        self._tool_call_owners: _Owners = new_ordered()
+        self._activity_owners: _Owners = new_ordered()
+        self._reasoning_owners: _Owners = new_ordered()
         # owner -> open step names (nested, so the parent never collides with a subagent "").
         # An owner with no open step is removed; ``_open_steps`` counts the names.
         self._steps: dict[_Owner, _Ids] = {}
@@ -278,7 +279,7 @@ class Verify(Transducer[Event, Event]):
         # Active subagents, and those finished in the run (the latest ``max_closed_ids``), by
         # id: the order they started in and their SUBAGENT_STARTED (and how each one ended).
         self._subagents: dict[str, _Started] = {}
-        self._closed_subagents: OrderedDict[str, tuple[_Started, _SubagentEnd]] = OrderedDict()
+        self._closed_subagents: OrderedDict[str, tuple[_Started, _SubagentEnd]] = new_ordered()
         self._subagents_started = 0
         self._handlers: dict[str, Callable[[Verify, Any], None]] = handler_table(
             type(self), _HANDLERS

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import MethodType
 from typing import Any
 from unittest import mock
 
@@ -43,6 +44,7 @@ from agui_meta._driver import Runner
 from agui_meta._fastdecode import TYPED_DECODE, fast_decode
 from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
+from agui_meta._tally import ToolCallTally
 from benchmarks import workload
 from tests import test_fuse
 from tests.helpers import random_chunks, sse
@@ -1918,6 +1920,7 @@ from agui_meta import _speedups
 from agui_meta._driver import Runner
 from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
+from agui_meta._tally import ToolCallTally
 reports = []
 store = agui_meta.Store()
 ctx = Context("keep_going", reports.append)
@@ -2175,6 +2178,67 @@ def test_what_cannot_be_in_a_cycle_is_left_out_of_the_collectors_walks() -> None
     assert result is not None and text_only is not None and text_only.content == "ok"
     assert not gc.is_tracked(result) and not gc.is_tracked(text_only)
     assert stages.store.messages_wire()[-1] == {"id": "n", "role": "assistant", "content": "ok"}
+
+
+def test_a_running_pipeline_shares_what_depends_on_its_classes_alone() -> None:
+    # Two default chains: their stages share their classes' handler tables, the core's routes
+    # are one table for both, each pipeline takes them with one tuple of its own; the
+    # verifier's and the tally's tables of ids are untracked while they hold strings only, and
+    # tracked again by the dict's own rule when they hold an event.
+    made = [agui_meta.DefaultStages(agui_meta.Store()) for _ in range(2)]
+    fast = [Runner([agui_meta.Enforce(), *stages], Context())._fast for stages in made]
+    assert fast[0] is not None and fast[1] is not None
+    first, second = fast[0].routes, fast[1].routes
+    assert first is not None and second is not None
+    assert first[0] is second[0] and len(first[0]) > 20
+    one, two = made
+    verify, accumulate, ledger = one.verify, one.accumulate, one.ledger
+    assert verify is not None and two.verify is not None
+    assert first[1] == (one.expand_chunks, verify, accumulate, ledger, one.store,
+                        accumulate._message, accumulate._tool_call)  # fmt: skip
+    assert first[1][1] is not second[1][1]
+    assert verify._handlers is two.verify._handlers and ledger._handlers is two.ledger._handlers
+    assert accumulate._handlers is two.accumulate._handlers
+    assert not any(isinstance(m, MethodType) for route in first[0].values() for m in route)
+
+    class Mine(agui_meta.Verify):
+        def _text_start(self, event: Any) -> None:
+            super()._text_start(event)
+
+    mine = Mine()
+    assert mine._handlers is not verify._handlers
+    assert mine._handlers["TEXT_MESSAGE_START"] is Mine._text_start
+    assert verify._handlers["TEXT_MESSAGE_START"] is agui_meta.Verify._text_start
+    # A verifier given a table of its own: routes made for it, not the shared ones.
+    other = agui_meta.Verify()
+    other._handlers = {**other._handlers, "TEXT_MESSAGE_START": Mine._text_start}
+    ran = Runner([agui_meta.Enforce(), agui_meta.ExpandChunks(), other,
+                  agui_meta.Accumulate(agui_meta.Store()), agui_meta.Ledger()], Context())  # fmt: skip
+    assert ran._fast is not None and ran._fast.routes is not None
+    assert ran._fast.routes[0] is not first[0]
+    start = agui_meta.events.TextMessageStartEvent
+    assert first[0][start][0] == driver_module._START  # done in C
+    assert ran._fast.routes[0][start][:3] == (driver_module._DIRECT, True, Mine._text_start)
+
+    stages = _run_case(
+        sse(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+                {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+                {"type": "SUBAGENT_STARTED", "subagentRunId": "s", "name": "n"},
+                {"type": "SUBAGENT_FINISHED", "subagentRunId": "s"},
+            ]
+        )
+    )
+    checked = stages.verify
+    assert checked is not None and list(checked._message_owners) == ["m"]
+    assert not gc.is_tracked(checked._message_owners)
+    assert not gc.is_tracked(checked._tool_call_owners)
+    assert list(checked._closed_subagents) == ["s"] and gc.is_tracked(checked._closed_subagents)
+    tally = ToolCallTally()
+    tally.answer("c")
+    assert not gc.is_tracked(tally._answered) and list(tally._answered) == ["c"]
 
 
 def test_a_message_is_tracked_as_soon_as_it_holds_calls() -> None:

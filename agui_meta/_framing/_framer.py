@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from .._speedups import new_list
 from ._common import BOM, DEFAULT_MAX_FRAME_SIZE, Format, Frame, Ignored, InvalidUtf8
 from ._detect import AutoDecoder, make_decoder
 from ._sse import SSE_FIELDS, SSEDecoder
@@ -102,7 +103,7 @@ class Framer:
         # whether no chunk came yet.
         self._mid_line = False
         self._lines = False
-        self._held: list[bytes] = []
+        self._held: list[bytes] = new_list()  # bytes only: untracked with the C core
         self._held_size = 0
         self._added = False
         self._first = True

@@ -7,6 +7,7 @@ from itertools import accumulate, repeat
 from typing import Final
 
 from .._exceptions import FramingError, Report, UsageError
+from .._speedups import new_list
 from ._common import (
     DEFAULT_MAX_FRAME_SIZE,
     Frame,
@@ -114,7 +115,7 @@ class SSEDecoder(LineDecoder):
         #: The last event ID as of the last dispatch (blank line); ``""`` when none.
         self.last_event_id = ""
         self._cr = False  # the last chunk ended with CR: a leading LF of the next one is skipped
-        self._data: list[bytes] = []
+        self._data: list[bytes] = new_list()  # bytes only: untracked with the C core
         self._data_len = 0  # bytes held in _data, one more per value (the joining LFs)
         self._event: str | None = None
         self._id: str | None = None
