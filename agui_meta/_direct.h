@@ -9,7 +9,7 @@
  *   ExpandChunks.feed   nothing, when no chunk stream is open;
  *   Verify.feed         its handler for the event's type (if any), when the verifier is not
  *                       gated (the run started and did not end), or for RUN_STARTED, which
- *                       its gate lets through (the route's verify is None);
+ *                       its gate lets through (the route's D_GATED is None);
  *   Accumulate.feed     its handler, whose Update it emits (a store that evicts nothing);
  *   Ledger.feed         the Update emitted first; then, the event's type counted in the open
  *                       run, or the ledger's handler called with the Update as its item.
