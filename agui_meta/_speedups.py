@@ -53,8 +53,8 @@ def _new_list() -> list[Any]:
 # fewer objects for each full collection to walk (docs/performance.md). Without it, plain ones.
 
 #: An empty list for what cannot be part of a reference cycle (a ledger record's list: a record
-#: holds JSON values and other records, never itself, its ledger or one of its lists). A list
-#: is never tracked again, so only such things may go in it.
+#: holds JSON values and other records, never itself, its ledger or one of its lists; the
+#: framing's lists of bytes). A list is never tracked again, so only such things may go in it.
 new_list: Final[Callable[[], list[Any]]] = _new_list if NATIVE is None else NATIVE.new_list
 #: An empty ``OrderedDict`` for a table of ids, oldest first (the verifier's, the tallies'):
 #: untracked while it holds only strings, ``None`` and ``UNSET``; CPython's dict tracks it

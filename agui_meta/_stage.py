@@ -335,7 +335,7 @@ def handler_table(cls: type, names: Mapping[Key, str]) -> dict[Key, Callable[...
     tables = cls.__dict__.get("_handler_tables")
     if tables is None:
         tables = {}
-        setattr(cls, "_handler_tables", tables)  # noqa: B010 (any class, not one of ours)
+        setattr(cls, "_handler_tables", tables)  # noqa: B010 (no such attribute declared on type)
     made = tables.get(id(names))
     if made is None or made[0] is not names:
         made = tables[id(names)] = (names, {key: getattr(cls, name) for key, name in names.items()})
