@@ -380,7 +380,6 @@ def _make_routes(
             and stored
         ):
             routes[cls] = (_START, table, owners, Store.append, kind, role)
-    own = type(accumulate)
     if (
         verify._handlers.get(ToolCallResultEvent.type) is Verify._tool_call_result
         and accumulate._handlers.get(ToolCallResultEvent) is Accumulate._tool_result
@@ -391,7 +390,7 @@ def _make_routes(
         routes[ToolCallResultEvent] = (
             _RESULT,
             "_message_owners",
-            own._answered,
+            Accumulate._answered,
             Store.assistant_owner,
             Store.insert_result,
             Ledger._tool_call_result,
@@ -407,8 +406,8 @@ def _make_routes(
     ):
         routes[ToolCallStartEvent] = (
             _TOOL_START,
-            own._started,
-            own._start_call,
+            Accumulate._started,
+            Accumulate._start_call,
             Store.append,
             Store.add_tool_call,
             Ledger._tool_call_start,

@@ -47,7 +47,8 @@
  *     fast-path members are no longer those in held (replan True: the events before k went
  *     through). k == len(payloads) and replan False: all done. rest's fifth member,
  *     routes (None, or (a dict of routes by event class, the pipeline's own objects they are
- *     taken with: see _steps.h)), says where the run of stages is the default chain's: STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
+ *     taken with: see _steps.h)), says where the run of stages is the default chain's:
+ *     STEP_STARTED and STEP_FINISHED then go through its stages here (_steps.h),
  *     TEXT_MESSAGE_END, REASONING_MESSAGE_END and TOOL_CALL_END too (_ends.h), the starts of
  *     text and reasoning messages and of tool calls (_starts.h), TOOL_CALL_RESULT
  *     (_results.h), ACTIVITY_DELTA (_activity.h), the other
@@ -65,9 +66,10 @@
  *
  * new_list(), new_ordered(), untrack_message(item), track_message(item)
  *     What the cyclic collector need not walk (see untrack_cell in _loop.h): an empty list
- *     it does not track, for the ledger's records (_ledger.new_list); an empty OrderedDict
- *     it does not track until it holds what it must (_tally.new_ordered); a MessageItem holding
- *     no tool calls untracked, and tracked again when it holds some (_store).
+ *     it does not track, for the ledger's records (_speedups.new_list); an empty
+ *     OrderedDict it does not track until it holds what it must (_speedups.new_ordered); a
+ *     MessageItem holding no tool calls untracked, and tracked again when it holds some
+ *     (_store).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -1685,7 +1687,7 @@ native_copy_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* new_list() -> an empty list the cyclic collector does not track: the ledger's records'
- * lists (_ledger.new_list). A record is untracked (gc=False) and holds JSON values and other
+ * lists (_speedups.new_list). A record is untracked (gc=False) and holds JSON values and other
  * records, never itself, its ledger or one of its lists, so a list of records cannot be part
  * of a reference cycle either; a process that keeps many ledgers has that many fewer objects
  * for each full collection to walk. */
@@ -1700,10 +1702,10 @@ native_new_list(PyObject *module, PyObject *unused)
 }
 
 /* new_ordered() -> OrderedDict(): empty and not tracked by the cyclic collector, for the
- * verifier's and the tally's tables of ids (_tally.new_ordered). An OrderedDict inserts through
- * the dict's own code, which tracks it again as soon as it holds a value or key that may be
- * tracked (a tuple holding an event, say); one of strings, None and UNSET cannot be part of a
- * reference cycle, and is one object fewer for each full collection to walk. */
+ * verifier's and the tally's tables of ids (_speedups.new_ordered). An OrderedDict inserts
+ * through the dict's own code, which tracks it again as soon as it holds a value or key that
+ * may be tracked (a tuple holding an event, say); one of strings, None and UNSET cannot be
+ * part of a reference cycle, and is one object fewer for each full collection to walk. */
 static PyObject *
 native_new_ordered(PyObject *module, PyObject *unused)
 {
@@ -1764,10 +1766,10 @@ static PyMethodDef native_methods[] = {
     {"track_message", (PyCFunction)native_track_message, METH_O,
      "track_message(item) -> None: a MessageItem tracked by the collector again."},
     {"new_list", (PyCFunction)native_new_list, METH_NOARGS,
-     "new_list() -> []: an empty list the cyclic collector does not track (_ledger.new_list)."},
+     "new_list() -> []: an empty list the cyclic collector does not track (_speedups.new_list)."},
     {"new_ordered", (PyCFunction)native_new_ordered, METH_NOARGS,
      "new_ordered() -> OrderedDict(): empty, untracked until it holds what may be tracked "
-     "(_tally.new_ordered)."},
+     "(_speedups.new_ordered)."},
     {"copy_json", (PyCFunction)native_copy_json, METH_O,
      "copy_json(value) -> a deep copy: _metadata.copy_json (new dicts and lists)."},
     {"shape", (PyCFunction)native_shape, METH_O,
