@@ -193,12 +193,16 @@ class EventDecoder:
     __slots__ = ("_compat", "_ctx")
 
     def __init__(self, *, mode: Mode = "default", on_report: ReportHandler | None = None) -> None:
-        self._ctx = Context(mode, on_report)
+        # The default context is made when first used: a pipeline's decoder (Enforce's) gives
+        # every call the pipeline's, and would hold one more context for nothing.
+        self._ctx = None if mode == "default" and on_report is None else Context(mode, on_report)
         self._compat = Compat()
 
     @property
     def context(self) -> Context:
         """The decoder's own context, used when :meth:`decode` is given none."""
+        if self._ctx is None:
+            self._ctx = Context()
         return self._ctx
 
     def reset(self) -> None:
@@ -218,7 +222,7 @@ class EventDecoder:
         Errors and reports name each item's 0-based index in ``items``; in ``"keep_going"``
         mode a malformed item is reported and skipped.
         """
-        ctx = self._ctx
+        ctx = self.context
         decode = self.decode
         try:
             for index, item in enumerate(items):
@@ -280,7 +284,7 @@ class EventDecoder:
         """The slow path, with the location attached to errors; keeps going when asked to."""
         own = ctx is None
         if own:
-            ctx = self._ctx
+            ctx = self.context
         assert ctx is not None
         index = ctx.index if ctx.index >= 0 else None
         try:
@@ -563,8 +567,6 @@ class Enforce(Transducer[Any, Event]):
 
     def __init__(self) -> None:
         self.decoder = EventDecoder()
-        self._other = self.decoder._other
-        self._slow = self.decoder._slow
         #: The fast path's decode (see ``_stage``): a frame whose bytes it decodes is emitted
         #: as that event; anything else goes the decoder's own way.
         self.fast_decode: Callable[[Any], Event | None] = fast_decode
@@ -574,13 +576,13 @@ class Enforce(Transducer[Any, Event]):
         if type(item) is Frame:
             event = self.fast_decode(item.data)
             if event is None:
-                event = self._slow(item.data, self.ctx, item)
+                event = self.decoder._slow(item.data, self.ctx, item)
         elif type(item) is bytes:
             event = self.fast_decode(item)
             if event is None:
-                event = self._slow(item, self.ctx, None)
+                event = self.decoder._slow(item, self.ctx, None)
         else:
-            event = self._other(item, self.ctx)
+            event = self.decoder._other(item, self.ctx)
         if event is not None:
             self.emit(event)
 

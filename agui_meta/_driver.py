@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 from msgspec import UNSET
@@ -185,15 +185,17 @@ class _FastPath:
         contract, see ``_stage``), so the plans made from the same mappings are the same: they
         are kept, by the mappings' identities (the mappings held with them), and made once.
         """
-        held: list[Any] = []
-        tallies: list[dict[str, int]] = []
+        # Both lists are refilled in place (as the C core's plans_kept does): a replan, a few
+        # a run, makes no object that would outlive the chunk.
+        held = self._held
+        tallies = self.tallies
+        held.clear()
+        tallies.clear()
         for f in self.filters:
             tally = f.fast_tally
             held += (f.fast_passes, tally)
             if tally is not None:
                 tallies.append(tally)
-        self._held = held
-        self.tallies = tallies
         passes = held[::2]
         key = tuple(map(id, passes))
         made = self._made.get(key)
@@ -449,22 +451,35 @@ def _offers(t: Transducer[Any, Any]) -> bool:
     return fast_feed is not None and type(t).feed is fast_feed
 
 
-class _RunFrames(Sequence[Frame]):
-    """The frames of a :class:`PayloadRun`, built the first time one is asked for."""
+class _RunFrames(msgspec.Struct, gc=False):
+    """The frames of a :class:`PayloadRun`, built the first time one is asked for.
 
-    __slots__ = ("_frames", "_run")
+    A chunk's last batch stays the context's while the pipeline waits for the next chunk (a
+    report at the end is located in it), which in a process running many pipelines outlives
+    young collections: this holds the run's fields rather than the run (a tuple holding a
+    list, which the collector tracks), and is not tracked itself (``gc=False``; the payloads
+    are bytes, the frames Frames, nothing leads back to it). With the C core the payloads'
+    list is untracked too, so a waiting pipeline keeps nothing of its chunk the collector
+    walks.
+    """
 
-    def __init__(self, run: PayloadRun) -> None:
-        self._run = run
-        self._frames: list[Frame] | None = None
+    payloads: list[bytes]
+    offset: int
+    line: int
+    id: str | None
+    sep: int
+    lines: int
+    built: list[Frame] | None = None
 
     def __len__(self) -> int:
-        return len(self._run.payloads)
+        return len(self.payloads)
 
     def __getitem__(self, i: Any) -> Any:
-        if self._frames is None:
-            self._frames = self._run.frames()
-        return self._frames[i]
+        if self.built is None:
+            self.built = PayloadRun(
+                self.payloads, self.offset, self.line, self.id, self.sep, self.lines
+            ).frames()
+        return self.built[i]
 
 
 class Runner:
@@ -723,7 +738,7 @@ class Runner:
 
     def _run_payloads(self, run: PayloadRun) -> None:
         """A run of simple SSE blocks, as one batch: a Frame only when one is asked for."""
-        self._run_batch(run.payloads, _RunFrames(run))
+        self._run_batch(run.payloads, cast(Sequence[Frame], _RunFrames(*run)))
 
     def _run_batch(
         self, payloads: Sequence[bytes | None], frames: Sequence[Frame] | Sequence[bytes]

@@ -159,6 +159,9 @@ frame_run(PyObject *const *args, Py_ssize_t nargs, const char *name, frame_end_f
     if (payloads == NULL) {
         return NULL;
     }
+    /* Bytes only, never in a cycle: untracked, as _speedups.new_list's (a run's payloads stay
+     * the context's while a pipeline waits for its next chunk, see _driver._RunFrames). */
+    PyObject_GC_UnTrack(payloads);
     ptrdiff_t pos = 0, len = 0;
     while (pos < end) {
         ptrdiff_t next = step(s, end, pos, limit, &len);

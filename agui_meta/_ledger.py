@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
 import msgspec
@@ -514,7 +514,8 @@ class Ledger(Transducer[T, T]):
         # The record a trailing RUN_ERROR amends: the last run, while it ended with RUN_FINISHED
         # and nothing came after it.
         self._amendable: RunRecord | None = None
-        self._pending_interrupts: list[Interrupt] = []
+        # () when none (a shared empty tuple: not an object per run for the collector to walk).
+        self._pending_interrupts: Sequence[Interrupt] = ()
         # Per open run: the tool-call tally (bounded like the lists), open steps and subagents.
         self._tally = ToolCallTally(self.max_entries)
         self._open_steps: dict[tuple[str | UnsetType, str], StepRecord] = {}
@@ -732,7 +733,7 @@ class Ledger(Transducer[T, T]):
             self._pending_interrupts = outcome_record.interrupts
         elif isinstance(outcome, RunFinishedCancelledOutcome):
             outcome_record = RunCancelled(result=_result(event.result))
-            self._pending_interrupts = []
+            self._pending_interrupts = ()
         else:
             named = UNSET if isinstance(outcome, UnsetType) else outcome.pending_tool_call_ids
             if isinstance(named, list) and named:
@@ -746,7 +747,7 @@ class Ledger(Transducer[T, T]):
                     result=_result(event.result),
                     pending_tool_call_ids=_listed(self._tally.pending()),
                 )
-            self._pending_interrupts = []
+            self._pending_interrupts = ()
         record.outcome = outcome_record
         self._add_usage(record, event.usage)
         self._end(record, "finished")

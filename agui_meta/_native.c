@@ -800,33 +800,49 @@ bail(Passed *p, PyObject *note)
 }
 
 /* The plans _FastPath._plan keeps for the filters' members as they are now (its _made, by the
- * identities of their fast_passes), taken as _plan takes them: the fast path's _held, tallies,
- * plans and native_plans set. A new (native_plans, held, tallies); Py_None (a new reference)
- * when none are kept for these members (_plan makes them); NULL with an exception. */
+ * identities of their fast_passes), taken as _plan takes them: the fast path's _held and
+ * tallies refilled (in place when they are lists, as _plan refills them: a replan makes no
+ * list that would outlive the chunk), plans and native_plans set. A new (native_plans, held,
+ * tallies); Py_None (a new reference) when none are kept for these members (_plan makes them);
+ * NULL with an exception. */
 static PyObject *
 plans_kept(PyObject *fast, PyObject *filters)
 {
     Py_ssize_t n = PyList_GET_SIZE(filters);
     PyObject *made = PyObject_GetAttr(fast, str_made);
-    PyObject *held = made == NULL ? NULL : PyList_New(2 * n);
-    PyObject *tallies = held == NULL ? NULL : PyList_New(0);
+    PyObject *held = made == NULL ? NULL : PyObject_GetAttr(fast, str_held);
+    PyObject *tallies = held == NULL ? NULL : PyObject_GetAttr(fast, str_tallies);
     PyObject *key = tallies == NULL ? NULL : PyTuple_New(n);
     PyObject *out = NULL;
     if (key == NULL) {
         goto done;
     }
+    int own = !(PyList_CheckExact(held) && PyList_CheckExact(tallies));
+    if (own) { /* not the lists _plan makes: new ones, set on the fast path below */
+        Py_SETREF(held, PyList_New(0));
+        Py_SETREF(tallies, held == NULL ? NULL : PyList_New(0));
+        if (tallies == NULL) {
+            goto done;
+        }
+    }
     if (!PyDict_CheckExact(made)) {
         out = Py_NewRef(Py_None);
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    /* Refilled from empty: a filter's members read below may run Python code. */
+    if (PyList_SetSlice(held, 0, PY_SSIZE_T_MAX, NULL) < 0 ||
+        PyList_SetSlice(tallies, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(filters); i++) {
         PyObject *f = PyList_GET_ITEM(filters, i);
         PyObject *passes = PyObject_GetAttr(f, str_fast_passes);
         if (passes == NULL) {
             goto done;
         }
-        PyList_SET_ITEM(held, 2 * i, passes);
-        PyObject *id = PyLong_FromVoidPtr(passes);
+        int failed = PyList_Append(held, passes);
+        PyObject *id = failed ? NULL : PyLong_FromVoidPtr(passes);
+        Py_DECREF(passes);
         if (id == NULL) {
             goto done;
         }
@@ -835,10 +851,16 @@ plans_kept(PyObject *fast, PyObject *filters)
         if (tally == NULL) {
             goto done;
         }
-        PyList_SET_ITEM(held, 2 * i + 1, tally);
-        if (tally != Py_None && PyList_Append(tallies, tally) < 0) {
+        failed = PyList_Append(held, tally) < 0 ||
+                 (tally != Py_None && PyList_Append(tallies, tally) < 0);
+        Py_DECREF(tally);
+        if (failed) {
             goto done;
         }
+    }
+    if (PyList_GET_SIZE(held) != 2 * n) { /* the filters changed while read */
+        out = Py_NewRef(Py_None);
+        goto done;
     }
     PyObject *entry = PyDict_GetItemWithError(made, key);
     if (entry == NULL) {
@@ -853,8 +875,8 @@ plans_kept(PyObject *fast, PyObject *filters)
     }
     PyObject *native = PyTuple_GET_ITEM(entry, 2);
     Py_INCREF(entry); /* held: setting attributes may run Python code */
-    if (PyObject_SetAttr(fast, str_held, held) == 0 &&
-        PyObject_SetAttr(fast, str_tallies, tallies) == 0 &&
+    if ((!own || (PyObject_SetAttr(fast, str_held, held) == 0 &&
+                  PyObject_SetAttr(fast, str_tallies, tallies) == 0)) &&
         PyObject_SetAttr(fast, str_plans, PyTuple_GET_ITEM(entry, 1)) == 0 &&
         PyObject_SetAttr(fast, str_native_plans, native) == 0) {
         out = PyTuple_Pack(3, native, held, tallies);

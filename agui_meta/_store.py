@@ -637,8 +637,10 @@ class Store:
         # rebound, only cleared and refilled.
         self.message: Callable[[str], MessageItem | None] = self._by_id.get
         self.tool_call: Callable[[str], ToolCallItem | None] = self._calls.get
-        self._dup_ids: set[str] = set()
-        self._dup_calls: set[str] = set()
+        # Ids met more than once: dicts of strings, which the collector does not track (a
+        # set it would, however empty).
+        self._dup_ids: dict[str, None] = {}
+        self._dup_calls: dict[str, None] = {}
         self._epoch = 0
         self._tally = ToolCallTally(max_tool_call_ids)
         self._named_pending: list[str] | None = None
@@ -741,7 +743,8 @@ class Store:
         )
 
     def finish_run(self, interrupts: list[Interrupt], named_pending: list[str] | UnsetType) -> None:
-        self.pending_interrupts = interrupts
+        if interrupts or self.pending_interrupts:  # an empty list stays: none made per run
+            self.pending_interrupts = interrupts
         self._named_pending = list(named_pending) if named_pending else None
 
     @property
@@ -832,7 +835,7 @@ class Store:
             key = call.id
             if isinstance(key, str):
                 if key in calls:
-                    self._dup_calls.add(key)
+                    self._dup_calls[key] = None
                 else:
                     calls[key] = call
 
@@ -859,7 +862,7 @@ class Store:
         key = item.id
         if isinstance(key, str):
             if key in self._by_id:
-                self._dup_ids.add(key)
+                self._dup_ids[key] = None
             else:
                 self._by_id[key] = item
         if item.tool_calls is not None:
@@ -872,7 +875,7 @@ class Store:
         call.owner = owner
         if id(owner) in self._nodes and isinstance(call.id, str):
             if call.id in self._calls:
-                self._dup_calls.add(call.id)
+                self._dup_calls[call.id] = None
                 self._reindex()
             else:
                 self._calls[call.id] = call
@@ -899,7 +902,7 @@ class Store:
             if first is None:
                 self._by_id[key] = item
             else:
-                self._dup_ids.add(key)
+                self._dup_ids[key] = None
                 # Rare: the id exists; the new node is first if the old one comes after it.
                 walk = node.next
                 first_node = self._nodes.get(id(first))
@@ -943,8 +946,8 @@ class Store:
         self._epoch += 1
         self._by_id.clear()
         self._calls.clear()
-        self._dup_ids = set()
-        self._dup_calls = set()
+        self._dup_ids = {}
+        self._dup_calls = {}
         nodes = self._nodes
         nodes.clear()
         node = self._head
@@ -956,7 +959,7 @@ class Store:
             key = item.id
             if isinstance(key, str):
                 if key in self._by_id:
-                    self._dup_ids.add(key)
+                    self._dup_ids[key] = None
                 else:
                     self._by_id[key] = item
             if id(item) not in nodes:

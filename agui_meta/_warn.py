@@ -53,14 +53,15 @@ def _caller(frame: FrameType | None) -> FrameType | None:
     return frame
 
 
-class _Where:
-    __slots__ = ("filename", "globals", "lineno", "module")
+def _where(frame: FrameType | None) -> tuple[str, int, str]:
+    """Where a warning points: the file, line and module of ``frame`` (``sys``'s for None).
 
-    def __init__(self, frame: FrameType | None) -> None:
-        self.filename = "sys" if frame is None else frame.f_code.co_filename
-        self.lineno = 1 if frame is None else frame.f_lineno
-        self.module = "sys" if frame is None else str(frame.f_globals.get("__name__", "sys"))
-        self.globals: dict[str, Any] | None = None if frame is None else frame.f_globals
+    A tuple of strings and a number, which the collector stops tracking at its first pass: a
+    handler keeps one for as long as its stream lasts, in a process that may run thousands.
+    """
+    if frame is None:
+        return ("sys", 1, "sys")
+    return (frame.f_code.co_filename, frame.f_lineno, str(frame.f_globals.get("__name__", "sys")))
 
 
 class ReportWarnings:
@@ -88,7 +89,7 @@ class ReportWarnings:
         # the stream): the code that made this handler, a walk of the frames. ``origin=False``
         # skips the walk, for a handler whose reports come from its caller's code (a stage
         # fed outside any chain): it would point at ``sys`` then.
-        self._origin = _Where(_caller(sys._getframe(1)) if origin else None)
+        self._origin = _where(_caller(sys._getframe(1)) if origin else None)
 
     def __call__(self, report: Report) -> None:
         code = report.code
@@ -124,15 +125,21 @@ class ReportWarnings:
 
     def _issue(self, text: str) -> None:
         frame = _caller(sys._getframe(2))
-        where = _Where(frame) if frame is not None else self._origin
+        if frame is not None:
+            filename, lineno, module = _where(frame)
+            module_globals: dict[str, Any] | None = frame.f_globals
+        else:  # the origin's module, as loaded (its globals give the warning its source line)
+            filename, lineno, module = self._origin
+            loaded = sys.modules.get(module) if module != "sys" else None
+            module_globals = getattr(loaded, "__dict__", None)
         warnings.warn_explicit(
             text,
             AguiWarning,
-            where.filename,
-            where.lineno,
-            module=where.module,
+            filename,
+            lineno,
+            module=module,
             registry=None,
-            module_globals=where.globals,
+            module_globals=module_globals,
         )
 
 

@@ -45,6 +45,7 @@ from agui_meta._fastdecode import TYPED_DECODE, fast_decode
 from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from agui_meta._tally import ToolCallTally
+from agui_meta._warn import ReportWarnings
 from benchmarks import workload
 from tests import test_fuse
 from tests.helpers import random_chunks, sse
@@ -1921,6 +1922,7 @@ from agui_meta._driver import Runner
 from agui_meta._framing import _common, _jsonl, _sse
 from agui_meta._stage import CONTENT_DELTAS, Context, Transducer
 from agui_meta._tally import ToolCallTally
+from agui_meta._warn import ReportWarnings
 reports = []
 store = agui_meta.Store()
 ctx = Context("keep_going", reports.append)
@@ -2239,6 +2241,66 @@ def test_a_running_pipeline_shares_what_depends_on_its_classes_alone() -> None:
     tally = ToolCallTally()
     tally.answer("c")
     assert not gc.is_tracked(tally._answered) and list(tally._answered) == ["c"]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_pipeline_between_chunks_and_runs_keeps_nothing_new_for_the_collector(
+    native: bool,
+) -> None:
+    # What a pipeline keeps while it waits for its next chunk is walked by every full
+    # collection of a process running many: the chunk's frames (kept for a report at the end)
+    # hold no tracked object; a replan refills the fast path's lists in place; a run without
+    # interrupts replaces no list of the store's or the ledger's; the tables of repeated ids
+    # are dicts of strings; a pipeline's decoder makes no context of its own.
+    def run(n: int, outcome: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{n}"}
+        if outcome is not None:
+            finished["outcome"] = outcome
+        return [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{n}"},
+            {"type": "TEXT_MESSAGE_START", "messageId": f"m{n}", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{n}", "delta": "hi"},
+            {"type": "TEXT_MESSAGE_END", "messageId": f"m{n}"},
+            finished,
+        ]
+
+    interrupt = {"type": "interrupt", "interrupts": [{"id": "i", "reason": "confirm"}]}
+    with _core(native):
+        stages = agui_meta.DefaultStages(agui_meta.Store())
+        ctx = Context()
+        enforce = agui_meta.Enforce()
+        runner = Runner([enforce, *stages], ctx, framing="sse")
+        fast, store, ledger = runner._fast, stages.store, stages.ledger
+        assert fast is not None and ledger is not None
+        held, tallies, empty = fast._held, fast.tallies, store.pending_interrupts
+        assert ledger._pending_interrupts == ()
+        chunk = sse(run(1) + run(2))
+        runner.feed(chunk)
+        frames: Any = ctx.frames
+        assert type(frames) is driver_module._RunFrames and not gc.is_tracked(frames)
+        assert gc.is_tracked(frames.payloads) is not native  # the core's list is untracked
+        decoder = agui_meta.framing.SSEDecoder()
+        assert [frames[i] for i in range(len(frames))] == decoder.feed(chunk)
+        assert fast._held is held and fast.tallies is tallies
+        assert held == [m for f in fast.filters for m in (f.fast_passes, f.fast_tally)]
+        assert tallies == [t for t in held[1::2] if t is not None]
+        assert store.pending_interrupts is empty == [] and ledger._pending_interrupts == ()
+        runner.feed(sse(run(3, interrupt)))
+        assert (
+            [i.id for i in store.pending_interrupts]
+            == ["i"]
+            == [i.id for i in ledger.pending_interrupts]
+        )
+        runner.feed(sse(run(4)))
+        assert store.pending_interrupts == [] and ledger.pending_interrupts == []
+        assert fast._held is held and fast.tallies is tallies
+        runner.close()
+    twice = agui_meta.Store([{"id": "h", "role": "user", "content": c} for c in "ab"])
+    assert list(twice._dup_ids) == ["h"] and not gc.is_tracked(twice._dup_ids)
+    assert enforce.decoder._ctx is None  # the pipeline's context is given instead
+    assert agui_meta.EventDecoder().context.mode == "default"
+    origin = ReportWarnings()._origin
+    assert origin[0] == __file__ and all(type(v) in (str, int) for v in origin)
 
 
 def test_a_message_is_tracked_as_soon_as_it_holds_calls() -> None:
