@@ -105,8 +105,8 @@ class _AllOf:
 
     __slots__ = ("sets",)
 
-    def __init__(self, sets: list[Container[str]]) -> None:
-        self.sets = sets
+    def __init__(self, sets: tuple[Container[str], ...]) -> None:
+        self.sets = sets  # the same tuple as the core's plan holds
 
     def __contains__(self, key: object) -> bool:
         return all(key in s for s in self.sets)
@@ -228,11 +228,12 @@ class _FastPath:
                     convert = converts.get(cls)
                     if convert is None:
                         continue
+                sets = tuple(ids) if ids else None
                 plans[cls] = (
-                    None if not ids else ids[0] if len(ids) == 1 else _AllOf(ids),
+                    None if sets is None else sets[0] if len(sets) == 1 else _AllOf(sets),
                     convert,
                 )
-                held_by[cls] = tuple(ids) if ids else None
+                held_by[cls] = sets
         native: dict[type, tuple[Any, Any, int, Any]] = {}
         for candidate, (_, handler) in plans.items():
             kind, lookup = 0, None

@@ -2284,6 +2284,11 @@ def test_a_pipeline_between_chunks_and_runs_keeps_nothing_new_for_the_collector(
         assert fast._held is held and fast.tallies is tallies
         assert held == [m for f in fast.filters for m in (f.fast_passes, f.fast_tally)]
         assert tallies == [t for t in held[1::2] if t is not None]
+        # An id passes when every stage holds it: the Python plan's sets are the core's tuple.
+        both = [(ids.sets, native_plans[cls][0]) for _, plans, native_plans in
+                fast._made.values() for cls, (ids, _) in plans.items()
+                if type(ids) is driver_module._AllOf]  # fmt: skip
+        assert both and all(type(a) is tuple and a is b for a, b in both)
         assert store.pending_interrupts is empty == [] and ledger._pending_interrupts == ()
         runner.feed(sse(run(3, interrupt)))
         assert (
