@@ -17,7 +17,7 @@ Lifecycle. ``wrap()`` returns a single-use :class:`Pipeline`, to be iterated ins
 ``async with`` block. When the block exits (normally, by ``break``, an exception or
 cancellation) every iterator of the chain, from the consumer's end back to the source, is
 closed, shielded from cancellation (asyncio's own included: see :func:`uninterrupted`), before
-``__aexit__`` returns; a source interrupted inside an ``await`` (the prefetch task stopped while
+``__aexit__`` returns (a chain whose generators all ran to their end has nothing to close); a source interrupted inside an ``await`` (the prefetch task stopped while
 it waits for its next item) sees the cancellation there, as any awaiting code does. Without
 ``prefetch`` no task is spawned at all: the chain is pulled by the consumer, so a slow consumer
 slows the source. With ``prefetch=n`` the source and the first fused run of stages work ahead
@@ -31,7 +31,7 @@ import io
 import os
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from types import TracebackType
+from types import AsyncGeneratorType, TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union, cast, overload
 
 import anyio
@@ -236,7 +236,10 @@ class Pipeline(Generic[T]):
         finally:
             if self._send is not None:
                 self._send.close()
-            await uninterrupted(self._close_chain)
+            if any(map(_may_await_closing, self._iterators)):
+                await uninterrupted(self._close_chain)
+            else:  # all ran to their end (drain() did): nothing to close, no task to close it
+                self._iterators.clear()
             self.context.finish()
         return None
 
@@ -423,6 +426,14 @@ class Pipeline(Generic[T]):
         async for index, batch in receive:
             ctx.index = index
             yield batch
+
+
+def _may_await_closing(it: Any) -> bool:
+    """Whether closing ``it`` may run code: anything with ``aclose`` but an async generator
+    that ran to its end (its ``aclose()`` returns at once)."""
+    if type(it) is AsyncGeneratorType:
+        return it.ag_frame is not None
+    return hasattr(it, "aclose")
 
 
 class _TaskContext(Context):

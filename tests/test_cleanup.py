@@ -528,3 +528,39 @@ def test_a_store_of_messages_is_freed_without_the_cycle_collector() -> None:
     finally:
         gc.enable()
     assert held == 4 and after == before
+
+
+async def test_a_chain_that_ran_to_its_end_is_closed_without_a_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Closing a chain whose generators all ran to their end runs no code: the pipeline's exit
+    # spawns no task for it (on asyncio, uninterrupted() closes in a task of its own). A chain
+    # left in the middle (a consumer breaking out) is still closed, its source's finally run.
+    from agui_meta import _pipeline
+
+    closes: list[object] = []
+    real = _pipeline.uninterrupted
+
+    async def counted(close: Any) -> None:
+        closes.append(close)
+        await real(close)
+
+    monkeypatch.setattr(_pipeline, "uninterrupted", counted)
+    finished: list[str] = []
+    frames = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+              {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}]  # fmt: skip
+
+    async def source() -> AsyncIterator[bytes]:
+        try:
+            for frame in frames:
+                yield sse([frame])
+        finally:
+            finished.append("source")
+
+    async with agui_meta.wrap(source(), *agui_meta.DefaultStages()) as stream:
+        assert await stream.drain() == 2
+    assert finished == ["source"] and closes == []
+    async with agui_meta.wrap(source(), *agui_meta.DefaultStages()) as stream:
+        async for _ in stream:
+            break
+    assert finished == ["source", "source"] and len(closes) == 1
