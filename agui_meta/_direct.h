@@ -79,9 +79,7 @@ direct_after(PyObject *event, PyObject *route, PyObject *own, PyObject *update)
     if (PyObject_SetAttr(ledger, s_item, update) < 0) {
         return -1;
     }
-    PyObject *back = call_method(PyTuple_GET_ITEM(route, D_LEDGER_HANDLER), ledger, event);
-    Py_XDECREF(back);
-    return back == NULL ? -1 : 0;
+    return ledger_handled(0, PyTuple_GET_ITEM(route, D_LEDGER_HANDLER), ledger, event);
 }
 
 #endif /* AGUI_META_DIRECT_H */

@@ -586,6 +586,8 @@ class Ledger(Transducer[T, T]):
                 return
             self._item = item
             handler(self, event)
+            # Let go of it: the last event's update is not kept while the stream waits.
+            self._item = None
             return
         counts = self._counts
         if counts is None:
@@ -598,10 +600,12 @@ class Ledger(Transducer[T, T]):
         handler = self._handlers.get(type(event))
         if handler is not None:
             handler(self, event)
+            self._item = None
             return
         if not isinstance(event, Event):
             found = _event_of(item)
             if found is None:
+                self._item = None
                 return
             self._wrappers.add(type(item))
             event = found
@@ -611,6 +615,7 @@ class Ledger(Transducer[T, T]):
             handler(self, event)
         else:
             self._counted(cls.type)
+        self._item = None
 
     def close(self) -> None:
         """End the open run, if any, as ``"incomplete"`` (calls ``on_run``). Idempotent."""

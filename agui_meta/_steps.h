@@ -366,18 +366,28 @@ ledger_count(PyObject *ledger, PyObject *kind)
     return status;
 }
 
+/* The ledger's item (_item) let go once its handler is done, as Ledger.feed lets it go: the
+ * last event's Update is not kept while the pipeline waits for its next chunk. 0, or -1 with
+ * an exception. */
+static int
+ledger_done(PyObject *ledger)
+{
+    return PyObject_SetAttr(ledger, s_item, Py_None);
+}
+
 /* The ledger's part after its record was made in C (native: 1) or not (0: the handler, the
- * ledger's plain function, called with the ledger and the event), its item being update, as
- * Ledger.feed leaves it. native -1: the exception raised. 0, or -1 with an exception. */
+ * ledger's plain function, called with the ledger and the event), its item being update (set
+ * by the caller) until it is done, as in Ledger.feed. native -1: the exception raised. 0, or -1
+ * with an exception. */
 static int
 ledger_handled(int native, PyObject *handler, PyObject *ledger, PyObject *event)
 {
     if (native != 0) {
-        return native < 0 ? -1 : 0;
+        return native < 0 ? -1 : ledger_done(ledger);
     }
     PyObject *back = call_method(handler, ledger, event);
     Py_XDECREF(back);
-    return back == NULL ? -1 : 0;
+    return back == NULL ? -1 : ledger_done(ledger);
 }
 
 /* The preconditions (see the top of the file), read into r. 1: they hold; 0: not this way;

@@ -2250,8 +2250,9 @@ def test_a_pipeline_between_chunks_and_runs_keeps_nothing_new_for_the_collector(
     # What a pipeline keeps while it waits for its next chunk is walked by every full
     # collection of a process running many: the chunk's frames (kept for a report at the end)
     # hold no tracked object; a replan refills the fast path's lists in place; a run without
-    # interrupts replaces no list of the store's or the ledger's; the tables of repeated ids
-    # are dicts of strings; a pipeline's decoder makes no context of its own.
+    # interrupts replaces no list of the store's or the ledger's; the ledger lets go of the
+    # last update it observed; the tables of repeated ids are dicts of strings; a pipeline's
+    # decoder makes no context of its own.
     def run(n: int, outcome: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{n}"}
         if outcome is not None:
@@ -2281,6 +2282,7 @@ def test_a_pipeline_between_chunks_and_runs_keeps_nothing_new_for_the_collector(
         assert gc.is_tracked(frames.payloads) is not native  # the core's list is untracked
         decoder = agui_meta.framing.SSEDecoder()
         assert [frames[i] for i in range(len(frames))] == decoder.feed(chunk)
+        assert ledger._item is None  # the last event's update let go once handled
         assert fast._held is held and fast.tallies is tallies
         assert held == [m for f in fast.filters for m in (f.fast_passes, f.fast_tally)]
         assert tallies == [t for t in held[1::2] if t is not None]
@@ -2298,6 +2300,15 @@ def test_a_pipeline_between_chunks_and_runs_keeps_nothing_new_for_the_collector(
         )
         runner.feed(sse(run(4)))
         assert store.pending_interrupts == [] and ledger.pending_interrupts == []
+        call = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r5"},
+                {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f"},
+                {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{}"},
+                {"type": "TOOL_CALL_END", "toolCallId": "c"}]  # fmt: skip
+        for part in (call, [{"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c",
+                             "content": "ok"}]):  # fmt: skip
+            runner.feed(sse(part))  # the ledger's records of these made in C, with the core
+            assert ledger._item is None
+        runner.feed(sse([{"type": "RUN_FINISHED", "threadId": "t", "runId": "r5"}]))
         assert fast._held is held and fast.tallies is tallies
         runner.close()
     twice = agui_meta.Store([{"id": "h", "role": "user", "content": c} for c in "ab"])
