@@ -17,8 +17,9 @@ Lifecycle. ``wrap()`` returns a single-use :class:`Pipeline`, to be iterated ins
 ``async with`` block. When the block exits (normally, by ``break``, an exception or
 cancellation) every iterator of the chain, from the consumer's end back to the source, is
 closed, shielded from cancellation (asyncio's own included: see :func:`uninterrupted`), before
-``__aexit__`` returns (a chain whose generators all ran to their end has nothing to close); a source interrupted inside an ``await`` (the prefetch task stopped while
-it waits for its next item) sees the cancellation there, as any awaiting code does. Without
+``__aexit__`` returns (a chain whose generators all ran to their end has nothing to close); a
+source interrupted inside an ``await`` (the prefetch task stopped while it waits for its next
+item) sees the cancellation there, as any awaiting code does. Without
 ``prefetch`` no task is spawned at all: the chain is pulled by the consumer, so a slow consumer
 slows the source. With ``prefetch=n`` the source and the first fused run of stages work ahead
 in one background task, at most ``n`` batches ahead, inside a task group owned by the ``async
