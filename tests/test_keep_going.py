@@ -514,6 +514,29 @@ def test_how_a_corrupted_stream_is_chunked_changes_nothing(
     ]
 
 
+def test_a_line_ignored_at_the_end_is_placed_the_same_after_a_run_however_chunked() -> None:
+    # Found by the test above: a stream whose last event has no blank line after it and ends
+    # in a line of an unknown field. Fed whole, the last feed gave one run standing for four
+    # frames, and the close placed the ignored line as if those were still in its list (after
+    # the event, under the next index); fed in two, before it. Each call counts its own.
+    frames = [b'{"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"s1"}',
+              b'{"type":"SUBAGENT_STARTED","subagentRunId":"s2","name":"s2"}',
+              b'{"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}',
+              b'{"type":"SUBAGENT_FINISHED","subagentRunId":"s2"}']  # fmt: skip
+    last = b'{"type":"RUN_FINISHED","threadId":"t","runId":"r1"}'
+    bad = (b'eata: {"type":"RUN_STARTED","threadId":"t","runId":"r1"}\n\n'
+           + b"".join(b"data: " + f + b"\n\n" for f in frames) + b"data: " + last + b"\n\x0b")  # fmt: skip
+    decoder = SSEDecoder()
+    decoder.feed_runs(bad)
+    decoder.ignored.clear()
+    assert [f.data for f in decoder.close()] == [last]
+    assert [(n.before, n.line) for n in decoder.ignored] == [(0, 12)]
+    whole, pieces = run_all(([bad], "keep_going", "sse"), (cut(bad, [250]), "keep_going", "sse"))
+    placed = [(r.code, r.index, r.offset, r.line) for r in whole.reports]
+    assert placed == [(r.code, r.index, r.offset, r.line) for r in pieces.reports]
+    assert placed[-2:] == [("sse-unknown-field", 4, 366, 12), ("run.first-event", 4, 308, 11)]
+
+
 @pytest.mark.parametrize("cls", [SSEDecoder, JsonLinesDecoder])
 @given(data=st.data())
 @settings(deadline=None)

@@ -275,6 +275,7 @@ class SSEDecoder(LineDecoder):
         self._check_usable()
         self._closed = True
         frames: list[Frame] = []
+        self._spelt = 0  # this call's list: the last feed's runs are not in it
         try:
             if self._pending:
                 line = bytes(self._pending)
