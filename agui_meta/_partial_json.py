@@ -18,6 +18,8 @@ access), never on every delta.
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any, Final
 
 import msgspec
@@ -203,14 +205,53 @@ def parse_partial_json(text: str) -> Any:
     """The value of :func:`complete_json` of ``text``; ``None`` when that does not parse.
 
     As ``JSON.parse`` reads it: a ``\\uXXXX`` escape of half a surrogate pair (an emoji cut
-    in two) is a one-character string, not an error.
+    in two) is a one-character string, not an error; a number is a double (an integer past
+    2**53 is the double nearest to it). A value nested deeper than the decoders go (about a
+    thousand levels) is ``None`` too, where ``JSON.parse`` would read it.
     """
     completed = complete_json(text)
     try:
-        return _decode(completed)
-    except msgspec.DecodeError:
-        pass
-    try:  # the standard library's decoder takes lone surrogate escapes
-        return json.loads(completed)
-    except ValueError:
+        value = _decode(completed)
+    except RecursionError:
         return None
+    except msgspec.DecodeError:
+        try:  # the standard library's decoder takes lone surrogate escapes
+            value = json.loads(completed)
+        except (ValueError, RecursionError):
+            return None
+    # Every number is a double to JSON.parse: an integer past 2**53 (16 digits at least) is
+    # read as the double nearest to it, one past the doubles as an infinity.
+    return _as_doubles(value) if _LONG_DIGITS.search(completed) else value
+
+
+_SAFE: Final = 2**53
+_LONG_DIGITS: Final = re.compile(r"[0-9]{16}")
+
+
+def _double(n: int) -> int | float:
+    try:
+        return int(float(n))
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
+def _as_doubles(value: Any) -> Any:
+    """``value`` (freshly decoded, changed in place) with each integer beyond ±2**53 as the
+    double JSON.parse reads. A walk with a stack: a value nested deeper than Python's recursion
+    limit is still a value."""
+    if type(value) is int:
+        return value if -_SAFE <= value <= _SAFE else _double(value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        pairs = (
+            enumerate(node) if type(node) is list else node.items() if type(node) is dict else ()
+        )
+        for key, item in pairs:
+            kind = type(item)
+            if kind is int:
+                if not -_SAFE <= item <= _SAFE:
+                    node[key] = _double(item)
+            elif kind is list or kind is dict:
+                stack.append(item)
+    return value

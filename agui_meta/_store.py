@@ -207,6 +207,11 @@ class ToolCallItem:
             raise DecodeError(
                 f"the arguments of tool call {self.id!r} are not JSON: {exc}"
             ) from None
+        except RecursionError:
+            raise DecodeError(
+                f"the arguments of tool call {self.id!r} nest deeper than the JSON decoder goes "
+                "(about a thousand levels)"
+            ) from None
 
     def append_arguments(self, delta: str) -> None:
         """Append an arguments delta (O(1); joined when :attr:`arguments` is read)."""

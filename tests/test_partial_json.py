@@ -10,13 +10,14 @@ documents (compact, spaced, indented, ASCII-escaped) cut at random places, and a
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import agui_meta
@@ -95,6 +96,18 @@ def documents(draw: st.DrawFn) -> list[str]:
     return draw(cuts(text))
 
 
+def _stringified(value: Any) -> Any:
+    """``value`` as the reference's side reads back what ``JSON.stringify`` printed: an
+    infinity (a number past the doubles) is ``null``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_stringified(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _stringified(v) for k, v in value.items()}
+    return value
+
+
 def check(reference: Reference, deltas: list[str]) -> None:
     theirs = reference.run(deltas)
     partial = theirs["partial"]
@@ -104,7 +117,7 @@ def check(reference: Reference, deltas: list[str]) -> None:
         step = partial[n]
         assert step["buffer"] == prefix
         assert complete_json(prefix) == step["text"], prefix
-        assert parse_partial_json(prefix) == step["value"], prefix
+        assert _stringified(parse_partial_json(prefix)) == step["value"], prefix
         prefix += delta
 
 
@@ -127,6 +140,8 @@ def test_json_prefixes_complete_as_the_reference_completes_them(
         max_size=8,
     )
 )
+@example(deltas=["9007199254740993", "0"])  # found by this test: a double to the reference
+@example(deltas=["[1", "e400, -", "1" + "0" * 400])  # past the doubles: infinities
 def test_any_text_completes_as_the_reference_completes_it(
     reference: Reference, deltas: list[str]
 ) -> None:
@@ -195,3 +210,20 @@ def test_arguments_json_while_streaming_or_not_json() -> None:
     called = empty.tool_call("e")
     assert called is not None and called.arguments_json() == {}
     assert called.partial_arguments() is None and not called.streaming
+
+
+def test_numbers_are_read_as_doubles_and_no_depth_raises() -> None:
+    # JSON.parse reads every number as a double; a value nested past the decoders is None
+    # here (never an exception), and a finished call's arguments say so as a DecodeError.
+    big = "9007199254740993"
+    assert parse_partial_json(big) == 2**53 and parse_partial_json("9007199254740992") == 2**53
+    assert parse_partial_json(f'{{"a": [{big}, -{big}, "{big}", 1.5, true]') == {
+        "a": [2**53, -(2**53), big, 1.5, True]
+    }
+    assert parse_partial_json("1" + "0" * 400) == math.inf
+    assert parse_partial_json("[" * 5000 + big) is None
+    call = agui_meta.ToolCallItem("c", "f", None)  # type: ignore[arg-type]
+    call.append_arguments("[" * 5000 + "]" * 5000)
+    assert call.partial_arguments() is None
+    with pytest.raises(agui_meta.DecodeError, match="nest deeper than the JSON decoder goes"):
+        call.arguments_json()
